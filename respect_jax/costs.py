@@ -1,0 +1,217 @@
+"""THE cost model of SPEC section 2, written once, in jnp (jit- and vmap-able).
+
+Every solver, the environment's reward, the CLI and every reported number call
+:func:`evaluate` (or :func:`evaluate_assignment`, its NumPy-graph convenience wrapper). Nothing
+project-internal is imported here apart from the padded graph container.
+
+Notation (K stages, N padded nodes): ``s`` is the stage of each node (i32[N], SPEC order).
+
+* ``mem_k   = b_p * sum(params_v : s(v) = k)``
+* ``last(u) = max(s(v) : v in succ(u))``, or K-1 for a node without successors
+* ``comm    = b_a * sum_u output_size_u * (last(u) - s(u))``
+* ``in_k    = b_a * sum_u output_size_u * [s(u) < k <= last(u)]``  (``in_0 = 0``)
+* ``spill_k = max(0, mem_k - C)``
+* ``T_k     = tau + macs_k / R + spill_k / H + in_k / L``
+* ``bottleneck = max_k T_k``, ``latency = sum_k T_k``, ``throughput = 1 / bottleneck``
+* objective ``paper``  = ``max_k mem_k + lam * comm``; objective ``latency`` = ``bottleneck``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from respect_jax.graphs.padded import PaddedGraph
+
+OBJECTIVES = ("paper", "latency")
+
+
+@struct.dataclass
+class Hardware:
+    """A pipeline of K identical accelerators (SPEC section 2). Units: bytes, seconds.
+
+    ``stages`` is static (it fixes array shapes); every other field may be a traced scalar, so a
+    batch of hardware settings can be vmapped.
+    """
+
+    stages: int = struct.field(pytree_node=False)
+    sram_bytes: float
+    param_bytes: float
+    act_bytes: float
+    macs_per_s: float
+    host_bw: float
+    link_bw: float
+    stage_overhead_s: float
+
+    def to_dict(self) -> dict:
+        return {k: (int(v) if k == "stages" else float(v)) for k, v in asdict(self).items()}
+
+
+def hardware_from_dict(values: dict) -> Hardware:
+    """Build :class:`Hardware` from a mapping (e.g. a Hydra ``hardware`` node); checks ranges."""
+    fields = ("stages", "sram_bytes", "param_bytes", "act_bytes", "macs_per_s", "host_bw", "link_bw", "stage_overhead_s")
+    missing = [f for f in fields if f not in values]
+    if missing:
+        raise ValueError(f"hardware config is missing {', '.join(missing)}")
+    stages = values["stages"]
+    if not isinstance(stages, int) or isinstance(stages, bool) or stages < 1:
+        raise ValueError(f"hardware.stages must be an integer >= 1, got {stages!r}")
+    kwargs = {"stages": stages}
+    for f in fields[1:]:
+        try:
+            v = float(values[f])
+        except (TypeError, ValueError):
+            raise ValueError(f"hardware.{f} must be a number, got {values[f]!r}") from None
+        positive = f in ("macs_per_s", "host_bw", "link_bw")
+        if not np.isfinite(v) or v < 0 or (positive and v == 0):
+            raise ValueError(f"hardware.{f} must be {'> 0' if positive else '>= 0'} and finite, got {values[f]!r}")
+        kwargs[f] = v
+    return Hardware(**kwargs)
+
+
+@struct.dataclass
+class Metrics:
+    """Every SPEC quantity for one schedule (add a leading axis for a batch).
+
+    Attributes:
+        mem_k: f32[K] parameter bytes per stage.
+        in_k: f32[K] bytes of tensors entering each stage from the previous one.
+        spill_k: f32[K] parameter bytes streamed from the host per inference.
+        macs_k: f32[K] compute per stage.
+        time_k: f32[K] stage times T_k (s).
+        comm_bytes: f32[] bytes forwarded across all stage boundaries.
+        peak_mem_bytes: f32[] max_k mem_k.
+        spill_bytes: f32[] sum_k spill_k.
+        bottleneck_s: f32[] max_k T_k.
+        latency_s: f32[] sum_k T_k.
+        valid: bool[] every edge goes forward (s(u) <= s(v)) and every stage is in 0..K-1.
+    """
+
+    mem_k: jax.Array
+    in_k: jax.Array
+    spill_k: jax.Array
+    macs_k: jax.Array
+    time_k: jax.Array
+    comm_bytes: jax.Array
+    peak_mem_bytes: jax.Array
+    spill_bytes: jax.Array
+    bottleneck_s: jax.Array
+    latency_s: jax.Array
+    valid: jax.Array
+
+
+def last_stage(graph: PaddedGraph, stage: jax.Array, num_stages: int) -> jax.Array:
+    """i32[N] ``last(u)``: the latest stage among u's consumers, K-1 for graph outputs."""
+    consumer_stage = jnp.where(graph.edge_mask, stage[graph.receivers], -1)
+    latest = jnp.full(stage.shape, -1, stage.dtype).at[graph.senders].max(consumer_stage)
+    return jnp.where(latest < 0, num_stages - 1, latest)
+
+
+def is_valid(graph: PaddedGraph, stage: jax.Array, num_stages: int) -> jax.Array:
+    """bool[] True iff every real edge goes forward and every real node has a stage in range."""
+    forward = stage[graph.senders] <= stage[graph.receivers]
+    in_range = (stage >= 0) & (stage < num_stages)
+    return jnp.all(forward | ~graph.edge_mask) & jnp.all(in_range | ~graph.node_mask)
+
+
+def evaluate(graph: PaddedGraph, stage: jax.Array, hw: Hardware) -> Metrics:
+    """All SPEC quantities of the schedule ``stage`` (i32[N], positions) on ``graph``.
+
+    Works on one graph; ``jax.vmap`` it for a batch. Values for an invalid schedule are computed
+    by the same formulas (``last - s`` may then be negative) and must be ignored: check ``valid``.
+    """
+    k = hw.stages
+    stage = stage.astype(jnp.int32)
+    mask = graph.node_mask
+    onehot = (stage[:, None] == jnp.arange(k)[None, :]) & mask[:, None]  # [N, K]
+    mem_k = hw.param_bytes * jnp.sum(jnp.where(onehot, graph.params[:, None], 0.0), axis=0)
+    macs_k = jnp.sum(jnp.where(onehot, graph.macs[:, None], 0.0), axis=0)
+    last = last_stage(graph, stage, k)
+    out = jnp.where(mask, graph.output_size, 0.0)
+    comm = hw.act_bytes * jnp.sum(out * (last - stage))
+    ks = jnp.arange(k)[None, :]
+    crossing = (stage[:, None] < ks) & (ks <= last[:, None])  # [N, K]
+    in_k = hw.act_bytes * jnp.sum(jnp.where(crossing, out[:, None], 0.0), axis=0)
+    spill_k = jnp.maximum(0.0, mem_k - hw.sram_bytes)
+    time_k = hw.stage_overhead_s + macs_k / hw.macs_per_s + spill_k / hw.host_bw + in_k / hw.link_bw
+    return Metrics(
+        mem_k=mem_k,
+        in_k=in_k,
+        spill_k=spill_k,
+        macs_k=macs_k,
+        time_k=time_k,
+        comm_bytes=comm,
+        peak_mem_bytes=jnp.max(mem_k),
+        spill_bytes=jnp.sum(spill_k),
+        bottleneck_s=jnp.max(time_k),
+        latency_s=jnp.sum(time_k),
+        valid=is_valid(graph, stage, k),
+    )
+
+
+def objective_value(metrics: Metrics, objective: str, lam: float = 1.0) -> jax.Array:
+    """The named SPEC objective (lower is better) from :class:`Metrics` (works batched)."""
+    if objective == "paper":
+        return metrics.peak_mem_bytes + lam * metrics.comm_bytes
+    if objective == "latency":
+        return metrics.bottleneck_s
+    raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+
+
+def objective_lower_bound(graph: PaddedGraph, hw: Hardware, objective: str) -> jax.Array:
+    """f32[] a cheap lower bound on the objective of any valid schedule (reward normaliser).
+
+    ``paper``: peak memory >= max(total / K, largest node); communication >= 0.
+    ``latency``: the bottleneck >= tau + max(total macs / K, largest node's macs) / R.
+    The bound is floored at a tiny positive value so it can divide.
+    """
+    k = hw.stages
+    if objective == "paper":
+        total, largest = jnp.sum(graph.params), jnp.max(graph.params)
+        bound = hw.param_bytes * jnp.maximum(total / k, largest)
+    elif objective == "latency":
+        total, largest = jnp.sum(graph.macs), jnp.max(graph.macs)
+        bound = hw.stage_overhead_s + jnp.maximum(total / k, largest) / hw.macs_per_s
+    else:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    return jnp.maximum(bound, 1e-12)
+
+
+_evaluate_jit = jax.jit(evaluate)
+
+
+def evaluate_assignment(graph, assignment, hw: Hardware, objective: str = "paper", lam: float = 1.0) -> dict:
+    """Score an assignment given by original node id on a :class:`~respect_jax.graphs.Graph`.
+
+    Returns a plain dict of Python floats: ``objective``, ``valid`` and every metric (per-stage
+    lists included). This is the function solvers and the CLI use to report numbers.
+    """
+    from respect_jax.graphs.padded import pad_graph, to_position_order
+
+    padded = pad_graph(graph)
+    assignment = np.asarray(assignment)
+    if assignment.shape != (graph.num_nodes,):
+        raise ValueError(f"assignment has shape {assignment.shape}, expected ({graph.num_nodes},)")
+    stage = jnp.asarray(to_position_order(padded, assignment))
+    m = _evaluate_jit(jax.tree.map(jnp.asarray, padded), stage, hw)
+    in_range = bool(np.all((assignment >= 0) & (assignment < hw.stages)))
+    out = {
+        "objective": float(objective_value(m, objective, lam)),
+        "valid": bool(m.valid) and in_range,
+        "peak_mem_bytes": float(m.peak_mem_bytes),
+        "comm_bytes": float(m.comm_bytes),
+        "bottleneck_s": float(m.bottleneck_s),
+        "latency_s": float(m.latency_s),
+        "throughput_per_s": float(1.0 / m.bottleneck_s),
+        "spill_bytes": float(m.spill_bytes),
+        "mem_k": np.asarray(m.mem_k).tolist(),
+        "in_k": np.asarray(m.in_k).tolist(),
+        "spill_k": np.asarray(m.spill_k).tolist(),
+        "macs_k": np.asarray(m.macs_k).tolist(),
+        "time_k": np.asarray(m.time_k).tolist(),
+    }
+    return out

@@ -1,0 +1,158 @@
+"""The scheduling MDP of SPEC section 3 as a pure JAX environment (Jumanji-style).
+
+Nodes are placed one per step in the SPEC order (positions ``0..num_nodes-1`` of a
+:class:`~respect_jax.graphs.padded.PaddedGraph`). The action is a stage; allowed stages are
+``k >= max(stage of predecessors)``. An action below that bound is raised to it, so no invalid
+schedule is reachable and every valid one is. The episode ends after the last real node; the
+reward of that step is ``-objective / norm`` computed by the shared evaluator
+(:func:`respect_jax.costs.evaluate`). Steps after the end are no-ops with zero reward.
+
+``reset``/``step`` are pure; batch them with ``jax.vmap`` and roll them out with ``jax.lax.scan``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from respect_jax.costs import OBJECTIVES, Hardware, evaluate, objective_lower_bound, objective_value
+from respect_jax.env.types import FIRST, LAST, MID, Observation, State, TimeStep
+from respect_jax.graphs.padded import PaddedGraph
+
+
+class SchedulingEnv:
+    """Pipeline-stage assignment of a DNN graph onto ``hw.stages`` accelerators.
+
+    Args:
+        hw: hardware (its ``stages`` fixes the action space K).
+        objective: ``"paper"`` or ``"latency"`` (SPEC section 2).
+        lam: weight of communication in the ``paper`` objective.
+        normalise: divide the reward by :func:`objective_lower_bound` of each graph (so rewards of
+            different graphs are comparable; ``-1`` is then a perfect schedule or better bound).
+        generator: optional ``key -> PaddedGraph`` used by :meth:`reset`.
+    """
+
+    def __init__(
+        self,
+        hw: Hardware,
+        objective: str = "paper",
+        lam: float = 1.0,
+        normalise: bool = True,
+        generator: Callable[[jax.Array], PaddedGraph] | None = None,
+    ):
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        self.hw, self.objective, self.lam = hw, objective, lam
+        self.normalise, self.generator = normalise, generator
+
+    @property
+    def num_actions(self) -> int:
+        return self.hw.stages
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, key: jax.Array) -> tuple[State, TimeStep]:
+        """Draw a graph from the generator and start an episode on it."""
+        if self.generator is None:
+            raise ValueError("SchedulingEnv.reset(key) needs a generator; use reset_graph(graph)")
+        return self.reset_graph(self.generator(key))
+
+    def reset_graph(self, graph: PaddedGraph) -> tuple[State, TimeStep]:
+        """Start an episode on ``graph`` (one padded graph; vmap for a batch)."""
+        k, n = self.hw.stages, graph.params.shape[-1]
+        norm = objective_lower_bound(graph, self.hw, self.objective) if self.normalise else jnp.float32(1.0)
+        state = State(
+            graph=graph,
+            assignment=jnp.full((n,), -1, jnp.int32),
+            step_count=jnp.int32(0),
+            stage_param_bytes=jnp.zeros((k,), jnp.float32),
+            stage_macs=jnp.zeros((k,), jnp.float32),
+            norm=jnp.asarray(norm, jnp.float32),
+        )
+        timestep = TimeStep(
+            step_type=jnp.int32(FIRST),
+            reward=jnp.float32(0.0),
+            discount=jnp.float32(1.0),
+            observation=self._observation(state),
+            extras=self._no_extras(),
+        )
+        return state, timestep
+
+    # ------------------------------------------------------------------ step
+    def step(self, state: State, action: jax.Array) -> tuple[State, TimeStep]:
+        """Place the current node on stage ``action`` (raised to the precedence bound)."""
+        graph, t = state.graph, state.step_count
+        active = t < graph.num_nodes
+        low = self._lower_bound(state)
+        stage = jnp.clip(jnp.maximum(action.astype(jnp.int32), low), 0, self.hw.stages - 1)
+        node = jnp.arange(graph.params.shape[-1]) == t
+        assignment = jnp.where(node & active, stage, state.assignment)
+        onehot = (jnp.arange(self.hw.stages) == stage) & active
+        new_state = state.replace(
+            assignment=assignment,
+            step_count=t + active.astype(jnp.int32),
+            stage_param_bytes=state.stage_param_bytes + jnp.where(onehot, graph.params[t] * self.hw.param_bytes, 0.0),
+            stage_macs=state.stage_macs + jnp.where(onehot, graph.macs[t], 0.0),
+        )
+        finished = active & (new_state.step_count == graph.num_nodes)
+        extras = jax.lax.cond(finished, self._final_extras, lambda _: self._no_extras(), new_state)
+        reward = jnp.where(finished, -extras["objective"] / state.norm, 0.0)
+        timestep = TimeStep(
+            step_type=jnp.where(active & ~finished, MID, LAST).astype(jnp.int32),
+            reward=reward.astype(jnp.float32),
+            discount=jnp.where(active & ~finished, 1.0, 0.0).astype(jnp.float32),
+            observation=self._observation(new_state),
+            extras=extras,
+        )
+        return new_state, timestep
+
+    # ------------------------------------------------------------------ helpers
+    def _lower_bound(self, state: State) -> jax.Array:
+        """i32[] the smallest stage the current node may take (max stage of its predecessors)."""
+        g, t = state.graph, jnp.minimum(state.step_count, state.graph.params.shape[-1] - 1)
+        pred_stage = jnp.where(g.pred_mask[t], state.assignment[g.preds[t]], 0)
+        return jnp.max(pred_stage, initial=0)
+
+    def action_mask(self, state: State) -> jax.Array:
+        """bool[K] allowed stages for the current node (all False after the episode ends)."""
+        active = state.step_count < state.graph.num_nodes
+        return (jnp.arange(self.hw.stages) >= self._lower_bound(state)) & active
+
+    def _observation(self, state: State) -> Observation:
+        return Observation(
+            node=state.step_count,
+            action_mask=self.action_mask(state),
+            assignment=state.assignment,
+            stage_param_bytes=state.stage_param_bytes,
+            stage_macs=state.stage_macs,
+        )
+
+    def _final_extras(self, state: State) -> dict:
+        metrics = evaluate(state.graph, state.assignment, self.hw)
+        return {"objective": objective_value(metrics, self.objective, self.lam).astype(jnp.float32), "valid": metrics.valid}
+
+    @staticmethod
+    def _no_extras() -> dict:
+        return {"objective": jnp.float32(0.0), "valid": jnp.bool_(False)}
+
+
+def random_rollout(env: SchedulingEnv, graph: PaddedGraph, key: jax.Array) -> tuple[jax.Array, TimeStep]:
+    """Roll out uniformly random *masked* actions on one graph with ``lax.scan``.
+
+    Returns the final assignment (i32[N], positions) and the stacked timesteps (leading axis N).
+    The scan runs for the padded length N; steps after the end are no-ops.
+    """
+    state, timestep = env.reset_graph(graph)
+
+    def body(carry, step_key):
+        state, timestep = carry
+        mask = timestep.observation.action_mask
+        logits = jnp.where(mask | ~jnp.any(mask), 0.0, -jnp.inf)
+        action = jax.random.categorical(step_key, logits)
+        state, timestep = env.step(state, action)
+        return (state, timestep), timestep
+
+    keys = jax.random.split(key, graph.params.shape[-1])
+    (state, _), timesteps = jax.lax.scan(body, (state, timestep), keys)
+    return state.assignment, timesteps

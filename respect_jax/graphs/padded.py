@@ -1,0 +1,168 @@
+"""Fixed-shape graphs for JAX: nodes in SPEC topological order, padded to size buckets.
+
+A :class:`PaddedGraph` holds one graph (or, with a leading batch axis, many) with shapes fixed by
+its bucket ``(N, E, P)`` so that every jitted function compiles once per bucket:
+
+* nodes are **relabelled into the SPEC order** (depth from the sources, ties by id): position
+  ``i`` holds original node ``node_ids[i]``. Hence every edge goes from a lower to a higher
+  position, and the scheduling MDP visits positions ``0, 1, ..., num_nodes-1``;
+* padding nodes have zero counts and ``node_mask`` False; padding edges point 0 -> 0 with
+  ``edge_mask`` False; ``preds[i]`` lists the predecessor positions of node ``i`` (``pred_mask``).
+
+Padding never changes a cost: padding nodes carry no parameters, compute or tensors, and the
+evaluator ignores them through the masks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from respect_jax.graphs.graph import Graph
+
+NODE_BUCKETS = (32, 64, 128, 256, 512, 1024)
+PRED_BUCKETS = (4, 8, 16, 32, 64)
+
+
+@struct.dataclass
+class PaddedGraph:
+    """One graph with fixed shapes (add a leading axis B for a batch).
+
+    Attributes:
+        params: f32[N] parameter count per node (0 on padding).
+        output_size: f32[N] output tensor elements per node.
+        macs: f32[N] multiply-accumulates per node.
+        node_mask: bool[N] True for real nodes (a prefix of length num_nodes).
+        senders: i32[E] producer position of each edge.
+        receivers: i32[E] consumer position of each edge.
+        edge_mask: bool[E] True for real edges.
+        preds: i32[N, P] predecessor positions of each node (0 where masked).
+        pred_mask: bool[N, P].
+        num_nodes: i32[] real node count.
+        node_ids: i32[N] original node id at each position (-1 on padding).
+    """
+
+    params: jax.Array
+    output_size: jax.Array
+    macs: jax.Array
+    node_mask: jax.Array
+    senders: jax.Array
+    receivers: jax.Array
+    edge_mask: jax.Array
+    preds: jax.Array
+    pred_mask: jax.Array
+    num_nodes: jax.Array
+    node_ids: jax.Array
+
+    @property
+    def max_nodes(self) -> int:
+        return self.params.shape[-1]
+
+
+def bucket_size(n: int, buckets: Sequence[int] = NODE_BUCKETS) -> int:
+    """Smallest bucket >= n; beyond the last bucket, the next power of two."""
+    for b in buckets:
+        if n <= b:
+            return b
+    return 1 << math.ceil(math.log2(n))
+
+
+def bucket_shape(graphs: Sequence[Graph]) -> tuple[int, int, int]:
+    """The (N, E, P) padding shape that fits every graph of ``graphs``.
+
+    N comes from NODE_BUCKETS, P (max in-degree) from PRED_BUCKETS and E is N times a power of two,
+    so a dataset of similar graphs shares one shape (one compilation).
+    """
+    n_pad = bucket_size(max(g.num_nodes for g in graphs))
+    max_in = max((int(np.bincount(g.edges[:, 1]).max()) if g.num_edges else 1) for g in graphs)
+    p_pad = bucket_size(max_in, PRED_BUCKETS)
+    max_e = max(g.num_edges for g in graphs)
+    e_pad = n_pad
+    while e_pad < max_e:
+        e_pad *= 2
+    return n_pad, e_pad, p_pad
+
+
+def pad_graph(graph: Graph, shape: tuple[int, int, int] | None = None) -> PaddedGraph:
+    """Relabel ``graph`` into the SPEC order and pad it to ``shape`` = (N, E, P) (NumPy arrays)."""
+    n_pad, e_pad, p_pad = shape if shape is not None else bucket_shape([graph])
+    n = graph.num_nodes
+    if n > n_pad or graph.num_edges > e_pad:
+        raise ValueError(f"graph {graph.name!r} ({n} nodes, {graph.num_edges} edges) exceeds shape {shape}")
+    order = graph.topological_order()
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+
+    def padded(values, dtype):
+        out = np.zeros(n_pad, dtype=dtype)
+        out[:n] = np.asarray(values)[order]
+        return out
+
+    senders = np.zeros(e_pad, np.int32)
+    receivers = np.zeros(e_pad, np.int32)
+    edge_mask = np.zeros(e_pad, bool)
+    if graph.num_edges:
+        s, r = position[graph.edges[:, 0]], position[graph.edges[:, 1]]
+        by_receiver = np.lexsort((s, r))
+        senders[: graph.num_edges] = s[by_receiver]
+        receivers[: graph.num_edges] = r[by_receiver]
+        edge_mask[: graph.num_edges] = True
+    preds = np.zeros((n_pad, p_pad), np.int32)
+    pred_mask = np.zeros((n_pad, p_pad), bool)
+    slot = np.zeros(n_pad, np.int64)
+    for u, v in zip(senders[edge_mask].tolist(), receivers[edge_mask].tolist()):
+        if slot[v] >= p_pad:
+            raise ValueError(f"graph {graph.name!r}: node in-degree exceeds pred bucket {p_pad}")
+        preds[v, slot[v]] = u
+        pred_mask[v, slot[v]] = True
+        slot[v] += 1
+    node_ids = np.full(n_pad, -1, np.int32)
+    node_ids[:n] = order
+    return PaddedGraph(
+        params=padded(graph.params, np.float32),
+        output_size=padded(graph.output_size, np.float32),
+        macs=padded(graph.macs, np.float32),
+        node_mask=np.arange(n_pad) < n,
+        senders=senders,
+        receivers=receivers,
+        edge_mask=edge_mask,
+        preds=preds,
+        pred_mask=pred_mask,
+        num_nodes=np.int32(n),
+        node_ids=node_ids,
+    )
+
+
+def stack_graphs(graphs: Sequence[Graph], shape: tuple[int, int, int] | None = None) -> PaddedGraph:
+    """Pad every graph to one common bucket shape and stack them: a PaddedGraph with axis B."""
+    shape = shape if shape is not None else bucket_shape(graphs)
+    padded = [pad_graph(g, shape) for g in graphs]
+    return jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs)), *padded)
+
+
+def unstack(batch: PaddedGraph) -> list[PaddedGraph]:
+    """Split a batched PaddedGraph into a list of single graphs."""
+    size = batch.num_nodes.shape[0]
+    return [jax.tree.map(lambda x, i=i: x[i], batch) for i in range(size)]
+
+
+def to_original_order(graph: PaddedGraph, assignment_by_position) -> np.ndarray:
+    """Map an assignment indexed by position (SPEC order) back to original node ids (NumPy)."""
+    n = int(graph.num_nodes)
+    ids = np.asarray(graph.node_ids)[:n]
+    out = np.empty(n, dtype=np.int64)
+    out[ids] = np.asarray(assignment_by_position)[:n]
+    return out
+
+
+def to_position_order(graph: PaddedGraph, assignment_by_id) -> np.ndarray:
+    """Map an assignment indexed by original node id to positions, padded with 0 (NumPy int32)."""
+    n = int(graph.num_nodes)
+    out = np.zeros(graph.max_nodes, dtype=np.int32)
+    out[:n] = np.asarray(assignment_by_id)[np.asarray(graph.node_ids)[:n]]
+    return out

@@ -1,0 +1,91 @@
+"""The one signature every non-learned scheduler implements, and the solver registry.
+
+A solver is a function ``solve(graph, hw, objective, lam, **options) -> SolveResult`` where
+``graph`` is a :class:`~respect_jax.graphs.Graph`, ``hw`` a :class:`~respect_jax.costs.Hardware`
+and the assignment is indexed by original node id. Solvers never report their own objective
+unchecked: :func:`run_solver` scores every assignment with the shared evaluator.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from respect_jax.costs import Hardware, evaluate_assignment
+from respect_jax.graphs.graph import Graph
+
+
+@dataclass
+class SolveResult:
+    """What a solver returns.
+
+    Attributes:
+        assignment: int64[N] stage of every node (by original id).
+        optimal: True only when the solver proved optimality; None when it cannot know.
+        gap: proven relative gap (0 when optimal), None when not an exact solver.
+        info: solver-specific details (bounds, status, iterations, ...), JSON-serialisable.
+    """
+
+    assignment: np.ndarray
+    optimal: bool | None = None
+    gap: float | None = None
+    info: dict = field(default_factory=dict)
+
+
+SolverFn = Callable[..., SolveResult]
+_REGISTRY: dict[str, SolverFn] = {}
+
+
+def register_solver(name: str):
+    """Decorator adding a solver function to the registry under ``name``."""
+
+    def wrap(fn: SolverFn) -> SolverFn:
+        _REGISTRY[name] = fn
+        return fn
+
+    return wrap
+
+
+def available_solvers() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_solver(name: str) -> SolverFn:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown solver {name!r}; available: {', '.join(available_solvers())}")
+    return _REGISTRY[name]
+
+
+def run_solver(name: str, graph: Graph, hw: Hardware, objective: str = "paper", lam: float = 1.0, **options) -> dict:
+    """Solve, time and score: the SPEC RESULT.json fields (minus file-level ones).
+
+    Raises ValueError if the solver returned an invalid schedule (a solver bug, never hidden).
+    """
+    solver = get_solver(name)
+    start = time.perf_counter()
+    result = solver(graph, hw, objective, lam, **options)
+    elapsed = time.perf_counter() - start
+    assignment = np.asarray(result.assignment, dtype=np.int64)
+    metrics = evaluate_assignment(graph, assignment, hw, objective, lam)
+    if not metrics["valid"]:
+        raise ValueError(f"solver {name!r} returned an invalid schedule for graph {graph.name!r}")
+    objective_val = metrics.pop("objective")
+    metrics.pop("valid")
+    return {
+        "graph": graph.name,
+        "num_nodes": graph.num_nodes,
+        "solver": name,
+        "objective_name": objective,
+        "objective": objective_val,
+        "assignment": assignment.tolist(),
+        "metrics": metrics,
+        "hardware": hw.to_dict(),
+        "lam": lam,
+        "solve_time_s": elapsed,
+        "optimal": result.optimal,
+        "gap": result.gap,
+        "info": result.info,
+    }
