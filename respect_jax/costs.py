@@ -197,7 +197,7 @@ def evaluate_assignment(graph, assignment, hw: Hardware, objective: str = "paper
     if assignment.shape != (graph.num_nodes,):
         raise ValueError(f"assignment has shape {assignment.shape}, expected ({graph.num_nodes},)")
     stage = jnp.asarray(to_position_order(padded, assignment))
-    m = _evaluate_jit(jax.tree.map(jnp.asarray, padded), stage, hw)
+    m = jax.device_get(_evaluate_jit(padded, stage, hw))
     in_range = bool(np.all((assignment >= 0) & (assignment < hw.stages)))
     out = {
         "objective": float(objective_value(m, objective, lam)),

@@ -75,37 +75,67 @@ class SchedulingEnv:
             reward=jnp.float32(0.0),
             discount=jnp.float32(1.0),
             observation=self._observation(state),
-            extras=self._no_extras(),
+            extras=self._no_extras(state),
         )
         return state, timestep
 
     # ------------------------------------------------------------------ step
     def step(self, state: State, action: jax.Array) -> tuple[State, TimeStep]:
-        """Place the current node on stage ``action`` (raised to the precedence bound)."""
+        """Place the current node on stage ``action`` (raised to the precedence bound).
+
+        For a batch prefer :meth:`batch_step`: under ``jax.vmap`` the terminal-reward
+        ``lax.cond`` becomes a select and the evaluator would run at every step.
+        """
+        new_state, finished = self._advance(state, action)
+        extras = jax.lax.cond(finished, self._final_extras, self._no_extras, new_state)
+        return new_state, self._timestep(state, new_state, finished, extras)
+
+    def batch_reset(self, graphs: PaddedGraph) -> tuple[State, TimeStep]:
+        """:meth:`reset_graph` over a batch (leading axis B)."""
+        return jax.vmap(self.reset_graph)(graphs)
+
+    def batch_step(self, state: State, action: jax.Array) -> tuple[State, TimeStep]:
+        """:meth:`step` over a batch (leading axis B), same results as ``jax.vmap(step)``.
+
+        The shared evaluator runs only on steps where at least one episode of the batch ends
+        (a real ``lax.cond`` on ``any(finished)``), i.e. once per episode for same-size graphs.
+        """
+        new_state, finished = jax.vmap(self._advance)(state, action)
+        extras = jax.lax.cond(
+            jnp.any(finished), jax.vmap(self._final_extras), jax.vmap(self._no_extras), new_state
+        )
+        # as in step(): extras are zero except where this step ended the episode
+        extras = jax.tree.map(lambda x: jnp.where(finished, x, jnp.zeros_like(x)), extras)
+        return new_state, jax.vmap(self._timestep)(state, new_state, finished, extras)
+
+    def _advance(self, state: State, action: jax.Array) -> tuple[State, jax.Array]:
+        """The state transition; returns the new state and whether this step ended the episode."""
         graph, t = state.graph, state.step_count
         active = t < graph.num_nodes
         low = self._lower_bound(state)
         stage = jnp.clip(jnp.maximum(action.astype(jnp.int32), low), 0, self.hw.stages - 1)
         node = jnp.arange(graph.params.shape[-1]) == t
-        assignment = jnp.where(node & active, stage, state.assignment)
         onehot = (jnp.arange(self.hw.stages) == stage) & active
+        t_safe = jnp.minimum(t, graph.params.shape[-1] - 1)
         new_state = state.replace(
-            assignment=assignment,
+            assignment=jnp.where(node & active, stage, state.assignment),
             step_count=t + active.astype(jnp.int32),
-            stage_param_bytes=state.stage_param_bytes + jnp.where(onehot, graph.params[t] * self.hw.param_bytes, 0.0),
-            stage_macs=state.stage_macs + jnp.where(onehot, graph.macs[t], 0.0),
+            stage_param_bytes=state.stage_param_bytes
+            + jnp.where(onehot, graph.params[t_safe] * self.hw.param_bytes, 0.0),
+            stage_macs=state.stage_macs + jnp.where(onehot, graph.macs[t_safe], 0.0),
         )
         finished = active & (new_state.step_count == graph.num_nodes)
-        extras = jax.lax.cond(finished, self._final_extras, lambda _: self._no_extras(), new_state)
-        reward = jnp.where(finished, -extras["objective"] / state.norm, 0.0)
-        timestep = TimeStep(
-            step_type=jnp.where(active & ~finished, MID, LAST).astype(jnp.int32),
-            reward=reward.astype(jnp.float32),
-            discount=jnp.where(active & ~finished, 1.0, 0.0).astype(jnp.float32),
+        return new_state, finished
+
+    def _timestep(self, state: State, new_state: State, finished: jax.Array, extras: dict) -> TimeStep:
+        ongoing = (state.step_count < state.graph.num_nodes) & ~finished
+        return TimeStep(
+            step_type=jnp.where(ongoing, MID, LAST).astype(jnp.int32),
+            reward=jnp.where(finished, -extras["objective"] / state.norm, 0.0).astype(jnp.float32),
+            discount=jnp.where(ongoing, 1.0, 0.0).astype(jnp.float32),
             observation=self._observation(new_state),
             extras=extras,
         )
-        return new_state, timestep
 
     # ------------------------------------------------------------------ helpers
     def _lower_bound(self, state: State) -> jax.Array:
@@ -133,26 +163,32 @@ class SchedulingEnv:
         return {"objective": objective_value(metrics, self.objective, self.lam).astype(jnp.float32), "valid": metrics.valid}
 
     @staticmethod
-    def _no_extras() -> dict:
+    def _no_extras(state: State | None = None) -> dict:
         return {"objective": jnp.float32(0.0), "valid": jnp.bool_(False)}
 
 
-def random_rollout(env: SchedulingEnv, graph: PaddedGraph, key: jax.Array) -> tuple[jax.Array, TimeStep]:
-    """Roll out uniformly random *masked* actions on one graph with ``lax.scan``.
+def random_rollout(env: SchedulingEnv, graphs: PaddedGraph, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Roll out uniformly random *allowed* actions on a batch of graphs with ``lax.scan``.
 
-    Returns the final assignment (i32[N], positions) and the stacked timesteps (leading axis N).
-    The scan runs for the padded length N; steps after the end are no-ops.
+    Each step draws one uniform number per graph and maps it onto the allowed stages
+    ``low..K-1`` (the same law as a masked uniform categorical, at a fraction of the RNG cost).
+
+    Args:
+        graphs: PaddedGraph with leading axis B.
+    Returns:
+        the final assignments i32[B, N] (positions) and the episode returns f32[B].
+        The scan runs for the padded length N; steps after an episode's end are no-ops.
     """
-    state, timestep = env.reset_graph(graph)
+    state, _ = env.batch_reset(graphs)
+    k = env.num_actions
+    uniforms = jax.random.uniform(key, (graphs.params.shape[-1],) + graphs.num_nodes.shape)
 
-    def body(carry, step_key):
-        state, timestep = carry
-        mask = timestep.observation.action_mask
-        logits = jnp.where(mask | ~jnp.any(mask), 0.0, -jnp.inf)
-        action = jax.random.categorical(step_key, logits)
-        state, timestep = env.step(state, action)
-        return (state, timestep), timestep
+    def body(carry, u):
+        state, total = carry
+        low = jax.vmap(env._lower_bound)(state)
+        action = low + jnp.floor(u * (k - low)).astype(jnp.int32)
+        state, timestep = env.batch_step(state, action)
+        return (state, total + timestep.reward), None
 
-    keys = jax.random.split(key, graph.params.shape[-1])
-    (state, _), timesteps = jax.lax.scan(body, (state, timestep), keys)
-    return state.assignment, timesteps
+    (state, returns), _ = jax.lax.scan(body, (state, jnp.zeros_like(uniforms[0])), uniforms)
+    return state.assignment, returns

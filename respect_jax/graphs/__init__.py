@@ -14,10 +14,12 @@ from respect_jax.graphs.padded import (
     PaddedGraph,
     bucket_shape,
     bucket_size,
+    graph_at,
     pad_graph,
     stack_graphs,
     to_original_order,
     to_position_order,
+    unstack_positions,
 )
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "bucket_size",
     "generate_dataset",
     "generate_numpy",
+    "graph_at",
     "graph_from_dict",
     "load_graph",
     "make_jax_generator",
@@ -43,5 +46,6 @@ __all__ = [
     "to_graphs_tuple",
     "to_original_order",
     "to_position_order",
+    "unstack_positions",
     "write_json_atomic",
 ]

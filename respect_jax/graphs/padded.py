@@ -145,10 +145,15 @@ def stack_graphs(graphs: Sequence[Graph], shape: tuple[int, int, int] | None = N
     return jax.tree.map(lambda *xs: jnp.asarray(np.stack(xs)), *padded)
 
 
-def unstack(batch: PaddedGraph) -> list[PaddedGraph]:
-    """Split a batched PaddedGraph into a list of single graphs."""
-    size = batch.num_nodes.shape[0]
-    return [jax.tree.map(lambda x, i=i: x[i], batch) for i in range(size)]
+def graph_at(batch: PaddedGraph, index: int) -> PaddedGraph:
+    """Graph ``index`` of a batched PaddedGraph."""
+    return jax.tree.map(lambda x: x[index], batch)
+
+
+def unstack_positions(batch: PaddedGraph, assignments) -> list[np.ndarray]:
+    """Per-graph assignments by original id from batched position-ordered ones (i32[B, N])."""
+    assignments = np.asarray(assignments)
+    return [to_original_order(graph_at(batch, i), assignments[i]) for i in range(assignments.shape[0])]
 
 
 def to_original_order(graph: PaddedGraph, assignment_by_position) -> np.ndarray:

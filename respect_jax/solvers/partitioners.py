@@ -3,15 +3,22 @@
 ``compiler``: libcoral's ParameterCountBasedPartitioner / ``edgetpu_compiler --num_segments``
 (NOTES.md): target ``total_params / K`` per segment; each of the first K-1 segments is cut just
 before the node that would make it exceed the target. The last segment takes the rest.
+
+``profiling``: libcoral's profiling partitioner with the shared cost model as the profiler (see
+:func:`solve_profiling`).
 """
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from respect_jax.costs import Hardware
+from respect_jax.costs import Hardware, evaluate, objective_value
 from respect_jax.graphs.graph import Graph
+from respect_jax.graphs.padded import pad_graph
 from respect_jax.solvers.base import SolveResult, register_solver
+from respect_jax.solvers.common import objective_lower_bound_np
 
 
 def contiguous_assignment(graph: Graph, cut_positions: list[int]) -> np.ndarray:
@@ -21,7 +28,8 @@ def contiguous_assignment(graph: Graph, cut_positions: list[int]) -> np.ndarray:
     ``[cut[i-1], cut[i])``. Any such split is valid because the order is topological.
     """
     order = graph.topological_order()
-    stage_of_position = np.searchsorted(np.asarray(cut_positions, dtype=np.int64), np.arange(graph.num_nodes), side="right")
+    cuts = np.asarray(cut_positions, dtype=np.int64)
+    stage_of_position = np.searchsorted(cuts, np.arange(graph.num_nodes), side="right")
     assignment = np.empty(graph.num_nodes, dtype=np.int64)
     assignment[order] = stage_of_position
     return assignment
@@ -52,3 +60,140 @@ def solve_compiler(graph: Graph, hw: Hardware, objective: str = "paper", lam: fl
 def solve_single_stage(graph: Graph, hw: Hardware, objective: str = "paper", lam: float = 1.0) -> SolveResult:
     """Everything on stage 0 (the unpipelined model): a reference point, always valid."""
     return SolveResult(np.zeros(graph.num_nodes, dtype=np.int64))
+
+
+# ----------------------------------------------------------------------------- profiling
+
+_evaluate_batch = jax.jit(jax.vmap(evaluate, in_axes=(None, 0, None)))
+
+
+class _SegmentProfiler:
+    """Stage times of contiguous segments measured with the shared evaluator (the "profiler").
+
+    For a contiguous split of the SPEC order, the time ``T_k`` of segment ``k = [start, end)`` does
+    not depend on where the later cuts go: its memory and MACs are those of its nodes, and a
+    tensor enters stage k iff it is produced before ``start`` and consumed at a position
+    ``>= start`` (or is a graph output). So ``T_k(start, end)`` is read off the evaluator's
+    ``time_k[k]`` for the schedule "positions < start on stage k-1, [start, end) on k, the rest on
+    k+1" (earlier stages only need to be < k). ``T_k`` is non-decreasing in ``end``, so the
+    longest segment under a target is found by a ``BATCH``-ary search: each vmapped evaluator call
+    measures ``BATCH`` ends spread over the remaining interval.
+    """
+
+    BATCH = 32
+
+    def __init__(self, graph: Graph, hw: Hardware):
+        padded = pad_graph(graph)
+        self.graph, self.hw, self.n = graph, hw, graph.num_nodes
+        self.n_pad = padded.max_nodes
+        self.padded = jax.tree.map(jnp.asarray, padded)
+        self.order = graph.topological_order()
+        self.calls = 0
+
+    def segment_times(self, k: int, start: int, ends: np.ndarray) -> np.ndarray:
+        """f64[len(ends)] ``T_k`` of the segments ``[start, end)`` (at most BATCH ends)."""
+        rows = np.full(self.BATCH, ends[-1], dtype=np.int64)
+        rows[: len(ends)] = ends
+        pos = np.arange(self.n_pad)[None, :]
+        after = min(k + 1, self.hw.stages - 1)
+        stage = np.where(pos < start, max(k - 1, 0), np.where(pos < rows[:, None], k, after))
+        metrics = _evaluate_batch(self.padded, jnp.asarray(stage, jnp.int32), self.hw)
+        self.calls += 1
+        return np.asarray(metrics.time_k[: len(ends), k], dtype=np.float64)
+
+    def longest_segment(self, k: int, start: int, target: float) -> int | None:
+        """Largest ``end`` in ``[start, n]`` with ``T_k(start, end) <= target`` (None if none)."""
+        lo, hi = start, self.n  # invariant after the first call: T(lo) <= target, answer in [lo, hi]
+        first = True
+        while True:
+            ends = np.unique(np.linspace(lo, hi, min(self.BATCH, hi - lo + 1)).round().astype(np.int64))
+            ok = self.segment_times(k, start, ends) <= target
+            if first and not ok[0]:
+                return None
+            first = False
+            bad = np.flatnonzero(~ok)
+            if len(bad) == 0:
+                return int(ends[-1])
+            if bad[0] == 0:  # lo passed before; only float noise could fail it now
+                return lo
+            lo, hi = int(ends[bad[0] - 1]), int(ends[bad[0]]) - 1
+
+    def partition(self, target: float) -> tuple[list[int], bool]:
+        """libcoral's greedy step: each of the first K-1 segments as long as possible with
+        ``T_k <= target``; feasible iff the last segment also meets the target."""
+        cuts: list[int] = []
+        start = 0
+        k_last = self.hw.stages - 1
+        for k in range(k_last):
+            end = self.longest_segment(k, start, target)
+            if end is None:  # even an empty segment is too slow (tensors passing through)
+                return cuts + [start] * (k_last - k), False
+            start = end
+            cuts.append(start)
+        last = self.segment_times(k_last, start, np.array([self.n]))[0]
+        return cuts, bool(last <= target)
+
+    def score(self, assignments: list[np.ndarray], objective: str, lam: float) -> np.ndarray:
+        """f64[B] the objective of each assignment (by node id), by the shared evaluator."""
+        rows = -(-len(assignments) // self.BATCH) * self.BATCH  # a multiple of BATCH: few compilations
+        position = np.zeros((rows, self.n_pad), dtype=np.int32)
+        for i, a in enumerate(assignments):
+            position[i, : self.n] = np.asarray(a)[self.order]
+        metrics = _evaluate_batch(self.padded, jnp.asarray(position), self.hw)
+        return np.asarray(objective_value(metrics, objective, lam), dtype=np.float64)[: len(assignments)]
+
+
+@register_solver("profiling")
+def solve_profiling(
+    graph: Graph,
+    hw: Hardware,
+    objective: str = "paper",
+    lam: float = 1.0,
+    rel_tol: float = 1e-3,
+    max_iters: int = 60,
+) -> SolveResult:
+    """libcoral's profiling partitioner, with the SPEC cost model as the profiler.
+
+    Start from the compiler's parameter-count split and take its bottleneck stage time as the
+    upper bound ``hi`` of a bisection on a target stage latency; the lower bound ``lo`` is the
+    cheap bound ``tau + max(total MACs / K, largest node MACs) / R``. For each target ``t``, cut
+    the first K-1 contiguous segments of the SPEC order greedily, each as long as possible with
+    its stage time <= ``t`` (:meth:`_SegmentProfiler.partition`); if the last segment also fits,
+    ``hi = t`` (and the split is kept as a candidate), else ``lo = t``. Stop when
+    ``hi - lo <= rel_tol * hi`` (libcoral stops at 1 ms; our stage times are often below that) or
+    after ``max_iters`` targets.
+
+    Returns the candidate (the compiler split or a feasible bisection split) with the best value
+    of the requested ``objective`` by the shared evaluator; for ``latency`` that is the split with
+    the smallest bottleneck, as libcoral returns. Segments are contiguous, so every split is valid.
+    """
+    k = hw.stages
+    compiler = solve_compiler(graph, hw, objective, lam)
+    if k == 1:
+        return SolveResult(compiler.assignment, info={"iterations": 0, "profiler_calls": 0})
+    prof = _SegmentProfiler(graph, hw)
+    hi = float(prof.score([compiler.assignment], "latency", lam)[0])
+    lo = min(objective_lower_bound_np(graph, hw, "latency"), hi)
+    candidates = [compiler.assignment]
+    cut_list = [compiler.info["cuts"]]
+    iters = 0
+    while hi - lo > rel_tol * hi and iters < max_iters:
+        iters += 1
+        target = 0.5 * (lo + hi)
+        cuts, feasible = prof.partition(target)
+        if feasible:
+            hi = target
+            candidates.append(contiguous_assignment(graph, cuts))
+            cut_list.append(cuts)
+        else:
+            lo = target
+    scores = prof.score(candidates, objective, lam)
+    best = int(np.argmin(scores))
+    info = {
+        "cuts": cut_list[best],
+        "iterations": iters,
+        "profiler_calls": prof.calls,
+        "target_bounds_s": [lo, hi],
+        "from_compiler_split": best == 0,
+    }
+    return SolveResult(candidates[best], info=info)

@@ -1,0 +1,1 @@
+"""Hydra entry points (the only place that reads configs). See ``conf/`` for every option."""

@@ -1,0 +1,55 @@
+"""``respect-schedule``: schedule one graph with one solver and write RESULT.json (SPEC section 4).
+
+Example::
+
+    respect-schedule graph=data/models/resnet50.json solver=cpsat hardware.stages=4 \
+        objective=paper out=result.json
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from respect_jax.cli.common import CONF_DIR, check_group_choices, dump_json, hardware_from_cfg, user_errors_exit
+from respect_jax.costs import OBJECTIVES
+from respect_jax.graphs.graph import load_graph, write_json_atomic
+
+
+def schedule(cfg: DictConfig) -> dict:
+    """Run the configured solver on the configured graph; return the RESULT.json document."""
+    from respect_jax.solvers import run_solver
+
+    if cfg.objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {cfg.objective!r}")
+    hw = hardware_from_cfg(cfg.hardware)
+    graph = load_graph(cfg.graph)
+    options = OmegaConf.to_container(cfg.solver.options, resolve=True) if cfg.solver.get("options") else {}
+    return run_solver(cfg.solver.name, graph, hw, cfg.objective, float(cfg.lam), **options)
+
+
+@hydra.main(config_path=CONF_DIR, config_name="schedule", version_base="1.3")
+@user_errors_exit("respect-schedule")
+def _main(cfg: DictConfig) -> None:
+    result = schedule(cfg)
+    if cfg.out:
+        write_json_atomic(result, cfg.out)
+        print(
+            f"{result['solver']} on {result['graph']} ({result['num_nodes']} nodes, K={result['hardware']['stages']}): "
+            f"{result['objective_name']}={result['objective']:.6g} optimal={result['optimal']} "
+            f"time={result['solve_time_s']:.3f}s -> {cfg.out}",
+            file=sys.stderr,
+        )
+    else:
+        print(dump_json(result))
+
+
+def main() -> None:
+    check_group_choices("respect-schedule", ("hardware", "solver"))
+    _main()
+
+
+if __name__ == "__main__":
+    main()

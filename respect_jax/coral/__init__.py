@@ -1,0 +1,19 @@
+"""The Coral adapter: real models in, pipelined Edge TPU (or LiteRT CPU) segments out.
+
+* :mod:`~respect_jax.coral.keras_export`: ``keras.applications`` models -> SPEC graphs.
+* :mod:`~respect_jax.coral.tflite_import`: ``.tflite`` operator graphs -> SPEC graphs.
+* :mod:`~respect_jax.coral.segment`: a Keras model + a schedule -> one ``.tflite`` per stage and a
+  manifest (optionally compiled with ``edgetpu_compiler``).
+* :mod:`~respect_jax.coral.runner`: runs a manifest as a pipeline (Google's pycoral
+  ``PipelinedModelRunner`` on Edge TPUs, else LiteRT interpreters on CPU threads).
+* :mod:`~respect_jax.coral.calibrate`: fits the hardware config to measured stage latencies.
+
+TensorFlow, LiteRT, ``tflite`` and pycoral are imported lazily inside functions only; importing
+this package needs none of them. A missing one raises
+:class:`~respect_jax.coral._deps.CoralDependencyError` ("install the coral extra: pip install -e
+.[coral]").
+"""
+
+from respect_jax.coral._deps import INSTALL_HINT, CoralDependencyError
+
+__all__ = ["INSTALL_HINT", "CoralDependencyError"]

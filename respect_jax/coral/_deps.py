@@ -1,0 +1,91 @@
+"""Lazy access to the optional heavy dependencies of :mod:`respect_jax.coral`.
+
+TensorFlow/Keras, LiteRT (``ai-edge-litert``) and the ``tflite`` flatbuffer parser are imported
+only inside the functions below, so ``import respect_jax`` (and ``import respect_jax.coral``) works
+without them. A missing package raises :class:`CoralDependencyError` with one line that says what
+to install.
+
+Google's ``pycoral`` (the Coral Python API: ``pycoral.pipeline``, ``pycoral.utils.edgetpu``) is
+not on PyPI. The PyPI package that is called ``pycoral`` is an unrelated coral-reef tool, so
+:func:`google_pycoral` first inspects the installed ``pycoral`` package on disk, without
+executing it, and imports it only if it has Google's modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+from types import ModuleType
+
+INSTALL_HINT = "install the coral extra: pip install -e .[coral]"
+
+
+class CoralDependencyError(ImportError):
+    """An optional dependency of the Coral adapter is missing (message is one line)."""
+
+
+def _import(module: str, what: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise CoralDependencyError(f"{what} is not available ({err}); {INSTALL_HINT}") from None
+
+
+def import_tensorflow() -> ModuleType:
+    """``tensorflow`` (quiet C++ logging), or :class:`CoralDependencyError`."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return _import("tensorflow", "TensorFlow (tensorflow-cpu)")
+
+
+def import_keras() -> ModuleType:
+    """``keras`` (Keras 3, TensorFlow backend), or :class:`CoralDependencyError`."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import_tensorflow()
+    return _import("keras", "Keras")
+
+
+def litert_interpreter_class() -> type:
+    """``ai_edge_litert.interpreter.Interpreter``, or :class:`CoralDependencyError`."""
+    return _import("ai_edge_litert.interpreter", "LiteRT (ai-edge-litert)").Interpreter
+
+
+def import_tflite_parser() -> ModuleType:
+    """The ``tflite`` flatbuffer parser package, or :class:`CoralDependencyError`."""
+    return _import("tflite", "the tflite parser package (tflite)")
+
+
+def flatbuffer_utils() -> ModuleType:
+    """TensorFlow's mutable flatbuffer helpers (``tensorflow.lite.tools.flatbuffer_utils``)."""
+    import_tensorflow()
+    return _import("tensorflow.lite.tools.flatbuffer_utils", "TensorFlow Lite flatbuffer tools")
+
+
+def google_pycoral() -> ModuleType | None:
+    """Google's pycoral (``pycoral.pipeline`` + ``pycoral.utils.edgetpu``) if installed, else None.
+
+    Never imports the unrelated PyPI ``pycoral``: the package directory is checked for Google's
+    module files before anything is executed.
+    """
+    try:
+        spec = importlib.util.find_spec("pycoral")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    roots = [Path(p) for p in spec.submodule_search_locations]
+    needed = ("pipeline/pipelined_model_runner.py", "utils/edgetpu.py")
+    if not any(all((root / rel).is_file() for rel in needed) for root in roots):
+        return None
+    try:
+        importlib.import_module("pycoral.pipeline.pipelined_model_runner")
+        return importlib.import_module("pycoral.utils.edgetpu")
+    except Exception:  # a broken install (e.g. libedgetpu missing) is reported as "not available"
+        return None
+
+
+def edgetpu_compiler_path() -> str | None:
+    """Path of ``edgetpu_compiler`` if it is on PATH, else None."""
+    return shutil.which("edgetpu_compiler")

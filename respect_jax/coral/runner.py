@@ -1,0 +1,434 @@
+"""Run a segment manifest as a pipeline and measure it.
+
+Backends
+    ``pycoral``: Google's pycoral ``PipelinedModelRunner`` over the Edge-TPU-compiled stages, one
+    Edge TPU per stage (used by ``backend="auto"`` only when Google's pycoral is importable, at
+    least K Edge TPUs are listed and every stage was compiled). ``litert``: one LiteRT
+    (``ai-edge-litert``) interpreter per stage, each on its own thread, chained by bounded queues;
+    a stage consumes the tensors it needs and emits the ones later stages need (forwarded tensors
+    included), so the data flow is the one PipelinedModelRunner implements. LiteRT's ``invoke``
+    releases the GIL, so stages really overlap.
+
+Quantized boundaries
+    Tensors cross stages raw (int8 stays int8). Where the consumer's quantization differs from the
+    producer's (the manifest lists these; normally none) the value is requantized through float.
+    Pipeline inputs are float and quantized to the first stage's int8 inputs; outputs are
+    dequantized to float, so every variant is compared in float.
+
+Measurements (``report``)
+    ``stages[k]``: service time of stage k (set inputs + invoke + read outputs) per item: mean,
+    median, p90, and ``busy_fraction`` (sum of service time / wall time). ``end_to_end``: latency
+    from an input entering the first queue to its output leaving the last stage. ``throughput``:
+    items / (last output time - first input time), after ``warmup`` items not timed.
+    :func:`run_single` measures the unsegmented file the same way (one interpreter, sequential).
+    :func:`profile_stages` times each stage *alone* (sequentially, no other stage running): the
+    per-stage latencies the calibration fits (libcoral's profiling partitioner measures the same).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from respect_jax.coral._deps import google_pycoral, litert_interpreter_class
+
+_STOP = object()
+
+
+def load_manifest(path: str | os.PathLike) -> tuple[dict, Path]:
+    """Read ``manifest.json`` (or a directory holding one); returns (manifest, its directory)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read manifest ({err.strerror})") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err.msg})") from None
+    if manifest.get("format") != "respect-jax-segments/1":
+        raise ValueError(f"{path}: not a respect-jax segment manifest")
+    return manifest, path.parent
+
+
+def quantize(x: np.ndarray, detail: dict) -> np.ndarray:
+    """Float -> the tensor's dtype (int8/uint8 with scale and zero point; float stays float)."""
+    dtype = np.dtype(detail["dtype"])
+    if dtype.kind == "f":
+        return np.asarray(x, dtype=dtype)
+    scale, zp = detail["scale"], detail["zero_point"]
+    info = np.iinfo(dtype)
+    return np.clip(np.round(np.asarray(x, np.float32) / scale) + zp, info.min, info.max).astype(dtype)
+
+
+def dequantize(x: np.ndarray, detail: dict) -> np.ndarray:
+    """The tensor's value as float32."""
+    if np.dtype(detail["dtype"]).kind == "f" or not detail["scale"]:
+        return np.asarray(x, dtype=np.float32)
+    return (np.asarray(x, np.float32) - detail["zero_point"]) * np.float32(detail["scale"])
+
+
+def _same_encoding(a: dict, b: dict) -> bool:
+    """Raw values can cross unchanged (scales equal up to float32 rounding)."""
+    scale_ok = bool(np.isclose(a["scale"], b["scale"], rtol=1e-6, atol=0.0))
+    return a["dtype"] == b["dtype"] and scale_ok and a["zero_point"] == b["zero_point"]
+
+
+class LiteRTStage:
+    """One ``.tflite`` file on a LiteRT interpreter; called with and returning dicts by name."""
+
+    def __init__(self, path: str | os.PathLike, num_threads: int = 1) -> None:
+        interpreter_cls = litert_interpreter_class()
+        self.path = str(path)
+        self.interpreter = interpreter_cls(model_path=self.path, num_threads=num_threads)
+        self.interpreter.allocate_tensors()
+        self.inputs = {d["name"]: d for d in self.interpreter.get_input_details()}
+        self.outputs = {d["name"]: d for d in self.interpreter.get_output_details()}
+
+    def __call__(self, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        for name, d in self.inputs.items():
+            self.interpreter.set_tensor(d["index"], tensors[name])
+        self.interpreter.invoke()
+        return {name: self.interpreter.get_tensor(d["index"]) for name, d in self.outputs.items()}
+
+
+@dataclass
+class PipelineResult:
+    """Outputs (float32, by model output name, one dict per input) and the timing report."""
+
+    outputs: list[dict[str, np.ndarray]]
+    report: dict = field(default_factory=dict)
+
+
+def _stats(values: Sequence[float]) -> dict:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        return {"mean_s": None, "median_s": None, "p90_s": None, "n": 0}
+    return {
+        "mean_s": float(arr.mean()),
+        "median_s": float(np.median(arr)),
+        "p90_s": float(np.percentile(arr, 90)),
+        "n": int(arr.size),
+    }
+
+
+def _adapters(manifest: dict, variant: str) -> list[Callable[[dict], dict]]:
+    """Per stage: converts the incoming dict to the stage's input encodings (by manifest io)."""
+    stages = manifest["stages"]
+    adapters = []
+    for k, st in enumerate(stages):
+        ins = st["io"][variant]["inputs"]
+        if k == 0:
+            adapters.append(lambda d, ins=ins: {n: quantize(d[n], ins[n]) for n in ins})
+            continue
+        prev = stages[k - 1]["io"][variant]["outputs"]
+        convert = {n for n in ins if not _same_encoding(prev[n], ins[n])}
+        if not convert:
+            adapters.append(lambda d: d)
+        else:
+            adapters.append(
+                lambda d, ins=ins, prev=prev, convert=convert: {
+                    n: (quantize(dequantize(d[n], prev[n]), ins[n]) if n in convert else d[n]) for n in ins
+                }
+            )
+    return adapters
+
+
+def _final(manifest: dict, variant: str) -> Callable[[dict], dict]:
+    outs = manifest["stages"][-1]["io"][variant]["outputs"]
+    names = manifest["model_outputs"]
+    return lambda d: {n: dequantize(d[n], outs[n]) for n in names}
+
+
+def as_input_dicts(manifest: dict, inputs) -> list[dict[str, np.ndarray]]:
+    """Accept arrays (single-input models), lists of arrays, or dicts keyed by input name."""
+    names = manifest["model_inputs"]
+    rows = []
+    for x in inputs:
+        if isinstance(x, dict):
+            rows.append({n: np.asarray(x[n], np.float32) for n in names})
+        elif isinstance(x, list | tuple):
+            rows.append({n: np.asarray(v, np.float32) for n, v in zip(names, x, strict=True)})
+        else:
+            rows.append({names[0]: np.asarray(x, np.float32)})
+    return rows
+
+
+def random_inputs(manifest: dict, count: int, seed: int = 1, input_range: tuple[float, float] = (-1.0, 1.0)) -> list:
+    """``count`` seeded uniform float inputs shaped like the manifest's model inputs."""
+    rng = np.random.default_rng(seed)
+    shapes = {n: manifest["tensors"][n]["shape"] for n in manifest["model_inputs"]}
+    return [{n: rng.uniform(*input_range, size=s).astype(np.float32) for n, s in shapes.items()} for _ in range(count)]
+
+
+def run_litert_pipeline(
+    manifest: dict,
+    root: Path,
+    inputs,
+    variant: str = "float32",
+    queue_size: int = 2,
+    num_threads: int = 1,
+    warmup: int = 2,
+) -> PipelineResult:
+    """Run the stages of ``manifest`` as a threaded LiteRT pipeline over ``inputs``."""
+    if variant not in manifest["variants"]:
+        raise ValueError(f"variant {variant!r} was not built; the manifest has {', '.join(manifest['variants'])}")
+    rows = as_input_dicts(manifest, inputs)
+    stages = [LiteRTStage(root / st["files"][variant], num_threads) for st in manifest["stages"]]
+    adapters = _adapters(manifest, variant)
+    final = _final(manifest, variant)
+    for row in rows[: min(warmup, len(rows))]:  # warm each interpreter outside the timed stream
+        d = row
+        for stage, adapt in zip(stages, adapters, strict=True):
+            d = stage(adapt(d))
+
+    k = len(stages)
+    queues = [queue.Queue(maxsize=queue_size) for _ in range(k + 1)]
+    service: list[list[float]] = [[] for _ in range(k)]
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        q_in, q_out = queues[i], queues[i + 1]
+        while True:
+            item = q_in.get()
+            if item is _STOP:
+                q_out.put(_STOP)
+                return
+            seq, t_in, d = item
+            try:
+                t0 = time.perf_counter()
+                out = stages[i](adapters[i](d))
+                service[i].append(time.perf_counter() - t0)
+            except BaseException as err:  # surface in the caller, keep the pipeline draining
+                errors.append(err)
+                out = {}
+            q_out.put((seq, t_in, out))
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(k)]
+    for t in threads:
+        t.start()
+    results: list[dict | None] = [None] * len(rows)
+    latency: list[float] = []
+    t_first = time.perf_counter()
+
+    def feed() -> None:
+        for seq, row in enumerate(rows):
+            queues[0].put((seq, time.perf_counter(), row))
+        queues[0].put(_STOP)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    t_last = t_first
+    while True:
+        item = queues[k].get()
+        if item is _STOP:
+            break
+        seq, t_in, d = item
+        t_last = time.perf_counter()
+        latency.append(t_last - t_in)
+        results[seq] = final(d) if d else None
+    feeder.join()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"pipeline stage failed: {errors[0]}") from errors[0]
+    wall = t_last - t_first
+    report = {
+        "backend": "litert",
+        "variant": variant,
+        "num_stages": k,
+        "items": len(rows),
+        "queue_size": queue_size,
+        "num_threads_per_stage": num_threads,
+        "wall_s": wall,
+        "throughput_per_s": len(rows) / wall if wall > 0 else None,
+        "end_to_end": _stats(latency),
+        "stages": [
+            {**_stats(service[i]), "busy_fraction": float(sum(service[i]) / wall) if wall > 0 else None}
+            for i in range(k)
+        ],
+    }
+    return PipelineResult(outputs=results, report=report)
+
+
+def run_single(
+    path: str | os.PathLike, manifest: dict, inputs, variant: str, num_threads: int = 1, warmup: int = 2
+) -> PipelineResult:
+    """The unsegmented ``full_<variant>.tflite`` on one interpreter, inputs one after another."""
+    rows = as_input_dicts(manifest, inputs)
+    stage = LiteRTStage(path, num_threads)
+    ins, outs = manifest["full"]["io"][variant]["inputs"], manifest["full"]["io"][variant]["outputs"]
+    for row in rows[: min(warmup, len(rows))]:
+        stage({n: quantize(row[n], ins[n]) for n in ins})
+    times, results = [], []
+    t_first = time.perf_counter()
+    for row in rows:
+        t0 = time.perf_counter()
+        out = stage({n: quantize(row[n], ins[n]) for n in ins})
+        times.append(time.perf_counter() - t0)
+        results.append({n: dequantize(out[n], outs[n]) for n in manifest["model_outputs"]})
+    wall = time.perf_counter() - t_first
+    report = {
+        "backend": "litert",
+        "variant": variant,
+        "num_stages": 1,
+        "items": len(rows),
+        "num_threads": num_threads,
+        "wall_s": wall,
+        "throughput_per_s": len(rows) / wall if wall > 0 else None,
+        "end_to_end": _stats(times),
+    }
+    return PipelineResult(outputs=results, report=report)
+
+
+def profile_stages(
+    manifest: dict, root: Path, inputs, variant: str, num_threads: int = 1, repeats: int = 5
+) -> list[dict]:
+    """Each stage timed alone: median service time over ``repeats`` x inputs (calibration data)."""
+    rows = as_input_dicts(manifest, inputs)
+    stages = [LiteRTStage(root / st["files"][variant], num_threads) for st in manifest["stages"]]
+    adapters = _adapters(manifest, variant)
+    feeds: list[list[dict]] = [[] for _ in stages]
+    for row in rows:  # the real inputs of every stage
+        d = row
+        for i, (stage, adapt) in enumerate(zip(stages, adapters, strict=True)):
+            d = adapt(d)
+            feeds[i].append(d)
+            d = stage(d)
+    out = []
+    for i, stage in enumerate(stages):
+        stage(feeds[i][0])
+        times = []
+        for _ in range(repeats):
+            for d in feeds[i]:
+                t0 = time.perf_counter()
+                stage(d)
+                times.append(time.perf_counter() - t0)
+        out.append({"stage": i, **_stats(times)})
+    return out
+
+
+def pycoral_status(num_stages: int, manifest: dict | None = None) -> tuple[bool, str]:
+    """(usable, reason): can the pycoral/Edge TPU path run this manifest here?"""
+    edgetpu = google_pycoral()
+    if edgetpu is None:
+        return False, "Google's pycoral is not installed (it is not on PyPI; see coral.ai/software)"
+    try:
+        tpus = edgetpu.list_edge_tpus()
+    except Exception as err:  # libedgetpu missing or broken
+        return False, f"cannot list Edge TPUs ({err})"
+    if len(tpus) < num_stages:
+        return False, f"{len(tpus)} Edge TPU(s) found, {num_stages} needed"
+    if manifest is not None and not all(st.get("edgetpu", {}).get("status") == "compiled" for st in manifest["stages"]):
+        return False, "the segments were not compiled with edgetpu_compiler"
+    return True, f"{len(tpus)} Edge TPUs"
+
+
+def run_pycoral_pipeline(manifest: dict, root: Path, inputs, queue_size: int = 2, warmup: int = 2) -> PipelineResult:
+    """PipelinedModelRunner over the Edge-TPU-compiled stages (one TPU per stage).
+
+    Code-complete but never run in this project's CI (no Edge TPU there).
+    """
+    import importlib
+
+    edgetpu = google_pycoral()
+    if edgetpu is None:
+        raise ValueError("Google's pycoral is not installed")
+    pmr = importlib.import_module("pycoral.pipeline.pipelined_model_runner")
+    rows = as_input_dicts(manifest, inputs)
+    interpreters = []
+    for i, st in enumerate(manifest["stages"]):
+        it = edgetpu.make_interpreter(str(root / st["edgetpu"]["file"]), device=f":{i}")
+        it.allocate_tensors()
+        interpreters.append(it)
+    runner = pmr.PipelinedModelRunner(interpreters)
+    runner.set_input_queue_size(queue_size)
+    runner.set_output_queue_size(queue_size)
+    ins = manifest["stages"][0]["io"]["int8"]["inputs"]
+    final = _final(manifest, "int8")
+
+    def push_all(items: list[dict], stamps: list[float]) -> None:
+        for row in items:
+            stamps.append(time.perf_counter())
+            runner.push({n: quantize(row[n], ins[n]) for n in ins})
+        runner.push({})
+
+    for row in rows[:warmup]:
+        runner.push({n: quantize(row[n], ins[n]) for n in ins})
+        runner.pop()
+    stamps: list[float] = []
+    pusher = threading.Thread(target=push_all, args=(rows, stamps), daemon=True)
+    t_first = time.perf_counter()
+    pusher.start()
+    results, latency, t_last = [], [], t_first
+    while True:
+        out = runner.pop()
+        if not out:
+            break
+        t_last = time.perf_counter()
+        latency.append(t_last - stamps[len(results)])
+        results.append(final(out))
+    pusher.join()
+    wall = t_last - t_first
+    report = {
+        "backend": "pycoral",
+        "variant": "int8",
+        "num_stages": len(interpreters),
+        "items": len(rows),
+        "wall_s": wall,
+        "throughput_per_s": len(rows) / wall if wall > 0 else None,
+        "end_to_end": _stats(latency),
+    }
+    stats_fn = getattr(runner, "segment_stats", None)
+    if callable(stats_fn):
+        report["segment_stats"] = [
+            {"total_time_ns": int(s.total_time_ns), "num_inferences": int(s.num_inferences)} for s in stats_fn()
+        ]
+    return PipelineResult(outputs=results, report=report)
+
+
+def run_manifest(
+    manifest_path: str | os.PathLike,
+    inputs,
+    variant: str = "float32",
+    backend: str = "auto",
+    queue_size: int = 2,
+    num_threads: int = 1,
+    warmup: int = 2,
+) -> PipelineResult:
+    """Run a manifest on the best available backend (``auto``), or the one named.
+
+    ``auto`` takes pycoral only for ``variant="int8"`` with TPUs and compiled segments present;
+    the reason for the choice is in ``report["backend_note"]``.
+    """
+    manifest, root = load_manifest(manifest_path)
+    if backend not in ("auto", "litert", "pycoral"):
+        raise ValueError(f"backend must be auto, litert or pycoral, got {backend!r}")
+    usable, why = pycoral_status(manifest["num_stages"], manifest)
+    if backend == "pycoral" and not usable:
+        raise ValueError(f"pycoral backend unavailable: {why}")
+    if backend == "pycoral" or (backend == "auto" and usable and variant == "int8"):
+        result = run_pycoral_pipeline(manifest, root, inputs, queue_size, warmup)
+        result.report["backend_note"] = why
+        return result
+    result = run_litert_pipeline(manifest, root, inputs, variant, queue_size, num_threads, warmup)
+    result.report["backend_note"] = f"LiteRT on CPU threads (Edge TPU path not used: {why})"
+    return result
+
+
+def compare_outputs(a: list[dict], b: list[dict]) -> dict:
+    """Max abs / max relative-to-range difference between two output streams (float)."""
+    max_abs, scale = 0.0, 0.0
+    for x, y in zip(a, b, strict=True):
+        for n in x:
+            max_abs = max(max_abs, float(np.max(np.abs(x[n] - y[n]))))
+            scale = max(scale, float(np.max(np.abs(y[n]))))
+    return {"max_abs_diff": max_abs, "max_abs_reference": scale, "relative": max_abs / scale if scale else 0.0}

@@ -1,0 +1,323 @@
+"""Exact CP-SAT oracle (OR-tools) for both SPEC objectives.
+
+Model (K stages, ``M = K - 1``; notation of :mod:`respect_jax.solvers.common`):
+
+* Booleans ``z[v, j] = [s(v) >= j + 1]`` with implications ``z[v, j+1] -> z[v, j]`` (monotone)
+  and ``z[u, j] -> z[v, j]`` for every edge (u, v) (precedence). ``s(v) = sum_j z[v, j]``.
+* Per-stage sums (memory, MACs) are linear in ``z`` exactly as in the MILP:
+  ``sum(w_v : s(v) = k) = W_{k-1} - W_k`` with ``W_j = sum_v w_v z[v, j]``, ``W_{-1} = sum(w)``,
+  ``W_M = 0``.
+* Crossings ``cross[u, j] = [s(u) < j+1 <= last(u)]``: for a graph output it is ``not z[u, j]``;
+  for a producer with successors a Boolean ``y[u, j]`` fixed *exactly* by clauses:
+  ``z[v, j] and not z[u, j] -> y[u, j]`` for every successor v, ``y[u, j] -> not z[u, j]`` and
+  ``y[u, j] -> OR_v z[v, j]``. Hence ``y = max_v z[v, j] - z[u, j]``.
+* ``paper``: ``P >= mem_k``; minimise ``P + lam * comm``.
+* ``latency``: ``spill_k >= mem_k - C`` and ``>= 0``; ``B >= T_k - tau`` for every k;
+  minimise ``B`` (``tau`` is common to every stage, so it is added back afterwards).
+
+Integer scaling (CP-SAT needs integer coefficients). Every objective term is an integer count
+(params, MACs, output elements) times a hardware constant, so the model multiplies the constants
+by one integer ``D``:
+
+* ``paper``: ``D`` = the least common denominator of ``b_p`` and ``lam * b_a`` (as exact binary
+  fractions of the given floats); with the defaults (``b_p = b_a = lam = 1``) ``D = 1`` and the
+  objective is in bytes.
+* ``latency``: the time unit is ``1 / D`` seconds with ``D`` the least common denominator of
+  ``1/R``, ``b_p/H``, ``C/H`` and ``b_a/L``. With integral rates and sizes (e.g. ``R = 2e12``,
+  ``H = L = 3.2e8``, ``C = 8 MiB``) ``D`` is a few times 1e12, i.e. sub-picosecond, and every
+  coefficient is an exact integer: the CP-SAT optimum *is* the SPEC optimum.
+
+If ``D`` times the largest possible objective would exceed 2**50 (e.g. ``lam = 0.3`` or rates with
+awkward binary expansions), the model falls back to a *rounded* scaling: ``D`` is set so that the
+largest possible objective is about 2**40 units and each coefficient is rounded to the nearest
+integer. Each stage sum then differs from the true value by at most ``0.5 * (#terms)`` units, so
+the returned schedule is optimal up to ``info['rounding_error_bound']`` (in SPEC units), which
+is about 1e-9 relative; ``info['integer_scaling']`` says ``exact`` or ``rounded``. Whatever the
+scaling, the assignment is re-scored by the shared evaluator.
+
+``gap`` is CP-SAT's proven relative gap ``(objective - best bound) / objective`` (0 when it proved
+optimality) plus, for a rounded model, the relative rounding bound. ``optimal`` is True iff CP-SAT
+reports OPTIMAL and that gap is <= 1e-6 (the MILP's tolerance): always for an exact scaling,
+and for a rounded one whenever the rounding bound is that small. A positive ``rel_gap`` can
+therefore give ``optimal=False`` with the proven gap. On a time limit the best
+solution is returned with the gap ``(objective - best bound) / objective``; with no solution at all,
+the hint (if given) or the compiler split is returned with the gap against CP-SAT's bound (or
+the cheap lower bound of ``costs.objective_lower_bound`` if that is larger).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from respect_jax.costs import OBJECTIVES, Hardware
+from respect_jax.graphs.graph import Graph
+from respect_jax.solvers.base import SolveResult, register_solver
+from respect_jax.solvers.common import (
+    check_assignment,
+    crossings,
+    objective_lower_bound_np,
+    relative_gap,
+    stages_from_thresholds,
+    structure,
+    thresholds,
+)
+
+EXACT_LIMIT = 2**50  # largest objective (in integer units) accepted for exact scaling
+ROUNDED_TARGET = 2**40  # objective magnitude aimed at by the rounded fallback
+OPTIMALITY_TOL = 1e-6  # relative gap under which the answer counts as proven optimal (as the MILP)
+
+
+def _lcd(values: list[Fraction]) -> int:
+    """Least common denominator of exact fractions."""
+    d = 1
+    for v in values:
+        d = math.lcm(d, v.denominator)
+    return d
+
+
+def _scaled(counts: np.ndarray, factor: Fraction | float) -> list[int]:
+    """Integer coefficients ``round(counts * factor)`` (exact when ``factor`` is a Fraction)."""
+    if isinstance(factor, Fraction):
+        return [int(round(int(c) * factor)) for c in counts.tolist()]
+    return [int(round(float(c) * factor)) for c in counts.tolist()]
+
+
+class _Scaling:
+    """Integer coefficients of the model and ``unit``, the SPEC value of one integer unit.
+
+    Attributes (integer lists indexed by node): ``mem`` (parameter memory, in both objectives),
+    ``comm`` (paper), ``macs`` and ``inb`` (latency), plus the integer ``sram`` (latency).
+    """
+
+    def __init__(self, graph: Graph, hw: Hardware, objective: str, lam: float):
+        k = hw.stages
+        params, macs, out = graph.params, graph.macs, graph.output_size
+        frac = Fraction  # exact binary fractions of the given floats
+        if objective == "paper":
+            consts = {"mem": frac(hw.param_bytes), "comm": frac(lam) * frac(hw.act_bytes)}
+            upper = float(consts["mem"]) * float(params.sum()) + float(consts["comm"]) * float(out.sum()) * (k - 1)
+        else:
+            consts = {
+                "macs": 1 / frac(hw.macs_per_s),
+                "mem": frac(hw.param_bytes) / frac(hw.host_bw),
+                "sram": frac(hw.sram_bytes) / frac(hw.host_bw),
+                "in": frac(hw.act_bytes) / frac(hw.link_bw),
+            }
+            upper = float(consts["macs"]) * float(macs.sum()) + float(consts["mem"]) * float(params.sum())
+            upper += float(consts["in"]) * float(out.sum())
+        upper = max(upper, 1e-300)
+        d = _lcd(list(consts.values()))
+        self.exact = d * upper <= EXACT_LIMIT
+        factors: dict[str, Fraction | float]
+        if self.exact:
+            factors = {key: c * d for key, c in consts.items()}
+            self.unit = 1.0 / d
+        else:
+            scale = ROUNDED_TARGET / upper
+            factors = {key: float(c) * scale for key, c in consts.items()}
+            self.unit = 1.0 / scale
+        self.mem = _scaled(params, factors["mem"])
+        if objective == "paper":
+            self.comm = _scaled(out, factors["comm"])
+        else:
+            self.macs = _scaled(macs, factors["macs"])
+            self.sram = int(round(factors["sram"]))
+            self.inb = _scaled(out, factors["in"])
+        # rounding error: every coefficient is off by <= 0.5 unit; a stage sum has at most N terms
+        # per quantity (memory, MACs, tensors), and spill's C adds one more
+        terms = graph.num_nodes * (2 if objective == "paper" else 3) + 1
+        self.error_bound = 0.0 if self.exact else 0.5 * terms * self.unit
+
+
+@register_solver("cpsat")
+def solve_cpsat(
+    graph: Graph,
+    hw: Hardware,
+    objective: str = "paper",
+    lam: float = 1.0,
+    time_limit_s: float | None = 60.0,
+    workers: int = 2,
+    rel_gap: float = 0.0,
+    hint=None,
+    random_seed: int = 0,
+    verbose: bool = False,
+) -> SolveResult:
+    """Solve the SPEC scheduling problem exactly with OR-tools CP-SAT.
+
+    Args:
+        graph, hw, objective, lam: the problem (``hw.stages`` = K).
+        time_limit_s: ``max_time_in_seconds`` (None: no limit).
+        workers: ``num_workers`` (parallel portfolio size).
+        rel_gap: ``relative_gap_limit`` (0: prove optimality).
+        hint: optional int[N] valid assignment passed as a complete solution hint (``AddHint``
+            on every variable, with exact auxiliary values).
+        random_seed: CP-SAT ``random_seed``.
+        verbose: ``log_search_progress``.
+
+    Returns:
+        SolveResult; ``info`` has the CP-SAT status, objective and best bound in SPEC units, the
+        integer scaling (``exact``/``rounded``, unit, rounding bound), wall time and branches.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    k = hw.stages
+    start = check_assignment(graph, hint, k, "hint") if hint is not None else None
+    if k == 1:
+        return SolveResult(np.zeros(graph.num_nodes, np.int64), optimal=True, gap=0.0, info={"status": "trivial (K=1)"})
+    t0 = time.perf_counter()
+    st = structure(graph)
+    sc = _Scaling(graph, hw, objective, lam)
+    n, m = graph.num_nodes, k - 1
+    model = cp_model.CpModel()
+    z = [[model.new_bool_var(f"z{v}_{j}") for j in range(m)] for v in range(n)]
+    for v in range(n):
+        for j in range(m - 1):
+            model.add_implication(z[v][j + 1], z[v][j])
+    for u, v in st.edges.tolist():
+        for j in range(m):
+            model.add_implication(z[u][j], z[v][j])
+    out = graph.output_size
+    # crossing literal of (u, j) and the y variables (for hints)
+    cross: dict[tuple[int, int], cp_model.IntVar] = {}
+    y_vars: dict[tuple[int, int], cp_model.IntVar] = {}
+    for u in range(n):
+        if out[u] == 0:
+            continue
+        for j in range(m):
+            if st.sink[u]:
+                cross[u, j] = ~z[u][j]
+            else:
+                y = model.new_bool_var(f"y{u}_{j}")
+                for v in st.succs[u]:
+                    model.add_bool_or([~z[v][j], z[u][j], y])
+                model.add_implication(y, ~z[u][j])
+                model.add_bool_or([~y] + [z[v][j] for v in st.succs[u]])
+                cross[u, j] = y
+                y_vars[u, j] = y
+
+    def stage_sums(coef: np.ndarray) -> list:
+        """Linear expressions of ``sum(coef_v : s(v) = k)`` for k = 0..K-1."""
+        nz = [v for v in range(n) if coef[v] != 0]
+        w = [sum(coef[v] * z[v][j] for v in nz) for j in range(m)]
+        total = int(sum(coef[v] for v in nz))
+        return [total - w[0]] + [w[j - 1] - w[j] for j in range(1, m)] + [w[m - 1]]
+
+    def in_sums(coef: np.ndarray) -> list:
+        """Linear expressions of ``sum(coef_u * cross[u, j])`` for stages j + 1 = 1..K-1."""
+        return [sum(coef[u] * lit for (u, jj), lit in cross.items() if jj == j and coef[u] != 0) for j in range(m)]
+
+    mem = stage_sums(sc.mem)
+    mem_total = int(sum(sc.mem))
+    if objective == "paper":
+        peak = model.new_int_var(0, max(mem_total, 0), "P")
+        for e in mem:
+            model.add(peak >= e)
+        comm = sum(in_sums(sc.comm))
+        obj_expr = peak + comm
+        aux = {"P": peak}
+    else:
+        macs = stage_sums(sc.macs)
+        inb = [0] + in_sums(sc.inb)
+        spill_ub = max(mem_total - sc.sram, 0)
+        spill = [model.new_int_var(0, spill_ub, f"spill{kk}") for kk in range(k)]
+        for kk in range(k):
+            model.add(spill[kk] >= mem[kk] - sc.sram)
+        b_ub = int(sum(sc.macs)) + spill_ub + int(sum(sc.inb))
+        bott = model.new_int_var(0, max(b_ub, 0), "B")
+        for kk in range(k):
+            model.add(bott >= macs[kk] + spill[kk] + inb[kk])
+        obj_expr = bott
+        aux = {"spill": spill, "B": bott}
+    model.minimize(obj_expr)
+
+    def exact_values(a: np.ndarray) -> dict:
+        """Integer values of every model variable (and the objective) for a valid assignment."""
+        zz, cc = thresholds(a, k), crossings(st, a, k)
+        mem_h = [sum(sc.mem[v] for v in range(n) if a[v] == kk) for kk in range(k)]
+        vals = {"z": zz, "cross": cc}
+        if objective == "paper":
+            comm_h = sum(sc.comm[u] * int(cc[u].sum()) for u in range(n))
+            vals["P"] = max(mem_h)
+            vals["objective"] = vals["P"] + comm_h
+        else:
+            vals["spill"] = [max(x - sc.sram, 0) for x in mem_h]
+            macs_h = [sum(sc.macs[v] for v in range(n) if a[v] == kk) for kk in range(k)]
+            in_h = [0] + [sum(sc.inb[u] for u in range(n) if cc[u, j]) for j in range(m)]
+            vals["B"] = max(macs_h[kk] + vals["spill"][kk] + in_h[kk] for kk in range(k))
+            vals["objective"] = vals["B"]
+        return vals
+
+    if start is not None:
+        hv = exact_values(start)
+        for v in range(n):
+            for j in range(m):
+                model.add_hint(z[v][j], bool(hv["z"][v, j]))
+        for (u, j), y in y_vars.items():
+            model.add_hint(y, bool(hv["cross"][u, j]))
+        if objective == "paper":
+            model.add_hint(aux["P"], hv["P"])
+        else:
+            for kk in range(k):
+                model.add_hint(aux["spill"][kk], hv["spill"][kk])
+            model.add_hint(aux["B"], hv["B"])
+
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    if time_limit_s is not None:
+        params.max_time_in_seconds = float(time_limit_s)
+    params.num_workers = int(workers)
+    params.relative_gap_limit = float(rel_gap)
+    params.random_seed = int(random_seed)
+    params.log_search_progress = bool(verbose)
+    build_s = time.perf_counter() - t0
+    status = solver.solve(model)
+    solve_s = time.perf_counter() - t0 - build_s
+
+    offset = hw.stage_overhead_s if objective == "latency" else 0.0
+
+    def to_spec(x: float) -> float:
+        return offset + float(x) * sc.unit
+
+    cheap = objective_lower_bound_np(graph, hw, objective, lam)
+    bound = max(to_spec(solver.best_objective_bound), cheap)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        zval = np.array([[solver.boolean_value(z[v][j]) for j in range(m)] for v in range(n)], dtype=np.float64)
+        assignment = stages_from_thresholds(zval.reshape(n, m), st)
+        primal = to_spec(solver.objective_value)
+        source = "cpsat"
+    elif status == cp_model.UNKNOWN:
+        if start is not None:
+            assignment, source = start, "hint (no solution)"
+        else:
+            from respect_jax.solvers.partitioners import solve_compiler
+
+            assignment, source = solve_compiler(graph, hw, objective, lam).assignment, "compiler (no solution)"
+        primal = to_spec(exact_values(assignment)["objective"])
+    else:
+        raise RuntimeError(f"CP-SAT returned {solver.status_name(status)} for graph {graph.name!r} (a model bug)")
+    gap = relative_gap(primal, bound)
+    if status == cp_model.OPTIMAL and solver.best_objective_bound >= solver.objective_value:
+        gap = 0.0
+    if not sc.exact and primal:  # a rounded model's optimum is proven only up to the rounding
+        gap += sc.error_bound / abs(primal)
+    optimal = bool(status == cp_model.OPTIMAL and gap <= OPTIMALITY_TOL)
+    info = {
+        "status": solver.status_name(status),
+        "model_objective": primal,
+        "best_bound": bound,
+        "integer_scaling": "exact" if sc.exact else "rounded",
+        "unit": sc.unit,
+        "rounding_error_bound": sc.error_bound,
+        "build_time_s": build_s,
+        "solve_time_s": solve_s,
+        "wall_time_s": solver.wall_time,
+        "branches": int(solver.num_branches),
+        "assignment_source": source,
+        "hint_given": start is not None,
+    }
+    return SolveResult(np.asarray(assignment, np.int64), optimal=optimal, gap=gap, info=info)
