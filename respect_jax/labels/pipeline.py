@@ -1,0 +1,391 @@
+"""The labelling pipeline behind ``respect-label``: solve a synthetic dataset with an oracle.
+
+Graph ``i`` of a dataset is a pure function of ``(generator config, seed, i)``
+(:func:`dataset_graph` draws it with ``np.random.default_rng([seed, i])``), so a dataset can be
+produced in any order, by any number of processes, and resumed without changing a graph.
+
+Work is split into shards: shard ``k`` holds graphs ``[k * shard_size, min((k + 1) * shard_size,
+count))`` and is written atomically (:func:`~respect_jax.labels.dataset.write_shard`) once all of
+its graphs are solved. A restart (after a crash, Ctrl-C or SIGKILL) skips the shards already on
+disk and solves the others again, so no work is duplicated in the result and none is lost beyond
+the graphs of incomplete shards. ``manifest.json`` records everything that determines the labels;
+restarting into a directory whose manifest differs is refused with a one-line error instead of
+mixing two datasets.
+
+Graphs are solved in ``workers`` processes started with the ``spawn`` method (JAX is not
+fork-safe). Each process limits itself to one BLAS/XLA thread and, through ``solver_threads``, the
+solver to that many threads (CP-SAT ``workers``, HiGHS ``threads``), so ``workers`` processes use
+about ``workers`` cores. Every record's objective is the shared evaluator's value of its
+assignment (:func:`~respect_jax.solvers.base.run_solver`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+
+import numpy as np
+
+from respect_jax.costs import OBJECTIVES, Hardware, hardware_from_dict
+from respect_jax.graphs.generators import GeneratorConfig, generate_numpy
+from respect_jax.graphs.graph import Graph
+from respect_jax.labels.dataset import (
+    LabelledGraph,
+    load_labelled_dataset,
+    read_manifest,
+    shard_name,
+    shard_paths,
+    write_manifest,
+    write_shard,
+)
+
+FORMAT = "respect-jax-labels/1"
+# manifest keys that determine the labels: a directory whose manifest differs in any is refused
+IDENTITY_KEYS = ("format", "generator", "seed", "count", "shard_size", "solver", "solver_options", "hardware",
+                 "objective", "lam")
+# solver options that only say how many threads to use (do not change what is being solved)
+THREAD_OPTIONS = {"cpsat": "workers", "milp": "threads"}
+EXECUTION_OPTIONS = frozenset({"workers", "threads", "verbose"})
+
+
+class LabelError(ValueError):
+    """A user error of the labelling pipeline (bad argument, mismatching directory); one line."""
+
+
+def dataset_graph(generator: GeneratorConfig, seed: int, index: int) -> Graph:
+    """Graph ``index`` of the dataset ``(generator, seed)``: a pure function of its arguments."""
+    graph = generate_numpy(generator, np.random.default_rng([seed, index]), name=f"g{index:06d}")
+    return dataclasses.replace(graph, source=f"respect-label graphs(seed={seed}, index={index})")
+
+
+def shard_range(shard: int, shard_size: int, count: int) -> range:
+    """Graph indices of shard ``shard``."""
+    return range(shard * shard_size, min((shard + 1) * shard_size, count))
+
+
+def num_shards(count: int, shard_size: int) -> int:
+    return -(-count // shard_size)
+
+
+def build_manifest(
+    generator: GeneratorConfig,
+    count: int,
+    seed: int,
+    shard_size: int,
+    solver: str,
+    solver_options: dict,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+) -> dict:
+    """The manifest of a dataset (identity keys plus thread settings kept for the record)."""
+    identity_options = {k: v for k, v in sorted(solver_options.items()) if k not in EXECUTION_OPTIONS}
+    return {
+        "format": FORMAT,
+        "generator": dataclasses.asdict(generator),
+        "seed": int(seed),
+        "count": int(count),
+        "shard_size": int(shard_size),
+        "solver": solver,
+        "solver_options": identity_options,
+        "execution_options": {k: v for k, v in sorted(solver_options.items()) if k in EXECUTION_OPTIONS},
+        "hardware": hw.to_dict(),
+        "objective": objective,
+        "lam": float(lam),
+        "graph_rng": "graph i = generate_numpy(generator, numpy.random.default_rng([seed, i]))",
+    }
+
+
+def check_manifest(directory: Path, manifest: dict) -> None:
+    """Raise :class:`LabelError` (one line) if ``directory`` holds a different dataset."""
+    try:
+        existing = read_manifest(directory)
+    except ValueError as err:
+        raise LabelError(f"{directory}: unreadable manifest.json ({err})") from None
+    for key in IDENTITY_KEYS:
+        if existing.get(key) != manifest[key]:
+            raise LabelError(
+                f"{directory} holds a different dataset: {key} is {existing.get(key)!r} there, "
+                f"{manifest[key]!r} here; choose another out directory"
+            )
+
+
+def _validate(
+    generator: GeneratorConfig, count: int, seed: int, shard_size: int, solver: str, solver_options: dict,
+    objective: str, lam: float, workers: int,
+) -> None:
+    from respect_jax.solvers import available_solvers, get_solver
+
+    for name, value, low in (("count", count, 1), ("shard_size", shard_size, 1), ("workers", workers, 1)):
+        if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < low:
+            raise LabelError(f"{name} must be an integer >= {low}, got {value!r}")
+    if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
+        raise LabelError(f"seed must be a non-negative integer, got {seed!r}")
+    if not isinstance(generator, GeneratorConfig):
+        raise LabelError("generator must be a GeneratorConfig")
+    if objective not in OBJECTIVES:
+        raise LabelError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if not isinstance(lam, int | float) or lam < 0:
+        raise LabelError(f"lam must be a non-negative number, got {lam!r}")
+    if solver not in available_solvers():
+        raise LabelError(f"unknown solver {solver!r}; available: {', '.join(available_solvers())}")
+    params = inspect.signature(get_solver(solver)).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(solver_options) - set(list(params)[4:]))
+        if unknown:
+            raise LabelError(f"solver {solver!r} has no option {', '.join(unknown)}")
+
+
+# ------------------------------------------------------------------------------------------ workers
+
+_WORKER: dict = {}
+
+
+def limit_threads() -> None:
+    """Keep this process to one BLAS/OpenMP/XLA thread and JAX on the CPU (call before JAX runs)."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "intra_op_parallelism_threads" not in flags:
+        flags += " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    os.environ["XLA_FLAGS"] = flags.strip()
+    os.environ["JAX_PLATFORMS"] = "cpu"
+
+
+def _init_worker(task: dict, in_pool: bool) -> None:
+    if in_pool:
+        limit_threads()
+    import respect_jax.solvers  # noqa: F401  (registers the solvers)
+
+    _WORKER.clear()
+    _WORKER.update(task)
+    _WORKER["generator_cfg"] = GeneratorConfig(**task["generator"])
+    _WORKER["hw"] = hardware_from_dict(task["hardware"])
+
+
+def _solve_index(index: int) -> LabelledGraph:
+    from respect_jax.solvers import run_solver
+
+    w = _WORKER
+    graph = dataset_graph(w["generator_cfg"], w["seed"], index)
+    result = run_solver(w["solver"], graph, w["hw"], w["objective"], w["lam"], **w["solver_options"])
+    return LabelledGraph(
+        index=index,
+        graph=graph,
+        assignment=np.asarray(result["assignment"], dtype=np.int64),
+        objective=float(result["objective"]),
+        optimal=result["optimal"],
+        gap=None if result["gap"] is None else float(result["gap"]),
+        solve_time_s=float(result["solve_time_s"]),
+        solver=w["solver"],
+    )
+
+
+# ------------------------------------------------------------------------------------------ driver
+
+
+def _existing_shards(directory: Path, count: int, shard_size: int) -> set[int]:
+    """Shards already written (checked to hold their full index range); removes stale temp files."""
+    for tmp in directory.glob(".shard-*.jsonl.*"):
+        tmp.unlink(missing_ok=True)  # left by a run killed while writing: never a complete shard
+    total = num_shards(count, shard_size)
+    done = set()
+    for path in shard_paths(directory):
+        try:
+            shard = int(path.stem.split("-")[1])
+        except (IndexError, ValueError):
+            raise LabelError(f"{path}: unexpected file name in a labelled dataset") from None
+        if shard >= total:
+            raise LabelError(f"{path}: shard beyond the dataset's {total} shards")
+        with path.open() as fh:
+            lines = sum(1 for line in fh if line.strip())
+        expected = len(shard_range(shard, shard_size, count))
+        if lines != expected:
+            raise LabelError(f"{path}: {lines} records, expected {expected}; delete the file to redo it")
+        done.add(shard)
+    return done
+
+
+def _pending_indices(shards: list[int], shard_size: int, count: int) -> Iterator[int]:
+    for shard in shards:
+        yield from shard_range(shard, shard_size, count)
+
+
+def summarise(items: list[LabelledGraph]) -> dict:
+    """Dataset figures: graphs, fraction proven optimal, solve times, gaps."""
+    times = [it.solve_time_s for it in items]
+    gaps = [it.gap for it in items if it.gap is not None]
+    return {
+        "graphs": len(items),
+        "optimal": sum(1 for it in items if it.optimal is True),
+        "optimal_fraction": (sum(1 for it in items if it.optimal is True) / len(items)) if items else 0.0,
+        "mean_solve_time_s": statistics.fmean(times) if times else 0.0,
+        "median_solve_time_s": statistics.median(times) if times else 0.0,
+        "max_solve_time_s": max(times) if times else 0.0,
+        "total_solve_time_s": float(sum(times)),
+        "max_gap": max(gaps) if gaps else None,
+        "mean_objective": statistics.fmean(it.objective for it in items) if items else 0.0,
+    }
+
+
+def label_dataset(
+    out_dir: str | os.PathLike,
+    generator_cfg: GeneratorConfig,
+    count: int,
+    seed: int = 0,
+    shard_size: int = 100,
+    solver: str = "cpsat",
+    solver_options: dict | None = None,
+    hw: Hardware | None = None,
+    objective: str = "paper",
+    lam: float = 1.0,
+    workers: int = 1,
+    progress: bool = True,
+    solver_threads: int | None = 1,
+) -> dict:
+    """Label ``count`` graphs of ``generator_cfg`` into ``out_dir`` (resuming what is there).
+
+    Args:
+        out_dir: dataset directory (created; an existing one must hold the same dataset).
+        generator_cfg, count, seed: the graphs (graph i is :func:`dataset_graph` ``(cfg, seed, i)``).
+        shard_size: graphs per shard file (the unit of atomic writes and of resumption).
+        solver, solver_options: oracle name and its keyword options (e.g. ``time_limit_s``).
+        hw, objective, lam: the scheduling problem (SPEC section 2); ``hw`` is required.
+        workers: solver processes (1: solve in this process).
+        progress: show a tqdm bar and print the summary on stderr.
+        solver_threads: threads per solve, set as the solver's thread option (CP-SAT ``workers``,
+            HiGHS ``threads``) unless None.
+
+    Returns:
+        The summary of the whole dataset (:func:`summarise`) plus ``solved_now`` (graphs solved by
+        this call), ``skipped_shards`` and ``wall_time_s``.
+
+    Raises:
+        LabelError: a bad argument or a directory holding another dataset; nothing is written.
+    """
+    start = time.perf_counter()
+    solver_options = dict(solver_options or {})
+    if hw is None:
+        raise LabelError("hardware is required")
+    if solver_threads is not None and solver in THREAD_OPTIONS:
+        solver_options[THREAD_OPTIONS[solver]] = int(solver_threads)
+    _validate(generator_cfg, count, seed, shard_size, solver, solver_options, objective, lam, workers)
+    manifest = build_manifest(generator_cfg, count, seed, shard_size, solver, solver_options, hw, objective, lam)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise LabelError(f"{out} exists and is not a directory")
+    if (out / "manifest.json").is_file():
+        check_manifest(out, manifest)
+        done = _existing_shards(out, count, shard_size)
+    elif out.is_dir() and any(out.iterdir()):
+        raise LabelError(f"{out} is not empty and has no manifest.json; choose an empty or new out directory")
+    else:
+        write_manifest(out, manifest)
+        done = set()
+
+    todo = [k for k in range(num_shards(count, shard_size)) if k not in done]
+    already = sum(len(shard_range(k, shard_size, count)) for k in done)
+    task = {
+        "generator": manifest["generator"],
+        "seed": int(seed),
+        "solver": solver,
+        "solver_options": solver_options,
+        "hardware": manifest["hardware"],
+        "objective": objective,
+        "lam": float(lam),
+    }
+    pending = sum(len(shard_range(k, shard_size, count)) for k in todo)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=count, initial=already, desc=f"labelling {out.name}", unit="graph", file=sys.stderr,
+                   dynamic_ncols=True)
+    try:
+        if pending:
+            _run(out, todo, shard_size, count, task, min(workers, pending), bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    items = load_labelled_dataset(out)
+    summary = summarise(items)
+    summary.update(solved_now=pending, skipped_shards=len(done), wall_time_s=time.perf_counter() - start)
+    if pending:  # record the figures of the finished dataset beside what produced it
+        write_manifest(out, {**read_manifest(out), "summary": summarise(items)})
+    if progress:
+        print(format_summary(out, summary), file=sys.stderr)
+    return summary
+
+
+def _run(out: Path, todo: list[int], shard_size: int, count: int, task: dict, workers: int, bar) -> None:
+    """Solve the graphs of shards ``todo``; write each shard as soon as it is complete."""
+    buffers: dict[int, dict[int, LabelledGraph]] = {k: {} for k in todo}
+
+    def collect(item: LabelledGraph) -> None:
+        shard = item.index // shard_size
+        buffers[shard][item.index] = item
+        if len(buffers[shard]) == len(shard_range(shard, shard_size, count)):
+            write_shard(out, shard, [buffers[shard][i] for i in shard_range(shard, shard_size, count)])
+            del buffers[shard]
+        if bar is not None:
+            bar.update(1)
+
+    indices = _pending_indices(todo, shard_size, count)
+    if workers == 1:
+        _init_worker(task, in_pool=False)
+        for index in indices:
+            collect(_solve_index(index))
+        return
+    ctx = multiprocessing.get_context("spawn")
+    window = 4 * workers  # tasks in flight: bounds memory and keeps shards completing in order
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(task, True))
+    in_flight: set[Future] = set()
+    try:
+        for index in indices:
+            in_flight.add(pool.submit(_solve_index, index))
+            if len(in_flight) >= window:
+                finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    collect(fut.result())
+        while in_flight:
+            finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                collect(fut.result())
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def format_summary(out: Path, s: dict) -> str:
+    """The closing summary lines of a labelling run."""
+    return (
+        f"{out}: {s['graphs']} graphs ({s['solved_now']} solved now, {s['skipped_shards']} shards resumed), "
+        f"{100.0 * s['optimal_fraction']:.1f}% proven optimal, solve time mean {s['mean_solve_time_s']:.3f}s "
+        f"median {s['median_solve_time_s']:.3f}s max {s['max_solve_time_s']:.2f}s, "
+        f"total solve {s['total_solve_time_s']:.1f}s, wall {s['wall_time_s']:.1f}s"
+    )
+
+
+__all__ = [
+    "FORMAT",
+    "LabelError",
+    "build_manifest",
+    "check_manifest",
+    "dataset_graph",
+    "format_summary",
+    "label_dataset",
+    "limit_threads",
+    "num_shards",
+    "shard_name",
+    "shard_range",
+    "summarise",
+]

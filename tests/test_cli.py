@@ -1,0 +1,86 @@
+"""The command-line contract of SPEC section 4 (respect-schedule, respect-bench)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from respect_jax.costs import hardware_from_dict
+from respect_jax.graphs import load_graph
+from respect_jax.reference import reference_objective
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPH = ROOT / "data" / "graphs" / "dnn40.json"
+BIN = Path(sys.executable).parent
+
+
+def run(cmd, cwd):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([str(BIN / cmd[0]), *cmd[1:]], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("objective", ["paper", "latency"])
+def test_schedule_writes_result_json(tmp_path, objective):
+    out = tmp_path / "result.json"
+    proc = run(["respect-schedule", f"graph={GRAPH}", "solver=compiler", "hardware.stages=3", f"objective={objective}", f"out={out}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    for key in ("graph", "num_nodes", "solver", "objective_name", "objective", "assignment", "metrics", "hardware", "solve_time_s", "optimal", "gap"):
+        assert key in result
+    for key in ("peak_mem_bytes", "comm_bytes", "bottleneck_s", "latency_s", "spill_bytes"):
+        assert key in result["metrics"]
+    graph = load_graph(GRAPH)
+    hw = hardware_from_dict(result["hardware"])
+    assert hw.stages == 3 and result["num_nodes"] == graph.num_nodes
+    assert result["objective"] == pytest.approx(reference_objective(graph, result["assignment"], hw, objective), rel=2e-6)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"], "nothing else written (no hydra outputs)"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["graph=/no/such/file.json"], "cannot read"),
+        ([], "Missing mandatory value: graph"),
+        ([f"graph={GRAPH}", "solver=nope"], "unknown solver 'nope'"),
+        ([f"graph={GRAPH}", "hardware=nope"], "unknown hardware 'nope'"),
+        ([f"graph={GRAPH}", "hardware.stages=0"], "hardware.stages must be an integer >= 1"),
+        ([f"graph={GRAPH}", "hardware.link_bw=-3"], "hardware.link_bw must be > 0"),
+        ([f"graph={GRAPH}", "objective=speed"], "objective must be one of paper, latency"),
+    ],
+)
+def test_schedule_user_errors_are_one_line_and_write_nothing(tmp_path, args, message):
+    out = tmp_path / "result.json"
+    proc = run(["respect-schedule", *args, f"out={out}"], tmp_path)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_graph_file_names_file_and_node(tmp_path):
+    bad = tmp_path / "bad.json"
+    doc = json.loads(GRAPH.read_text())
+    doc["nodes"][5]["params"] = -1
+    bad.write_text(json.dumps(doc))
+    proc = run(["respect-schedule", f"graph={bad}", f"out={tmp_path / 'r.json'}"], tmp_path)
+    assert proc.returncode == 2
+    assert str(bad) in proc.stderr and "node 5 has params=-1" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]
+
+
+def test_bench_runs_small_and_writes_results(tmp_path):
+    proc = run(
+        ["respect-bench", "env.batch=64", "env.nodes=16", "env.loop_graphs=4", "env.repeats=1", "generator.batch=16", "generator.repeats=1", f"out_dir={tmp_path}"],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "bench_env.json").read_text())
+    assert result["env"]["jax_env_steps_per_s"] > 0 and result["env"]["loop_env_steps_per_s"] > 0
+    assert result["machine"]["cpu_count"] >= 1
+    assert "ratio" in (tmp_path / "bench_env.md").read_text()
