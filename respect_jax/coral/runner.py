@@ -23,6 +23,19 @@ Measurements (``report``)
     :func:`run_single` measures the unsegmented file the same way (one interpreter, sequential).
     :func:`profile_stages` times each stage *alone* (sequentially, no other stage running): the
     per-stage latencies the calibration fits (libcoral's profiling partitioner measures the same).
+
+Equality with the unsegmented model (:func:`check_equality`)
+    float32: the pipeline and ``full_float32.tflite`` agree to :data:`FLOAT32_RTOL` times the
+    largest output magnitude (at least 1): only float reassociation differs (LiteRT/XNNPACK
+    fuses differently inside each file). Measured: bit-identical for MobileNetV2's parameter-count
+    split, 2e-5 at outputs up to 5.8 (3.4e-6 relative) for its MILP split. int8: the per-stage converter may choose
+    other scales for intermediate tensors than the whole-model converter (e.g. the whole model
+    gives a residual branch its Add's output scale), so results are not bit-identical, and a deep
+    int8 network amplifies single-step rounding differences. The stated int8 tolerance is
+    therefore relative to the float model: the pipeline's mean absolute error against the float32
+    model is at most :data:`INT8_MAE_RATIO` times the unsegmented int8 model's, plus one output
+    quantization step. (Shallow models also agree pointwise within 3 output steps; MobileNetV2 at
+    K=4: same error vs float as the unsegmented int8 model, 9% relative RMS apart from it.)
 """
 
 from __future__ import annotations
@@ -41,6 +54,8 @@ import numpy as np
 from respect_jax.coral._deps import google_pycoral, litert_interpreter_class
 
 _STOP = object()
+FLOAT32_RTOL = 1e-5
+INT8_MAE_RATIO = 1.25
 
 
 def load_manifest(path: str | os.PathLike) -> tuple[dict, Path]:
@@ -425,10 +440,53 @@ def run_manifest(
 
 
 def compare_outputs(a: list[dict], b: list[dict]) -> dict:
-    """Max abs / max relative-to-range difference between two output streams (float)."""
-    max_abs, scale = 0.0, 0.0
+    """How far output stream ``a`` is from reference stream ``b`` (float, same names).
+
+    ``max_abs_diff``, ``mean_abs_diff``, ``max_abs_reference`` (largest |b|), ``relative``
+    (max_abs_diff / max_abs_reference) and ``rel_rms`` (RMS of a - b over RMS of b).
+    """
+    diffs, refs = [], []
     for x, y in zip(a, b, strict=True):
-        for n in x:
-            max_abs = max(max_abs, float(np.max(np.abs(x[n] - y[n]))))
-            scale = max(scale, float(np.max(np.abs(y[n]))))
-    return {"max_abs_diff": max_abs, "max_abs_reference": scale, "relative": max_abs / scale if scale else 0.0}
+        for n in y:
+            diffs.append((np.asarray(x[n], np.float64) - np.asarray(y[n], np.float64)).ravel())
+            refs.append(np.asarray(y[n], np.float64).ravel())
+    d, r = np.concatenate(diffs), np.concatenate(refs)
+    max_abs, scale = float(np.max(np.abs(d))), float(np.max(np.abs(r)))
+    rms_ref = float(np.sqrt(np.mean(r**2)))
+    return {
+        "max_abs_diff": max_abs,
+        "mean_abs_diff": float(np.mean(np.abs(d))),
+        "max_abs_reference": scale,
+        "relative": max_abs / scale if scale else 0.0,
+        "rel_rms": float(np.sqrt(np.mean(d**2))) / rms_ref if rms_ref else 0.0,
+    }
+
+
+def check_equality(
+    variant: str, pipeline: list[dict], unsegmented: list[dict], float_reference: list[dict] | None, step: float
+) -> dict:
+    """The stated equality criterion (module docstring) with the numbers behind it.
+
+    ``float_reference``: outputs of the float32 model (needed for int8; None for float32).
+    """
+    vs_full = compare_outputs(pipeline, unsegmented)
+    out = {"variant": variant, "vs_unsegmented": vs_full, "output_quant_step": step}
+    if variant == "float32" or float_reference is None:
+        bound = FLOAT32_RTOL * max(1.0, vs_full["max_abs_reference"])
+        out["criterion"] = f"max |pipeline - unsegmented| <= {FLOAT32_RTOL} * max(1, max |unsegmented|)"
+        out["ok"] = vs_full["max_abs_diff"] <= bound if variant == "float32" else None
+        return out
+    pipe_err = compare_outputs(pipeline, float_reference)
+    full_err = compare_outputs(unsegmented, float_reference)
+    bound = INT8_MAE_RATIO * full_err["mean_abs_diff"] + step
+    out.update(
+        {
+            "pipeline_vs_float": pipe_err,
+            "unsegmented_vs_float": full_err,
+            "mae_ratio": pipe_err["mean_abs_diff"] / full_err["mean_abs_diff"] if full_err["mean_abs_diff"] else None,
+            "max_diff_in_quant_steps": vs_full["max_abs_diff"] / step if step else None,
+            "criterion": f"MAE(pipeline, float) <= {INT8_MAE_RATIO} * MAE(unsegmented int8, float) + 1 output step",
+            "ok": pipe_err["mean_abs_diff"] <= bound,
+        }
+    )
+    return out

@@ -19,12 +19,18 @@ Building (:func:`segment_keras_model`)
     ``TFLiteConverter``: ``float32`` as is, and ``int8`` as a full-integer model (int8 inputs and
     outputs, ``TFLITE_BUILTINS_INT8``), calibrated on representative data that is *generated*:
     ``samples`` seeded uniform inputs in ``input_range`` pushed through the float Keras model, so
-    every stage is calibrated on the activations it will really see and the quantization of a
-    boundary tensor is the same on both sides. The TFLite tensors of each stage's inputs and
-    outputs are renamed to the boundary tensor names (PipelinedModelRunner matches tensors by
-    name), and in the int8 files a forwarded tensor (which no operator touches, so the converter
-    leaves it float32) is stored as int8 with its producer's quantization. The unsegmented model is
-    converted the same way (``full_<variant>.tflite``) as the reference.
+    every stage is calibrated on the activations it will really see. The TFLite tensors of each
+    stage's inputs and outputs are renamed to the boundary tensor names (PipelinedModelRunner
+    matches tensors by name). In the int8 files every boundary tensor is made to carry its
+    producer's encoding on both sides, so raw int8 bytes can cross (as on Edge TPUs): a forwarded
+    tensor (no operator touches it, so the converter leaves it float32) is stored as int8 with the
+    producer's scale, and where a consumer insists on another scale (a Concatenate forces its
+    inputs onto its output scale) an int8 -> int8 ``QUANTIZE`` op is inserted at the stage's entry
+    (:func:`rename_io_tensors`). Model inputs take the unsegmented int8 model's input encoding.
+    The unsegmented model is converted the same way (``full_<variant>.tflite``) as the reference.
+
+    :func:`set_batchnorm_statistics` (used by the CLI) first gives random-weight models sane
+    BatchNorm statistics, otherwise their outputs are ~0 and every comparison is vacuous.
 
 Edge TPU (optional)
     If ``edgetpu_compiler`` is on PATH each int8 stage is compiled (``edgetpu_compiler -s``) and
@@ -34,8 +40,9 @@ Edge TPU (optional)
 
 Manifest (``manifest.json``, format ``respect-jax-segments/1``)
     ``stages[k]``: ``inputs`` / ``outputs`` (tensor names), ``nodes``, ``params``, ``macs``,
-    ``in_elements`` (SPEC ``in_k / act_bytes``), ``files`` per variant, ``quantization`` (int8
-    scale/zero point per input and output), ``edgetpu``; ``boundaries[k]``: the tensors crossing
+    ``in_elements`` (SPEC ``in_k / act_bytes``), ``files`` per variant, ``io`` per variant (shape,
+    dtype, scale, zero point of every input and output; ``requantized_inputs``), ``edgetpu``
+    (when compiled); ``boundaries[k]``: the tensors crossing
     from stage k to k+1; ``tensors``: shape, dtype, producer node and stage span of every boundary
     tensor; ``model_inputs`` / ``model_outputs``; ``full``: the unsegmented files; the schedule.
 """
@@ -178,6 +185,39 @@ def build_stage_models(model, plan: SegmentPlan, calls=None) -> tuple[list, dict
     return models, names
 
 
+def set_batchnorm_statistics(model, inputs: list[list[np.ndarray]]) -> int:
+    """Set every BatchNormalization's moving mean/variance to its input statistics on ``inputs``.
+
+    ``keras.applications`` models built with ``weights=None`` keep BN's initial moving statistics
+    (mean 0, variance 1), so activations shrink layer after layer and deep models output almost
+    exactly 0, which makes output comparisons meaningless. One forward pass in training mode
+    (where every BN normalises by the batch's own statistics) gives each BN's input statistics;
+    storing them as the moving statistics makes inference reproduce that normalisation. Weights
+    and graph are unchanged. Returns the number of BN layers updated.
+    """
+    keras = import_keras()
+    bns = [
+        c
+        for c in keras_call_nodes(model)
+        if type(c.operation).__name__ == "BatchNormalization" and c.node.input_tensors
+    ]
+    if not bns:
+        return 0
+    probe = keras.Model(inputs=model.inputs, outputs=[c.node.input_tensors[0] for c in bns])
+    batch = [np.concatenate([row[i] for row in inputs]) for i in range(len(model.inputs))]
+    outs = probe(batch, training=True)
+    outs = outs if isinstance(outs, list | tuple) else [outs]
+    for c, x in zip(bns, outs, strict=True):
+        layer = c.operation
+        x = np.asarray(x, dtype=np.float64)
+        axis = layer.axis if isinstance(layer.axis, int) else layer.axis[0]
+        axis = axis % x.ndim
+        reduce = tuple(i for i in range(x.ndim) if i != axis)
+        layer.moving_mean.assign(x.mean(axis=reduce).astype(np.float32))
+        layer.moving_variance.assign(x.var(axis=reduce).astype(np.float32))
+    return len(bns)
+
+
 def representative_inputs(model, samples: int, seed: int, input_range: tuple[float, float]) -> list[list[np.ndarray]]:
     """``samples`` seeded uniform input lists (one array per model input, batch 1)."""
     rng = np.random.default_rng(seed)
@@ -195,7 +235,7 @@ def boundary_values(model, names: dict[int, list[tuple[object, str]]], inputs: l
     probe = keras.Model(inputs=model.inputs, outputs=[t for t, _ in flat])
     rows = []
     for x in inputs:
-        outs = probe(x if len(x) > 1 else x[0], training=False)
+        outs = probe(list(x), training=False)
         outs = outs if isinstance(outs, list | tuple) else [outs]
         rows.append({name: np.asarray(o) for (_, name), o in zip(flat, outs, strict=True)})
     return rows
@@ -449,7 +489,20 @@ def segment_keras_model(
             }
         )
 
+    (full_model,), _ = build_stage_models(model, _full_plan(own, input_nodes, output_nodes), calls)
+    full: dict = {"files": {}, "io": {}}
+    for variant in variants:
+        buf, details = rename_io_tensors(convert_to_tflite(full_model, variant, rep))
+        fname = f"full_{variant}.tflite"
+        (out / fname).write_bytes(buf)
+        full["files"][variant] = fname
+        full["io"][variant] = details
+
+    # int8: a model input enters with the unsegmented model's input encoding; every other boundary
+    # tensor with the encoding of the stage that produces it.
     producer_quant: dict[str, tuple[float, int]] = {}
+    if "int8" in variants:
+        producer_quant = {n: (d["scale"], d["zero_point"]) for n, d in full["io"]["int8"]["inputs"].items()}
     for variant in variants:
         for st, sub, entry in zip(plan.stages, stage_models, manifest_stages, strict=True):
             buf = convert_to_tflite(sub, variant, rep)
@@ -462,15 +515,6 @@ def segment_keras_model(
                 for n, d in details["outputs"].items():
                     if d["dtype"] == "int8":
                         producer_quant[n] = (d["scale"], d["zero_point"])
-
-    (full_model,), _ = build_stage_models(model, _full_plan(own, input_nodes, output_nodes), calls)
-    full: dict = {"files": {}, "io": {}}
-    for variant in variants:
-        buf, details = rename_io_tensors(convert_to_tflite(full_model, variant, rep))
-        fname = f"full_{variant}.tflite"
-        (out / fname).write_bytes(buf)
-        full["files"][variant] = fname
-        full["io"][variant] = details
 
     tensors = {}
     for u in sorted({u for st in plan.stages for u in st.inputs + st.outputs}):

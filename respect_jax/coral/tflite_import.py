@@ -13,9 +13,14 @@ Edges
     ``[producer, consumer]`` for every non-constant input tensor of every operator.
 
 Counts (batch dimension and unknown dimensions set to 1)
-    ``params``: elements of the constant tensors (tensors backed by a non-empty buffer: weights,
-    biases, per-op constants) an operator reads; a constant shared by several operators is counted
-    on its first reader. An ``edgetpu-custom-op`` keeps its compiled parameters inside its custom
+    ``params``: elements of the constant tensors (tensors backed by a non-empty buffer) an
+    operator reads as weights: the filter and bias of CONV_2D / CONV_3D / DEPTHWISE_CONV_2D /
+    TRANSPOSE_CONV / FULLY_CONNECTED (int32 biases of quantized models included), and any
+    float/int8/uint8/int16 constant of other operators (e.g. the scale of an unfused BatchNorm's
+    MUL); int32/int64 constants of other operators (shapes, axes, paddings) are not weights.
+    Constants are counted per reading operator: the converter merges identical constants (e.g.
+    all-zero biases of the same shape) into one tensor, which would otherwise hide them.
+    An ``edgetpu-custom-op`` keeps its compiled parameters inside its custom
     options, not in tensors; its ``params`` is the byte length of those options (about one byte
     per int8 weight plus the compiled instruction stream: an estimate, not a count).
     ``output_size``: elements of the operator's output tensor(s).
@@ -56,6 +61,8 @@ from respect_jax.graphs.graph import Graph
 _POOL = {"AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D"}
 _REDUCE = {"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"}
 _ELEMENTWISE = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE"}
+_WEIGHTED = {"CONV_2D", "CONV_3D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED"}
+_INDEX_TYPES = {"INT32", "INT64"}
 
 
 def _shape(tensor) -> tuple[int, ...]:
@@ -156,7 +163,7 @@ def import_tflite(path: str | os.PathLike, name: str | None = None) -> Graph:
     macs: list[int] = []
     edges: set[tuple[int, int]] = set()
     producer: dict[int, int] = {}
-    seen_const: set[int] = set()
+    type_names = {v: k for k, v in vars(tfl.TensorType).items() if not k.startswith("_")}
 
     def add_node(node_name: str, op: str, p: int, o: int, m: int) -> int:
         base, k = node_name, 1
@@ -188,9 +195,9 @@ def import_tflite(path: str | os.PathLike, name: str | None = None) -> Graph:
                 continue
             tensor = sg.Tensors(t)
             in_shapes.append(_shape(tensor))
-            if _is_constant(model, tensor) and t not in seen_const:
-                seen_const.add(t)
-                p += _elements(_shape(tensor))
+            if _is_constant(model, tensor):
+                if opname in _WEIGHTED or type_names.get(tensor.Type()) not in _INDEX_TYPES:
+                    p += _elements(_shape(tensor))
         if opname == "edgetpu-custom-op":
             p += int(op.CustomOptionsLength())
         out_shapes = [_shape(sg.Tensors(t)) for t in out_idx if t >= 0]

@@ -268,8 +268,15 @@ def write_json_atomic(doc, path: str | os.PathLike, indent: int | None = 1) -> N
     try:
         with os.fdopen(fd, "w") as fh:
             json.dump(doc, fh, indent=indent)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,478 @@
+"""Coral entry points (need the ``coral`` extra): segment, run a pipeline, calibrate, deploy.
+
+``respect-segment``: Keras model + schedule -> per-stage ``.tflite`` files + ``manifest.json``::
+
+    respect-segment model=mobilenetv2 solver=compiler hardware.stages=4 out_dir=segments/mnv2_k4
+    respect-segment model=resnet50 schedule=result.json out_dir=segments/r50   # RESULT.json of respect-schedule
+
+``respect-pipeline``: run a manifest as a pipeline (pycoral on Edge TPUs if present, else LiteRT
+CPU threads), compare with the unsegmented model, time each stage alone (``profile``)::
+
+    respect-pipeline manifest=segments/mnv2_k4 variant=int8 num_inputs=50 out=segments/mnv2_k4/report_int8.json
+
+``respect-calibrate``: fit ``macs_per_s``/``host_bw``/``link_bw``/``stage_overhead_s`` to the
+stage profiles of one or more pipeline reports; writes a hardware YAML (``conf/hardware`` format)::
+
+    respect-calibrate reports=[a/report_float32.json,b/report_float32.json] base=cpu out=litert_cpu.yaml
+
+``respect-deploy``: schedule + segment + run in one::
+
+    respect-deploy model=mobilenetv2 solver=compiler hardware.stages=4 out_dir=deploy/mnv2
+
+Every config is registered in Python (Hydra ConfigStore) and composes the ``hardware`` and
+``solver`` groups of ``conf/``. Errors (bad arguments, missing packages) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import hydra
+import numpy as np
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from respect_jax.cli.common import CONF_DIR, check_group_choices, hardware_from_cfg, user_errors_exit
+from respect_jax.coral._deps import CoralDependencyError
+from respect_jax.graphs.graph import write_json_atomic
+
+_QUIET = [{"override hydra/job_logging": "none"}, {"override hydra/hydra_logging": "none"}]
+_HYDRA = {"run": {"dir": "."}, "output_subdir": None}
+
+_SEGMENT = {
+    "model": "???",  # bundled name (respect_jax.coral.keras_export.MODELS) or a .keras file
+    "include_top": False,
+    "input_size": None,
+    "schedule": None,  # RESULT.json of respect-schedule; null = run solver= with hardware=
+    "objective": "paper",
+    "lam": 1.0,
+    "out_dir": "???",
+    "variants": ["float32", "int8"],
+    "samples": 16,  # representative inputs (int8 calibration), generated, seeded
+    "seed": 0,
+    "input_range": [-1.0, 1.0],
+    "bn_stats": True,  # set BatchNorm moving statistics from the generated data (random-weight models)
+    "compile": None,  # null: edgetpu_compiler if on PATH; false: never; true: required
+}
+_PIPELINE = {
+    "manifest": "???",
+    "variant": "float32",
+    "num_inputs": 50,
+    "warmup": 2,
+    "backend": "auto",  # auto | litert | pycoral
+    "queue_size": 2,
+    "num_threads": 1,
+    "compare": True,  # also run the unsegmented model and compare outputs
+    "profile": True,  # time each stage alone (calibration data)
+    "profile_inputs": 5,
+    "profile_repeats": 3,
+    "seed": 1,
+    "out": None,
+}
+_CALIBRATE = {
+    "reports": "???",  # list of respect-pipeline report JSON files with a stage profile
+    "base": "cpu",  # cpu (LiteRT, nothing spills) | hardware (the composed hardware group)
+    "fit": ["stage_overhead_s", "macs_per_s", "host_bw", "link_bw"],
+    "weighting": "absolute",  # absolute | relative squared errors
+    "out": None,  # .yaml (conf/hardware format) or .json
+}
+
+_store = ConfigStore.instance()
+_store.store(
+    name="respect_segment",
+    node={
+        "defaults": [{"hardware": "coral_usb"}, {"solver": "compiler"}, "_self_", *_QUIET],
+        **_SEGMENT,
+        "hydra": _HYDRA,
+    },
+)
+_store.store(name="respect_pipeline", node={"defaults": ["_self_", *_QUIET], **_PIPELINE, "hydra": _HYDRA})
+_store.store(
+    name="respect_calibrate",
+    node={"defaults": [{"hardware": "coral_usb"}, "_self_", *_QUIET], **_CALIBRATE, "hydra": _HYDRA},
+)
+_store.store(
+    name="respect_deploy",
+    node={
+        "defaults": [{"hardware": "coral_usb"}, {"solver": "compiler"}, "_self_", *_QUIET],
+        **_SEGMENT,
+        **{k: v for k, v in _PIPELINE.items() if k not in ("manifest", "variant", "out", "seed")},
+        "run_seed": 1,
+        "hydra": _HYDRA,
+    },
+)
+
+
+def _coral_errors(prog: str) -> Callable:
+    """Missing optional packages -> one line on stderr, exit 2 (as other user errors)."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except CoralDependencyError as err:
+                print(f"{prog}: error: {err}", file=sys.stderr)
+                sys.exit(2)
+
+        return inner
+
+    return wrap
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, list | tuple | ListConfig) else [value]
+
+
+# ----------------------------------------------------------------------------- segment
+
+
+def load_keras_model(model: str, include_top: bool, input_size: int | None, seed: int):
+    """A bundled application model (fresh Keras session, seeded weights) or a saved .keras file."""
+    from respect_jax.coral._deps import import_keras
+    from respect_jax.coral.keras_export import MODELS, build_keras_model
+
+    keras = import_keras()
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(int(seed))
+    if model in MODELS:
+        return build_keras_model(model, include_top, input_size), model
+    path = Path(model)
+    if path.suffix in (".keras", ".h5") and path.is_file():
+        return keras.models.load_model(path, compile=False), path.stem
+    raise ValueError(f"model must be a bundled name ({', '.join(MODELS)}) or an existing .keras file, got {model!r}")
+
+
+def segment(cfg: DictConfig) -> dict:
+    """Build the model, get its schedule (file or solver), segment it; returns the manifest."""
+    from respect_jax.coral.keras_export import graph_from_keras
+    from respect_jax.coral.segment import representative_inputs, segment_keras_model, set_batchnorm_statistics
+
+    model, name = load_keras_model(str(cfg.model), bool(cfg.include_top), cfg.input_size, cfg.seed)
+    graph = graph_from_keras(model, name=name)
+    if cfg.schedule:
+        try:
+            result = json.loads(Path(cfg.schedule).read_text())
+        except OSError as err:
+            raise ValueError(f"{cfg.schedule}: cannot read schedule ({err.strerror})") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{cfg.schedule}: not valid JSON ({err.msg})") from None
+        assignment = result.get("assignment")
+        if not isinstance(assignment, list) or len(assignment) != graph.num_nodes:
+            raise ValueError(
+                f"{cfg.schedule}: assignment must list a stage for each of the {graph.num_nodes} nodes of {name}"
+            )
+        stages = int(result.get("hardware", {}).get("stages", max(assignment) + 1))
+        info = {k: result.get(k) for k in ("solver", "objective_name", "objective", "optimal", "gap")}
+        info["file"] = str(cfg.schedule)
+    else:
+        from respect_jax.solvers import run_solver
+
+        hw = hardware_from_cfg(cfg.hardware)
+        options = OmegaConf.to_container(cfg.solver.options, resolve=True) if cfg.solver.get("options") else {}
+        result = run_solver(cfg.solver.name, graph, hw, cfg.objective, float(cfg.lam), **options)
+        assignment, stages = result["assignment"], hw.stages
+        info = {k: result[k] for k in ("solver", "objective_name", "objective", "optimal", "gap", "metrics")}
+    lo, hi = (float(v) for v in cfg.input_range)
+    if cfg.bn_stats:
+        set_batchnorm_statistics(model, representative_inputs(model, int(cfg.samples), int(cfg.seed) + 7, (lo, hi)))
+    return segment_keras_model(
+        model,
+        assignment,
+        cfg.out_dir,
+        num_stages=stages,
+        variants=tuple(str(v) for v in _as_list(cfg.variants)),
+        samples=int(cfg.samples),
+        seed=int(cfg.seed),
+        input_range=(lo, hi),
+        compile_edgetpu_segments=cfg.compile,
+        name=name,
+        schedule_info=info,
+    )
+
+
+def _print_manifest(manifest: dict, out_dir: str) -> None:
+    for st in manifest["stages"]:
+        print(
+            f"stage {st['index']}: {st['num_nodes']} nodes, params={st['params']:,} macs={st['macs']:,} "
+            f"in={st['inputs']} out={st['outputs']}",
+            file=sys.stderr,
+        )
+    print(f"edgetpu_compiler: {manifest['edgetpu_compiler']['status']}", file=sys.stderr)
+    print(f"manifest -> {Path(out_dir) / 'manifest.json'}", file=sys.stderr)
+
+
+@hydra.main(config_path=CONF_DIR, config_name="respect_segment", version_base="1.3")
+@user_errors_exit("respect-segment")
+@_coral_errors("respect-segment")
+def _segment_main(cfg: DictConfig) -> None:
+    _print_manifest(segment(cfg), cfg.out_dir)
+
+
+def segment_main() -> None:
+    """Console script ``respect-segment``."""
+    check_group_choices("respect-segment", ("hardware", "solver"))
+    _segment_main()
+
+
+# ----------------------------------------------------------------------------- pipeline
+
+
+def pipeline_report(
+    manifest_path: str,
+    variant: str,
+    num_inputs: int,
+    warmup: int = 2,
+    backend: str = "auto",
+    queue_size: int = 2,
+    num_threads: int = 1,
+    compare: bool = True,
+    profile: bool = True,
+    profile_inputs: int = 5,
+    profile_repeats: int = 3,
+    seed: int = 1,
+) -> dict:
+    """Run a manifest, optionally against the unsegmented model and stage by stage alone."""
+    from respect_jax.coral.runner import (
+        check_equality,
+        load_manifest,
+        profile_stages,
+        random_inputs,
+        run_manifest,
+        run_single,
+    )
+
+    manifest, root = load_manifest(manifest_path)
+    if variant not in manifest["variants"]:
+        raise ValueError(f"variant {variant!r} was not built; the manifest has {', '.join(manifest['variants'])}")
+    xs = random_inputs(manifest, int(num_inputs), int(seed))
+    piped = run_manifest(manifest_path, xs, variant, backend, int(queue_size), int(num_threads), int(warmup))
+    report = {
+        "manifest": str(Path(manifest_path)),
+        "model": manifest["model"],
+        "num_stages": manifest["num_stages"],
+        "variant": variant,
+        "pipeline": piped.report,
+        "stage_features": [
+            {"stage": st["index"], "params": st["params"], "macs": st["macs"], "in_elements": st["in_elements"]}
+            for st in manifest["stages"]
+        ],
+        "schedule": manifest.get("schedule", {}),
+    }
+    if compare:
+        single = run_single(
+            root / manifest["full"]["files"][variant], manifest, xs, variant, int(num_threads), int(warmup)
+        )
+        reference = None
+        if variant != "float32" and "float32" in manifest["variants"]:
+            reference = run_single(root / manifest["full"]["files"]["float32"], manifest, xs, "float32").outputs
+        out_io = manifest["full"]["io"][variant]["outputs"]
+        step = max((d["scale"] for d in out_io.values()), default=0.0)
+        report["unsegmented"] = single.report
+        report["equality"] = check_equality(variant, piped.outputs, single.outputs, reference, step)
+        report["speedup_vs_unsegmented"] = piped.report["throughput_per_s"] / single.report["throughput_per_s"]
+    if profile and piped.report["backend"] == "litert":
+        prof = profile_stages(
+            manifest, root, xs[: int(profile_inputs)], variant, int(num_threads), int(profile_repeats)
+        )
+        report["profile"] = prof
+    return report
+
+
+def _print_report(report: dict) -> None:
+    p = report["pipeline"]
+    line = (
+        f"{report['model']} K={report['num_stages']} {report['variant']} [{p['backend']}]: "
+        f"throughput {p['throughput_per_s']:.1f}/s, end-to-end median {1e3 * p['end_to_end']['median_s']:.2f} ms"
+    )
+    if "unsegmented" in report:
+        u = report["unsegmented"]
+        e = report["equality"]
+        line += (
+            f"; unsegmented {u['throughput_per_s']:.1f}/s ({1e3 * u['end_to_end']['median_s']:.2f} ms); "
+            f"vs unsegmented max |diff| {e['vs_unsegmented']['max_abs_diff']:.3g} "
+            f"(outputs up to {e['vs_unsegmented']['max_abs_reference']:.3g})"
+        )
+        if "mae_ratio" in e:
+            line += (
+                f"; MAE vs float: pipeline {e['pipeline_vs_float']['mean_abs_diff']:.4g}, "
+                f"unsegmented {e['unsegmented_vs_float']['mean_abs_diff']:.4g}"
+            )
+        line += f"; equality {'OK' if e['ok'] else 'FAILED'} ({e['criterion']})"
+    print(line, file=sys.stderr)
+    if p.get("stages"):
+        print(
+            "stage service median ms: " + ", ".join(f"{1e3 * s['median_s']:.2f}" for s in p["stages"]), file=sys.stderr
+        )
+    if report.get("profile"):
+        print(
+            "stage alone median ms:   " + ", ".join(f"{1e3 * s['median_s']:.2f}" for s in report["profile"]),
+            file=sys.stderr,
+        )
+    print(p.get("backend_note", ""), file=sys.stderr)
+
+
+def _pipeline_from_cfg(cfg: DictConfig, manifest: str, variant: str, seed: int) -> dict:
+    return pipeline_report(
+        manifest,
+        variant,
+        cfg.num_inputs,
+        cfg.warmup,
+        cfg.backend,
+        cfg.queue_size,
+        cfg.num_threads,
+        cfg.compare,
+        cfg.profile,
+        cfg.profile_inputs,
+        cfg.profile_repeats,
+        seed,
+    )
+
+
+@hydra.main(config_path=CONF_DIR, config_name="respect_pipeline", version_base="1.3")
+@user_errors_exit("respect-pipeline")
+@_coral_errors("respect-pipeline")
+def _pipeline_main(cfg: DictConfig) -> None:
+    report = _pipeline_from_cfg(cfg, str(cfg.manifest), str(cfg.variant), int(cfg.seed))
+    _print_report(report)
+    if cfg.out:
+        write_json_atomic(report, cfg.out)
+        print(f"report -> {cfg.out}", file=sys.stderr)
+    else:
+        print(json.dumps(report, indent=1))
+
+
+def pipeline_main() -> None:
+    """Console script ``respect-pipeline``."""
+    _pipeline_main()
+
+
+# ----------------------------------------------------------------------------- calibrate
+
+
+def calibrate(report_paths: list[str], base: dict, fit: list[str], weighting: str = "absolute") -> dict:
+    """Fit the hardware config to the stage profiles of pipeline reports (one variant)."""
+    from respect_jax.coral.calibrate import fit_hardware, predict_times, stage_samples
+
+    reports = []
+    for path in report_paths:
+        try:
+            reports.append(json.loads(Path(path).read_text()))
+        except OSError as err:
+            raise ValueError(f"{path}: cannot read report ({err.strerror})") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not valid JSON ({err.msg})") from None
+    variants = {r["variant"] for r in reports}
+    if len(variants) != 1:
+        raise ValueError(f"reports mix variants {sorted(variants)}; calibrate one variant at a time")
+    variant = variants.pop()
+    base = {**base, "param_bytes": 1.0 if variant == "int8" else 4.0, "act_bytes": 1.0 if variant == "int8" else 4.0}
+    samples = []
+    for path, r in zip(report_paths, reports, strict=True):
+        if not r.get("profile"):
+            raise ValueError(f"{path}: has no stage profile (run respect-pipeline with profile=true)")
+        manifest = {
+            "model": r["model"],
+            "num_stages": r["num_stages"],
+            "stages": [{"index": f["stage"], **f} for f in r["stage_features"]],
+        }
+        samples += [{**x, "report": path} for x in stage_samples(manifest, [p["median_s"] for p in r["profile"]], base)]
+    result = fit_hardware(samples, base, fit, weighting)
+    result["variant"] = variant
+    validation = []
+    for path, r in zip(report_paths, reports, strict=True):
+        feats = [s for s in result["samples"] if s["report"] == path]
+        pred = predict_times(feats, result["hardware"]) if feats else np.zeros(0)
+        entry = {"report": path, "model": r["model"], "num_stages": r["num_stages"]}
+        if len(pred):
+            entry["predicted_bottleneck_s"] = float(pred.max())
+            entry["predicted_throughput_per_s"] = float(1.0 / pred.max())
+        entry["measured_pipeline_throughput_per_s"] = r["pipeline"]["throughput_per_s"]
+        entry["measured_alone_bottleneck_s"] = max(p["median_s"] for p in r["profile"])
+        validation.append(entry)
+    result["validation"] = validation
+    return result
+
+
+@hydra.main(config_path=CONF_DIR, config_name="respect_calibrate", version_base="1.3")
+@user_errors_exit("respect-calibrate")
+@_coral_errors("respect-calibrate")
+def _calibrate_main(cfg: DictConfig) -> None:
+    from respect_jax.coral.calibrate import CPU_BASE, hardware_yaml
+
+    if cfg.base == "cpu":
+        base = dict(CPU_BASE)
+    elif cfg.base == "hardware":
+        base = {k: float(v) for k, v in hardware_from_cfg(cfg.hardware).to_dict().items() if k != "stages"}
+    else:
+        raise ValueError(f"base must be cpu or hardware, got {cfg.base!r}")
+    reports = [str(p) for p in _as_list(cfg.reports)]
+    result = calibrate(reports, base, [str(f) for f in _as_list(cfg.fit)], str(cfg.weighting))
+    hw = result["hardware"]
+    print(
+        f"fitted ({result['variant']}, {result['num_samples']} stages): "
+        + ", ".join(f"{k}={v:.4g}" for k, v in result["fitted"].items())
+        + f"; R^2={result['r2']:.4f}, median rel. err {100 * result['median_rel_err']:.1f}%",
+        file=sys.stderr,
+    )
+    for k, why in result["kept"].items():
+        print(f"kept {k}={hw[k]:.4g}: {why}", file=sys.stderr)
+    for v in result["validation"]:
+        if "predicted_throughput_per_s" in v:
+            print(
+                f"{v['report']}: predicted bottleneck {1e3 * v['predicted_bottleneck_s']:.2f} ms "
+                f"({v['predicted_throughput_per_s']:.1f}/s), measured slowest stage alone "
+                f"{1e3 * v['measured_alone_bottleneck_s']:.2f} ms, "
+                f"pipeline {v['measured_pipeline_throughput_per_s']:.1f}/s",
+                file=sys.stderr,
+            )
+    if not cfg.out:
+        print(json.dumps(result, indent=1))
+        return
+    out = Path(cfg.out)
+    if out.suffix in (".yaml", ".yml"):
+        note = (
+            f"Fitted by respect-calibrate from {result['num_samples']} measured stage latencies "
+            f"({result['variant']}, LiteRT stage profiles): {', '.join(_as_list(cfg.reports))}.\n"
+            f"R^2={result['r2']:.4f}; kept (not fitted): "
+            + (", ".join(f"{k} ({why})" for k, why in result["kept"].items()) or "none")
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(hardware_yaml(hw, int(cfg.hardware.stages), note))
+        write_json_atomic(result, out.with_suffix(".json"))
+    else:
+        write_json_atomic(result, out)
+    print(f"calibration -> {out}", file=sys.stderr)
+
+
+def calibrate_main() -> None:
+    """Console script ``respect-calibrate``."""
+    check_group_choices("respect-calibrate", ("hardware",))
+    _calibrate_main()
+
+
+# ----------------------------------------------------------------------------- deploy
+
+
+@hydra.main(config_path=CONF_DIR, config_name="respect_deploy", version_base="1.3")
+@user_errors_exit("respect-deploy")
+@_coral_errors("respect-deploy")
+def _deploy_main(cfg: DictConfig) -> None:
+    manifest = segment(cfg)
+    _print_manifest(manifest, cfg.out_dir)
+    for variant in manifest["variants"]:
+        report = _pipeline_from_cfg(cfg, str(cfg.out_dir), variant, int(cfg.run_seed))
+        _print_report(report)
+        path = Path(cfg.out_dir) / f"report_{variant}.json"
+        write_json_atomic(report, path)
+        print(f"report -> {path}", file=sys.stderr)
+
+
+def deploy_main() -> None:
+    """Console script ``respect-deploy``."""
+    check_group_choices("respect-deploy", ("hardware", "solver"))
+    _deploy_main()

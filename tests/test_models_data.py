@@ -1,0 +1,112 @@
+"""The committed real-model graphs in data/models/ (no TensorFlow needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from respect_jax.coral.keras_export import MODELS, RESPECT_NODE_COUNTS
+from respect_jax.graphs import load_graph
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "models"
+
+# keras.applications(weights=None, include_top=False).count_params() (Keras 3.15 / TF 2.21).
+KERAS_PARAMS = {
+    "vgg16": 14_714_688,
+    "vgg19": 20_024_384,
+    "mobilenet": 3_228_864,
+    "mobilenetv2": 2_257_984,
+    "xception": 20_861_480,
+    "resnet50": 23_587_712,
+    "resnet101": 42_658_176,
+    "resnet152": 58_370_944,
+    "resnet50v2": 23_564_800,
+    "resnet101v2": 42_626_560,
+    "resnet152v2": 58_331_648,
+    "inception_v3": 21_802_784,
+    "inception_resnet_v2": 54_336_736,
+    "densenet121": 7_037_504,
+    "densenet169": 12_642_880,
+    "densenet201": 18_321_984,
+    "nasnetmobile": 4_269_716,
+}
+
+# RESPECT's counts include one dummy source and one dummy sink (NOTES.md); ours do not.
+RESPECT_DUMMY_NODES = 2
+
+
+def _json_files() -> list[Path]:
+    return sorted(DATA.glob("*.json"))
+
+
+def test_every_bundled_model_is_committed():
+    missing = [name for name in MODELS if not (DATA / f"{name}.json").is_file()]
+    assert not missing, f"run respect-export model={missing[0]}"
+
+
+@pytest.mark.parametrize("path", _json_files(), ids=lambda p: p.stem)
+def test_committed_graph_loads_and_is_sane(path: Path):
+    graph = load_graph(path)
+    assert graph.name == path.stem
+    assert graph.num_nodes == len(set(graph.node_names)), "node names must be unique"
+    assert graph.ops[0] == "InputLayer"
+    size = 299 if path.stem.startswith(("inception", "xception")) else 224
+    assert graph.output_size[0] == size * size * 3
+    assert np.all(graph.output_size > 0)
+    # exactly one source (the input) and a connected DAG
+    indeg = np.bincount(graph.edges[:, 1], minlength=graph.num_nodes)
+    assert np.flatnonzero(indeg == 0).tolist() == [0]
+
+
+@pytest.mark.parametrize("name", sorted(RESPECT_NODE_COUNTS))
+def test_node_counts_match_respect(name: str):
+    graph = load_graph(DATA / f"{name}.json")
+    assert graph.num_nodes == RESPECT_NODE_COUNTS[name] - RESPECT_DUMMY_NODES
+
+
+@pytest.mark.parametrize("name", sorted(KERAS_PARAMS))
+def test_params_total_equals_keras(name: str):
+    graph = load_graph(DATA / f"{name}.json")
+    assert int(graph.params.sum()) == KERAS_PARAMS[name]
+
+
+def _node(graph, name: str) -> int:
+    return graph.node_names.index(name)
+
+
+@pytest.mark.parametrize(
+    "model, layer, params, output_size, macs",
+    [
+        # 3x3x3 -> 64 conv at 224x224: 224*224*64 outputs, 27 MACs each
+        ("vgg16", "block1_conv1", 3 * 3 * 3 * 64 + 64, 224 * 224 * 64, 224 * 224 * 64 * 27),
+        ("vgg16", "block1_pool", 0, 112 * 112 * 64, 112 * 112 * 64 * 4),
+        # 7x7/2 conv, 3 -> 64, 112x112 output
+        ("resnet50", "conv1_conv", 7 * 7 * 3 * 64 + 64, 112 * 112 * 64, 112 * 112 * 64 * 147),
+        ("resnet50", "conv1_bn", 4 * 64, 112 * 112 * 64, 112 * 112 * 64),
+        ("resnet50", "conv2_block1_add", 0, 56 * 56 * 256, 56 * 56 * 256),
+        # 3x3/2 depthwise on 96 channels -> 56x56x96
+        ("mobilenetv2", "block_1_depthwise", 3 * 3 * 96, 56 * 56 * 96, 56 * 56 * 96 * 9),
+        # separable 3x3, 64 -> 128 at 147x147: depthwise + pointwise
+        (
+            "xception",
+            "block2_sepconv1",
+            3 * 3 * 64 + 64 * 128,
+            147 * 147 * 128,
+            147 * 147 * 64 * 9 + 147 * 147 * 128 * 64,
+        ),
+    ],
+)
+def test_hand_computed_layers(model, layer, params, output_size, macs):
+    graph = load_graph(DATA / f"{model}.json")
+    i = _node(graph, layer)
+    assert (graph.params[i], graph.output_size[i], graph.macs[i]) == (params, output_size, macs)
+
+
+def test_top_level_macs_are_plausible():
+    """Totals against well-known figures (conv MACs of the include_top=False backbones)."""
+    approx = {"vgg16": 15.35e9, "resnet50": 3.87e9, "mobilenetv2": 0.30e9, "mobilenet": 0.57e9}
+    for name, expected in approx.items():
+        total = load_graph(DATA / f"{name}.json").macs.sum()
+        assert abs(total - expected) / expected < 0.03, (name, total)
