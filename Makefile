@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 export JAX_PLATFORMS ?= cpu
 
-.PHONY: install run test test-slow lint bench lock clean
+.PHONY: install run test test-slow test-coral bench lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
@@ -28,6 +28,12 @@ test: install
 
 test-slow: install
 	$(BIN)/pytest -q -m slow
+
+# the Coral adapter's TensorFlow/LiteRT tests, in their own venv (TensorFlow is ~1.6 GB)
+test-coral:
+	$(PYTHON) -m venv .venv-coral
+	.venv-coral/bin/pip install --quiet -c constraints-coral.txt -e '.[coral,test]'
+	.venv-coral/bin/pytest -q -m coral tests/test_coral.py
 
 bench: install
 	$(BIN)/respect-bench

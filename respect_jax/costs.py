@@ -53,7 +53,16 @@ class Hardware:
 
 def hardware_from_dict(values: dict) -> Hardware:
     """Build :class:`Hardware` from a mapping (e.g. a Hydra ``hardware`` node); checks ranges."""
-    fields = ("stages", "sram_bytes", "param_bytes", "act_bytes", "macs_per_s", "host_bw", "link_bw", "stage_overhead_s")
+    fields = (
+        "stages",
+        "sram_bytes",
+        "param_bytes",
+        "act_bytes",
+        "macs_per_s",
+        "host_bw",
+        "link_bw",
+        "stage_overhead_s",
+    )
     missing = [f for f in fields if f not in values]
     if missing:
         raise ValueError(f"hardware config is missing {', '.join(missing)}")
@@ -162,6 +171,20 @@ def objective_value(metrics: Metrics, objective: str, lam: float = 1.0) -> jax.A
     raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
 
 
+def lower_bound_from_totals(total, largest, hw: Hardware, objective: str):
+    """The bound of :func:`objective_lower_bound` from a graph's total and largest node count.
+
+    ``total``/``largest`` are the params (``paper``) or MACs (``latency``) of the graph; works on
+    Python/NumPy float64 values and on jnp arrays alike (one formula for both callers).
+    """
+    work = jnp.maximum(total / hw.stages, largest) if isinstance(total, jax.Array) else max(total / hw.stages, largest)
+    if objective == "paper":
+        return hw.param_bytes * work
+    if objective == "latency":
+        return hw.stage_overhead_s + work / hw.macs_per_s
+    raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+
+
 def objective_lower_bound(graph: PaddedGraph, hw: Hardware, objective: str) -> jax.Array:
     """f32[] a cheap lower bound on the objective of any valid schedule (reward normaliser).
 
@@ -169,15 +192,10 @@ def objective_lower_bound(graph: PaddedGraph, hw: Hardware, objective: str) -> j
     ``latency``: the bottleneck >= tau + max(total macs / K, largest node's macs) / R.
     The bound is floored at a tiny positive value so it can divide.
     """
-    k = hw.stages
-    if objective == "paper":
-        total, largest = jnp.sum(graph.params), jnp.max(graph.params)
-        bound = hw.param_bytes * jnp.maximum(total / k, largest)
-    elif objective == "latency":
-        total, largest = jnp.sum(graph.macs), jnp.max(graph.macs)
-        bound = hw.stage_overhead_s + jnp.maximum(total / k, largest) / hw.macs_per_s
-    else:
+    counts = {"paper": graph.params, "latency": graph.macs}.get(objective)
+    if counts is None:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    bound = lower_bound_from_totals(jnp.sum(counts), jnp.max(counts), hw, objective)
     return jnp.maximum(bound, 1e-12)
 
 

@@ -27,17 +27,41 @@ def run(cmd, cwd):
 @pytest.mark.parametrize("objective", ["paper", "latency"])
 def test_schedule_writes_result_json(tmp_path, objective):
     out = tmp_path / "result.json"
-    proc = run(["respect-schedule", f"graph={GRAPH}", "solver=compiler", "hardware.stages=3", f"objective={objective}", f"out={out}"], tmp_path)
+    proc = run(
+        [
+            "respect-schedule",
+            f"graph={GRAPH}",
+            "solver=compiler",
+            "hardware.stages=3",
+            f"objective={objective}",
+            f"out={out}",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())
-    for key in ("graph", "num_nodes", "solver", "objective_name", "objective", "assignment", "metrics", "hardware", "solve_time_s", "optimal", "gap"):
+    for key in (
+        "graph",
+        "num_nodes",
+        "solver",
+        "objective_name",
+        "objective",
+        "assignment",
+        "metrics",
+        "hardware",
+        "solve_time_s",
+        "optimal",
+        "gap",
+    ):
         assert key in result
     for key in ("peak_mem_bytes", "comm_bytes", "bottleneck_s", "latency_s", "spill_bytes"):
         assert key in result["metrics"]
     graph = load_graph(GRAPH)
     hw = hardware_from_dict(result["hardware"])
     assert hw.stages == 3 and result["num_nodes"] == graph.num_nodes
-    assert result["objective"] == pytest.approx(reference_objective(graph, result["assignment"], hw, objective), rel=2e-6)
+    assert result["objective"] == pytest.approx(
+        reference_objective(graph, result["assignment"], hw, objective), rel=2e-6
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"], "nothing else written (no hydra outputs)"
 
 
@@ -76,7 +100,16 @@ def test_bad_graph_file_names_file_and_node(tmp_path):
 
 def test_bench_runs_small_and_writes_results(tmp_path):
     proc = run(
-        ["respect-bench", "env.batch=64", "env.nodes=16", "env.loop_graphs=4", "env.repeats=1", "generator.batch=16", "generator.repeats=1", f"out_dir={tmp_path}"],
+        [
+            "respect-bench",
+            "env.batch=64",
+            "env.nodes=16",
+            "env.loop_graphs=4",
+            "env.repeats=1",
+            "generator.batch=16",
+            "generator.repeats=1",
+            f"out_dir={tmp_path}",
+        ],
         tmp_path,
     )
     assert proc.returncode == 0, proc.stderr

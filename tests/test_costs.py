@@ -12,11 +12,28 @@ from respect_jax.costs import evaluate, evaluate_assignment, hardware_from_dict,
 from respect_jax.graphs import Graph, graph_at, stack_graphs, to_position_order, unstack_positions
 from respect_jax.reference import enumerate_valid_schedules, reference_metrics, reference_objective
 
-FIELDS = ("mem_k", "in_k", "spill_k", "macs_k", "time_k", "comm_bytes", "peak_mem_bytes", "spill_bytes", "bottleneck_s", "latency_s")
+FIELDS = (
+    "mem_k",
+    "in_k",
+    "spill_k",
+    "macs_k",
+    "time_k",
+    "comm_bytes",
+    "peak_mem_bytes",
+    "spill_bytes",
+    "bottleneck_s",
+    "latency_s",
+)
 
 
 def assert_close(jax_value, ref_value, what):
-    np.testing.assert_allclose(np.asarray(jax_value, dtype=np.float64), np.asarray(ref_value, dtype=np.float64), rtol=2e-6, atol=1e-9, err_msg=what)
+    np.testing.assert_allclose(
+        np.asarray(jax_value, dtype=np.float64),
+        np.asarray(ref_value, dtype=np.float64),
+        rtol=2e-6,
+        atol=1e-9,
+        err_msg=what,
+    )
 
 
 @pytest.mark.parametrize("stages", [1, 3, 4, 6])
@@ -28,7 +45,9 @@ def test_batched_evaluator_matches_reference_on_1000_schedules(stages):
     batch = stack_graphs(graphs)  # one padded bucket for all 50 graphs
     singles = [jax.tree.map(np.asarray, graph_at(batch, i)) for i in range(len(graphs))]
     positions = np.stack([[to_position_order(singles[i], s) for s in per] for i, per in enumerate(schedules)])
-    metrics = jax.jit(jax.vmap(jax.vmap(lambda g, s: evaluate(g, s, hw), in_axes=(None, 0))))(batch, jnp.asarray(positions))
+    metrics = jax.jit(jax.vmap(jax.vmap(lambda g, s: evaluate(g, s, hw), in_axes=(None, 0))))(
+        batch, jnp.asarray(positions)
+    )
     metrics = jax.tree.map(np.asarray, metrics)
     checked = 0
     for i, graph in enumerate(graphs):
@@ -73,7 +92,13 @@ def test_invalid_schedules_are_flagged():
 
 def test_hand_computed_example():
     # 0 -> 1 -> 2 and 0 -> 2; stages 0, 1, 1 on K=3
-    graph = Graph(name="hand", params=[100, 200, 300], output_size=[10, 20, 30], macs=[1000, 0, 500], edges=[[0, 1], [1, 2], [0, 2]])
+    graph = Graph(
+        name="hand",
+        params=[100, 200, 300],
+        output_size=[10, 20, 30],
+        macs=[1000, 0, 500],
+        edges=[[0, 1], [1, 2], [0, 2]],
+    )
     hw = make_hw(3, sram_bytes=250.0, macs_per_s=100.0, host_bw=10.0, link_bw=5.0, stage_overhead_s=1.0)
     m = evaluate_assignment(graph, [0, 1, 1], hw)
     assert m["mem_k"] == [100, 500, 0]
@@ -111,7 +136,16 @@ def test_lower_bound_is_below_optimum():
 
 
 def test_hardware_validation():
-    good = dict(stages=4, sram_bytes=8e6, param_bytes=1, act_bytes=1, macs_per_s=1e9, host_bw=1e8, link_bw=1e8, stage_overhead_s=0)
+    good = dict(
+        stages=4,
+        sram_bytes=8e6,
+        param_bytes=1,
+        act_bytes=1,
+        macs_per_s=1e9,
+        host_bw=1e8,
+        link_bw=1e8,
+        stage_overhead_s=0,
+    )
     assert hardware_from_dict(good).stages == 4
     for key, bad in [("stages", 0), ("stages", 2.5), ("link_bw", 0), ("sram_bytes", -1), ("host_bw", "fast")]:
         with pytest.raises(ValueError, match=f"hardware.{key}"):
@@ -129,5 +163,5 @@ def test_unstack_positions_roundtrip():
     schedules = [random_valid_schedule(g, 4, rng) for g in graphs]
     positions = np.stack([to_position_order(graph_at(batch, i), s) for i, s in enumerate(schedules)])
     back = unstack_positions(batch, positions)
-    for s, b in zip(schedules, back):
+    for s, b in zip(schedules, back, strict=True):
         assert s.tolist() == b.tolist()

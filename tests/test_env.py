@@ -19,7 +19,7 @@ from respect_jax.graphs import GeneratorConfig, graph_at, make_jax_generator, pa
 from respect_jax.reference import LoopEnv, enumerate_valid_schedules, reference_objective
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def jitted_env(stages: int):
     """One environment and its compiled reset/step per K (so examples do not recompile)."""
     env = SchedulingEnv(make_hw(stages), normalise=False)
@@ -63,25 +63,25 @@ def test_env_matches_loop_reference_step_by_step(objective):
         np.testing.assert_array_equal(after.assignment, state.assignment)
 
 
+def explore(step, padded, state, ts, reached: set) -> None:
+    """Depth-first over every allowed action; collect the final schedules (by node id)."""
+    if bool(ts.last()):
+        reached.add(tuple(to_original_order(padded, state.assignment).tolist()))
+        return
+    for a in np.flatnonzero(np.asarray(ts.observation.action_mask)):
+        explore(step, padded, *step(state, jnp.int32(a)), reached)
+
+
 def test_every_valid_schedule_is_reachable_and_only_those():
     """On small graphs: the set of schedules produced by all allowed action sequences == all valid schedules."""
     hw = make_hw(3)
     env = SchedulingEnv(hw, normalise=False)
+    step, reset = jax.jit(env.step), jax.jit(env.reset_graph)
     for graph in random_graphs(6, seed=2, min_nodes=3, max_nodes=6):
         padded = jax.tree.map(jnp.asarray, pad_graph(graph, (32, 32, 8)))
         valid = {tuple(s) for s in enumerate_valid_schedules(graph, 3)}
         reached = set()
-        step = jax.jit(env.step)
-        reset = jax.jit(env.reset_graph)
-
-        def explore(state, ts):
-            if bool(ts.last()):
-                reached.add(tuple(to_original_order(padded, state.assignment).tolist()))
-                return
-            for a in np.flatnonzero(np.asarray(ts.observation.action_mask)):
-                explore(*step(state, jnp.int32(a)))
-
-        explore(*reset(padded))
+        explore(step, padded, *reset(padded), reached)
         assert reached == valid
         # every valid schedule scores the same in the env and the reference
         for s in list(valid)[:5]:

@@ -49,7 +49,9 @@ def test_numpy_and_jax_generators_agree_in_distribution(cfg):
     for name in a:
         se = np.sqrt(a[name].var() / COUNT + b[name].var() / COUNT)
         diff = abs(a[name].mean() - b[name].mean())
-        assert diff <= 4 * se + 1e-9 * abs(a[name].mean()), f"{name}: numpy {a[name].mean():.4g} vs jax {b[name].mean():.4g} (se {se:.3g})"
+        assert diff <= 4 * se + 1e-9 * abs(a[name].mean()), (
+            f"{name}: numpy {a[name].mean():.4g} vs jax {b[name].mean():.4g} (se {se:.3g})"
+        )
 
 
 @pytest.mark.parametrize("source", ["numpy", "jax"])

@@ -16,7 +16,13 @@ from omegaconf import DictConfig
 from rich.console import Console
 from tqdm import tqdm
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, hardware_from_cfg, machine_description, user_errors_exit
+from respect_jax.cli.common import (
+    CONF_DIR,
+    check_group_choices,
+    hardware_from_cfg,
+    machine_description,
+    user_errors_exit,
+)
 from respect_jax.costs import Hardware
 from respect_jax.env import SchedulingEnv, random_rollout
 from respect_jax.graphs import GeneratorConfig, make_jax_generator, padded_to_graph, write_json_atomic
@@ -33,7 +39,9 @@ def best_time(fn, repeats: int) -> float:
     return min(times)
 
 
-def bench_env(hw: Hardware, objective: str, batch: int, nodes: int, mode: str, repeats: int, loop_graphs: int, seed: int) -> dict:
+def bench_env(
+    hw: Hardware, objective: str, batch: int, nodes: int, mode: str, repeats: int, loop_graphs: int, seed: int
+) -> dict:
     """JAX env (jit + vmap + scan, random allowed actions) vs :class:`LoopEnv` on the same graphs."""
     cfg = GeneratorConfig(mode=mode, min_nodes=nodes, max_nodes=nodes)
     generate = jax.jit(jax.vmap(make_jax_generator(cfg)))
@@ -87,7 +95,10 @@ def bench_generator(batch: int, nodes: int, modes, repeats: int, seed: int) -> d
         generate = jax.jit(jax.vmap(make_jax_generator(GeneratorConfig(mode=mode, min_nodes=nodes, max_nodes=nodes))))
         jax.block_until_ready(generate(jax.random.split(jax.random.key(seed), batch)))
         keys = iter(jax.random.split(jax.random.key(seed + 1), repeats))
-        seconds = best_time(lambda: jax.block_until_ready(generate(jax.random.split(next(keys), batch))), repeats)
+        seconds = best_time(
+            lambda generate=generate, keys=keys: jax.block_until_ready(generate(jax.random.split(next(keys), batch))),
+            repeats,
+        )
         out[mode] = {"graphs_per_s": batch / seconds, "batch": batch, "nodes": nodes}
     return out
 

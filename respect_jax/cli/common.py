@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from respect_jax.costs import Hardware, hardware_from_dict
 from respect_jax.graphs.graph import GraphError
 
-CONF_DIR = str((Path(__file__).resolve().parents[2] / "conf"))
+CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 USER_ERRORS = (GraphError, ValueError, FileNotFoundError, KeyError, omegaconf.errors.OmegaConfBaseException)
 
 

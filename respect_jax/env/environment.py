@@ -101,9 +101,7 @@ class SchedulingEnv:
         (a real ``lax.cond`` on ``any(finished)``), i.e. once per episode for same-size graphs.
         """
         new_state, finished = jax.vmap(self._advance)(state, action)
-        extras = jax.lax.cond(
-            jnp.any(finished), jax.vmap(self._final_extras), jax.vmap(self._no_extras), new_state
-        )
+        extras = jax.lax.cond(jnp.any(finished), jax.vmap(self._final_extras), jax.vmap(self._no_extras), new_state)
         # as in step(): extras are zero except where this step ended the episode
         extras = jax.tree.map(lambda x: jnp.where(finished, x, jnp.zeros_like(x)), extras)
         return new_state, jax.vmap(self._timestep)(state, new_state, finished, extras)
@@ -160,7 +158,10 @@ class SchedulingEnv:
 
     def _final_extras(self, state: State) -> dict:
         metrics = evaluate(state.graph, state.assignment, self.hw)
-        return {"objective": objective_value(metrics, self.objective, self.lam).astype(jnp.float32), "valid": metrics.valid}
+        return {
+            "objective": objective_value(metrics, self.objective, self.lam).astype(jnp.float32),
+            "valid": metrics.valid,
+        }
 
     @staticmethod
     def _no_extras(state: State | None = None) -> dict:

@@ -378,7 +378,9 @@ def padded_to_graph(graph: PaddedGraph, name: str = "synthetic") -> Graph:
     position_to_id = np.full(len(np.asarray(graph.node_ids)), -1)
     position_to_id[:n] = ids
     mask = np.asarray(graph.edge_mask)
-    edges = np.stack([position_to_id[np.asarray(graph.senders)[mask]], position_to_id[np.asarray(graph.receivers)[mask]]], 1)
+    edges = np.stack(
+        [position_to_id[np.asarray(graph.senders)[mask]], position_to_id[np.asarray(graph.receivers)[mask]]], 1
+    )
     params = np.zeros(n, np.int64)
     out, macs = np.zeros(n, np.int64), np.zeros(n, np.int64)
     params[ids] = np.asarray(graph.params)[:n]

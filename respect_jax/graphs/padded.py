@@ -115,7 +115,7 @@ def pad_graph(graph: Graph, shape: tuple[int, int, int] | None = None) -> Padded
     preds = np.zeros((n_pad, p_pad), np.int32)
     pred_mask = np.zeros((n_pad, p_pad), bool)
     slot = np.zeros(n_pad, np.int64)
-    for u, v in zip(senders[edge_mask].tolist(), receivers[edge_mask].tolist()):
+    for u, v in zip(senders[edge_mask].tolist(), receivers[edge_mask].tolist(), strict=True):
         if slot[v] >= p_pad:
             raise ValueError(f"graph {graph.name!r}: node in-degree exceeds pred bucket {p_pad}")
         preds[v, slot[v]] = u

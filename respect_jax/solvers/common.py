@@ -19,8 +19,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from respect_jax.costs import evaluate, lower_bound_from_totals, objective_value
 from respect_jax.graphs.graph import Graph
 
 
@@ -113,15 +116,62 @@ def stages_from_thresholds(z: np.ndarray, st: Structure) -> np.ndarray:
 
 
 def objective_lower_bound_np(graph: Graph, hw, objective: str, lam: float = 1.0) -> float:
-    """A cheap lower bound on the objective (float64), the same bound as ``costs.objective_lower_bound``.
+    """``costs.objective_lower_bound`` in float64 on a :class:`Graph` (same formula, one definition).
 
-    Used only to choose a numerical scale for the models, never as a reported value.
+    Used to choose a numerical scale for the models and as a fallback proven bound.
     """
-    k = hw.stages
-    if objective == "paper":
-        p = graph.params.astype(np.float64)
-        return float(hw.param_bytes * max(p.sum() / k, p.max(initial=0.0)))
-    if objective == "latency":
-        m = graph.macs.astype(np.float64)
-        return float(hw.stage_overhead_s + max(m.sum() / k, m.max(initial=0.0)) / hw.macs_per_s)
-    raise ValueError(f"unknown objective {objective!r}; choose one of paper, latency")
+    counts = {"paper": graph.params, "latency": graph.macs}.get(objective)
+    if counts is None:
+        raise ValueError(f"unknown objective {objective!r}; choose one of paper, latency")
+    counts = counts.astype(np.float64)
+    return float(lower_bound_from_totals(float(counts.sum()), float(counts.max(initial=0.0)), hw, objective))
+
+
+
+evaluate_batch = jax.jit(jax.vmap(evaluate, in_axes=(None, 0, None)))
+"""The shared evaluator vmapped over schedules: ``(PaddedGraph, i32[B, N_pad], hw) -> Metrics[B]``."""
+
+EVAL_ROWS = 16
+"""Batch size the heuristics pad their :data:`evaluate_batch` calls to (one compilation per graph
+bucket and K serves the greedy and the profiling partitioner)."""
+
+
+def evaluate_positions(padded, stages: np.ndarray, hw, objective: str, lam: float = 1.0) -> np.ndarray:
+    """f64[B] the objective of each schedule ``stages`` (i32[B, N_pad], by position) of one padded graph.
+
+    One call of :data:`evaluate_batch` (compiles once per bucket, B and K).
+    """
+    metrics = evaluate_batch(padded, jnp.asarray(stages, dtype=jnp.int32), hw)
+    return np.asarray(objective_value(metrics, objective, lam), dtype=np.float64)
+
+
+def auto_starts(graph: Graph, hw) -> dict[str, np.ndarray]:
+    """Cheap valid schedules used as default warm starts by the exact oracles (pure NumPy, no JAX).
+
+    The compiler's parameter-count split and RESPECT's label packing; the oracles keep the one
+    with the smaller objective under their own exact model.
+    """
+    from respect_jax.solvers.partitioners import solve_compiler
+    from respect_jax.solvers.respect_label import solve_respect_label
+
+    return {
+        "compiler": solve_compiler(graph, hw).assignment,
+        "respect_label": solve_respect_label(graph, hw).assignment,
+    }
+
+
+def resolve_start(graph: Graph, hw, start, score, what: str) -> tuple[np.ndarray | None, str | None]:
+    """The warm start an oracle uses: ``None`` (none), ``"auto"`` or an assignment.
+
+    ``score(assignment) -> float`` is the oracle's exact model objective; with ``"auto"`` the best
+    of :func:`auto_starts` is returned. Returns ``(assignment or None, description)``.
+    """
+    if start is None:
+        return None, None
+    if isinstance(start, str):
+        if start != "auto":
+            raise ValueError(f"{what} must be null, 'auto' or an assignment, got {start!r}")
+        cands = auto_starts(graph, hw)
+        name = min(cands, key=lambda c: score(cands[c]))
+        return cands[name], f"auto:{name}"
+    return check_assignment(graph, start, hw.stages, what), "given"

@@ -27,13 +27,20 @@ by one integer ``D``:
   ``H = L = 3.2e8``, ``C = 8 MiB``) ``D`` is a few times 1e12, i.e. sub-picosecond, and every
   coefficient is an exact integer: the CP-SAT optimum *is* the SPEC optimum.
 
-If ``D`` times the largest possible objective would exceed 2**50 (e.g. ``lam = 0.3`` or rates with
+If ``D`` times the largest possible objective would exceed 2**46 (e.g. ``lam = 0.3`` or rates with
 awkward binary expansions), the model falls back to a *rounded* scaling: ``D`` is set so that the
-largest possible objective is about 2**40 units and each coefficient is rounded to the nearest
+largest possible objective is about 2**36 units and each coefficient is rounded to the nearest
 integer. Each stage sum then differs from the true value by at most ``0.5 * (#terms)`` units, so
-the returned schedule is optimal up to ``info['rounding_error_bound']`` (in SPEC units), which
-is about 1e-9 relative; ``info['integer_scaling']`` says ``exact`` or ``rounded``. Whatever the
+the returned schedule is optimal up to ``info['rounding_error_bound']`` (in SPEC units), about
+1e-8 relative for 1000 nodes. (Coefficients are kept well below 2**53 because CP-SAT's LP
+relaxation works in floating point.) ``info['integer_scaling']`` says ``exact`` or ``rounded``. Whatever the
 scaling, the assignment is re-scored by the shared evaluator.
+
+Solver bug workaround: OR-tools 9.15's presolve can certify a wrong optimum (google/or-tools issue
+#5293: the ``ProcessAtMostOneAndLinear`` inclusion step). On our brute-forced tiny instances it did
+so once in 128 runs (a chain graph, latency objective, large integer coefficients); setting
+``presolve_inclusion_work_limit = 0``, the workaround given in that issue, fixed it and is always
+set here.
 
 ``gap`` is CP-SAT's proven relative gap ``(objective - best bound) / objective`` (0 when it proved
 optimality) plus, for a rounded model, the relative rounding bound. ``optimal`` is True iff CP-SAT
@@ -41,8 +48,11 @@ reports OPTIMAL and that gap is <= 1e-6 (the MILP's tolerance): always for an ex
 and for a rounded one whenever the rounding bound is that small. A positive ``rel_gap`` can
 therefore give ``optimal=False`` with the proven gap. On a time limit the best
 solution is returned with the gap ``(objective - best bound) / objective``; with no solution at all,
-the hint (if given) or the compiler split is returned with the gap against CP-SAT's bound (or
-the cheap lower bound of ``costs.objective_lower_bound`` if that is larger).
+the hint (if any) or the compiler split is returned with the gap against CP-SAT's bound (or
+the cheap lower bound of ``costs.objective_lower_bound`` if that is larger). The hint (``hint``:
+an assignment, ``"auto"`` (default) or None) is returned instead of CP-SAT's solution if it is
+better; ``"auto"`` is the better, under this model, of the compiler split and RESPECT's label
+packing (pure NumPy, milliseconds), so a timed-out run is never worse than either.
 """
 
 from __future__ import annotations
@@ -62,13 +72,14 @@ from respect_jax.solvers.common import (
     crossings,
     objective_lower_bound_np,
     relative_gap,
+    resolve_start,
     stages_from_thresholds,
     structure,
     thresholds,
 )
 
-EXACT_LIMIT = 2**50  # largest objective (in integer units) accepted for exact scaling
-ROUNDED_TARGET = 2**40  # objective magnitude aimed at by the rounded fallback
+EXACT_LIMIT = 2**46  # largest objective (in integer units) accepted for exact scaling
+ROUNDED_TARGET = 2**36  # objective magnitude aimed at by the rounded fallback
 OPTIMALITY_TOL = 1e-6  # relative gap under which the answer counts as proven optimal (as the MILP)
 
 
@@ -143,7 +154,7 @@ def solve_cpsat(
     time_limit_s: float | None = 60.0,
     workers: int = 2,
     rel_gap: float = 0.0,
-    hint=None,
+    hint="auto",
     random_seed: int = 0,
     verbose: bool = False,
 ) -> SolveResult:
@@ -154,8 +165,9 @@ def solve_cpsat(
         time_limit_s: ``max_time_in_seconds`` (None: no limit).
         workers: ``num_workers`` (parallel portfolio size).
         rel_gap: ``relative_gap_limit`` (0: prove optimality).
-        hint: optional int[N] valid assignment passed as a complete solution hint (``AddHint``
-            on every variable, with exact auxiliary values).
+        hint: int[N] valid assignment passed as a complete solution hint (``AddHint`` on every
+            variable, with exact auxiliary values), ``"auto"`` (the better, under this model, of
+            the compiler split and RESPECT's label packing) or None.
         random_seed: CP-SAT ``random_seed``.
         verbose: ``log_search_progress``.
 
@@ -166,7 +178,8 @@ def solve_cpsat(
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     k = hw.stages
-    start = check_assignment(graph, hint, k, "hint") if hint is not None else None
+    if hint is not None and not isinstance(hint, str):
+        check_assignment(graph, hint, k, "hint")  # reject a bad hint before any work
     if k == 1:
         return SolveResult(np.zeros(graph.num_nodes, np.int64), optimal=True, gap=0.0, info={"status": "trivial (K=1)"})
     t0 = time.perf_counter()
@@ -252,6 +265,7 @@ def solve_cpsat(
             vals["objective"] = vals["B"]
         return vals
 
+    start, start_desc = resolve_start(graph, hw, hint, lambda a: exact_values(a)["objective"], "hint")
     if start is not None:
         hv = exact_values(start)
         for v in range(n):
@@ -274,6 +288,7 @@ def solve_cpsat(
     params.relative_gap_limit = float(rel_gap)
     params.random_seed = int(random_seed)
     params.log_search_progress = bool(verbose)
+    params.presolve_inclusion_work_limit = 0  # OR-tools 9.15 bug workaround, see the module docstring
     build_s = time.perf_counter() - t0
     status = solver.solve(model)
     solve_s = time.perf_counter() - t0 - build_s
@@ -287,9 +302,7 @@ def solve_cpsat(
     bound = max(to_spec(solver.best_objective_bound), cheap)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         zval = np.array([[solver.boolean_value(z[v][j]) for j in range(m)] for v in range(n)], dtype=np.float64)
-        assignment = stages_from_thresholds(zval.reshape(n, m), st)
-        primal = to_spec(solver.objective_value)
-        source = "cpsat"
+        assignment, source = stages_from_thresholds(zval.reshape(n, m), st), "cpsat"
     elif status == cp_model.UNKNOWN:
         if start is not None:
             assignment, source = start, "hint (no solution)"
@@ -297,9 +310,12 @@ def solve_cpsat(
             from respect_jax.solvers.partitioners import solve_compiler
 
             assignment, source = solve_compiler(graph, hw, objective, lam).assignment, "compiler (no solution)"
-        primal = to_spec(exact_values(assignment)["objective"])
     else:
         raise RuntimeError(f"CP-SAT returned {solver.status_name(status)} for graph {graph.name!r} (a model bug)")
+    primal = to_spec(exact_values(assignment)["objective"])
+    if start is not None and source == "cpsat" and to_spec(exact_values(start)["objective"]) < primal:
+        assignment, source = start, "hint (better than the solution)"
+        primal = to_spec(exact_values(start)["objective"])
     gap = relative_gap(primal, bound)
     if status == cp_model.OPTIMAL and solver.best_objective_bound >= solver.objective_value:
         gap = 0.0
@@ -318,6 +334,6 @@ def solve_cpsat(
         "wall_time_s": solver.wall_time,
         "branches": int(solver.num_branches),
         "assignment_source": source,
-        "hint_given": start is not None,
+        "hint": start_desc,
     }
     return SolveResult(np.asarray(assignment, np.int64), optimal=optimal, gap=gap, info=info)

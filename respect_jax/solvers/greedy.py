@@ -1,108 +1,124 @@
-"""A greedy list scheduler guided by a lower bound on the final objective.
+"""A greedy list scheduler over the SPEC order, scored by the shared evaluator (a "pilot" greedy).
 
-Nodes are visited once in the SPEC order (the MDP's order). Node ``v`` may take any stage
-``k >= max(s(u) for u in pred(v))`` (so every schedule it builds is valid); it takes the stage
-that minimises a *lower bound on the objective of any completion* of the partial schedule, ties
-going to the lowest stage. The bound, for a candidate stage, uses:
+Nodes are visited once in the SPEC order (the MDP's order). Node ``v`` (position ``t``) may take a
+stage ``k`` with ``max(s(u) for u in pred(v)) <= k <= f + 1``, where ``f`` is the latest stage used
+by the positions before ``t`` (at most one new stage is opened per node, so no leading stage is
+skipped), so every schedule built is valid. The running estimate of the objective for stage ``k``
+is the objective, by the shared evaluator, of the *completed* schedule: positions ``< t`` as
+already decided, ``v`` on ``k``, and the remaining positions split contiguously over the stages
+``f'..K-1`` (``f'`` the frontier including ``v``) by a balanced rule: with per-node weights ``w``,
+stage ``f'`` already holding ``W`` and the rest weighing ``R``, the target is
+``(W + R) / (K - f')`` per stage and each remaining node goes to the stage where the midpoint of its
+weight falls (``f' + floor((W + weight before it + w / 2) / target)``, capped at K-1). Such a
+completion is valid: placed nodes are on stages ``<= f'`` and the suffix is monotone.
 
-* ``pos(w)``: the stage of a placed node, or for an unplaced node the largest stage of its placed
-  ancestors (the earliest stage it can still take);
-* ``last_lb(u) = max(pos(w) : w in succ(u))`` (K-1 for a graph output), a lower bound on
-  ``last(u)``; for placed producers this gives lower bounds on every ``in_k`` and on ``comm``;
-* per-stage memory, MACs and (lower-bound) input bytes of the placed nodes;
-* for each ``j``, everything with ``pos >= j`` must end on stages ``j..K-1``, so the average of
-  those K-j stages bounds the maximum.
+Weights: parameter bytes for ``paper``; for ``latency`` two completions per stage are tried, one
+with ``macs / R + b_p * params / H * spill_fraction`` (``spill_fraction`` the share of all
+parameters that cannot be cached in K SRAMs) and one with parameter bytes.
 
-``paper``:  ``max(max_k mem_k, max_j F_j / (K-j)) + lam * comm_lb`` with ``F_j`` the parameter
-bytes of nodes with ``pos >= j``.
-``latency``: ``max(max_k T_k^placed, max_j [tau + (M_j/R + I_j/L) / (K-j) + max(0, F_j/(K-j) - C)/H])``
-where ``T_k^placed`` is the SPEC stage time of the placed nodes with ``in_k`` at its lower bound,
-``M_j`` the MACs of nodes with ``pos >= j`` and ``I_j`` the lower-bound input bytes of stages
-``>= j`` (the spill term uses convexity of ``max(0, . - C)``).
+The candidate set also holds the current *incumbent*: the completed schedule chosen at the previous
+step. The node takes the stage of the candidate with the smallest objective (``paper``) or the
+smallest soft maximum ``sum_k (T_k / max T)^8`` of the stage times (``latency``: the bottleneck
+alone is flat under most moves), ties keeping the incumbent, and that candidate becomes the
+incumbent. The result is the best completed schedule (by the true objective) seen during the pass,
+so it is never worse than the balanced split of the whole graph it starts from.
 
-Cost: ``O(N K (N + E))`` NumPy work (about a second for 700 nodes and K = 4). The returned
-assignment is scored by the shared evaluator like every other solver's.
+Cost: one vmapped evaluator call (at most ``2 K + 1`` schedules) per node (about 0.2 s for a
+100-node graph on one busy CPU core).
 """
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from respect_jax.costs import OBJECTIVES, Hardware
+from respect_jax.costs import OBJECTIVES, Hardware, objective_value
 from respect_jax.graphs.graph import Graph
+from respect_jax.graphs.padded import pad_graph
 from respect_jax.solvers.base import SolveResult, register_solver
-from respect_jax.solvers.common import structure
+from respect_jax.solvers.common import EVAL_ROWS, evaluate_batch
 
 
-def descendants(graph: Graph) -> np.ndarray:
-    """bool[N, N] ``desc[v, w]`` True iff w is reachable from v by a non-empty path."""
-    n = graph.num_nodes
-    succs = graph.successors()
-    desc = np.zeros((n, n), dtype=bool)
-    for v in graph.topological_order()[::-1].tolist():
-        for w in succs[v]:
-            desc[v, w] = True
-            desc[v] |= desc[w]
-    return desc
+def node_weights(graph: Graph, hw: Hardware, objective: str) -> np.ndarray:
+    """f64[N] the per-node load balanced by the completion rule (module docstring), by id."""
+    params = hw.param_bytes * graph.params.astype(np.float64)
+    if objective == "paper":
+        return params
+    total = params.sum()
+    spill_fraction = max(0.0, 1.0 - hw.stages * hw.sram_bytes / total) if total > 0 else 0.0
+    return graph.macs.astype(np.float64) / hw.macs_per_s + spill_fraction * params / hw.host_bw
 
 
-def _suffix(x: np.ndarray) -> np.ndarray:
-    return np.cumsum(x[::-1])[::-1]
+def complete(prefix: np.ndarray, w: np.ndarray, num_stages: int) -> np.ndarray:
+    """int64[N] ``prefix`` (stages of the first positions) followed by the balanced split.
+
+    Args:
+        prefix: int64[t] stages of positions ``0..t-1`` (non-empty).
+        w: f64[N] node weights by position.
+        num_stages: K.
+    """
+    t, n = len(prefix), len(w)
+    f = int(prefix.max())
+    rest = w[t:]
+    held = float(w[:t][prefix == f].sum())
+    total = held + float(rest.sum())
+    if t == n:
+        return prefix
+    if total <= 0 or f == num_stages - 1:
+        suffix = np.full(n - t, f, dtype=np.int64)
+    else:
+        target = total / (num_stages - f)
+        mid = held + np.cumsum(rest) - 0.5 * rest
+        suffix = f + np.minimum(np.floor(mid / target).astype(np.int64), num_stages - 1 - f)
+    return np.concatenate([prefix, suffix])
 
 
 @register_solver("greedy")
 def solve_greedy(graph: Graph, hw: Hardware, objective: str = "paper", lam: float = 1.0) -> SolveResult:
-    """Lower-bound-guided list scheduling over the SPEC order (see the module docstring)."""
+    """Pilot-style list scheduling over the SPEC order (see the module docstring)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     k_stages, n = hw.stages, graph.num_nodes
-    st = structure(graph)
-    desc = descendants(graph)
-    src, dst = st.edges[:, 0], st.edges[:, 1]
-    mem_w = hw.param_bytes * graph.params.astype(np.float64)
-    macs_w = graph.macs.astype(np.float64)
-    out_w = hw.act_bytes * graph.output_size.astype(np.float64)
-    remaining = (k_stages - np.arange(k_stages)).astype(np.float64)  # K - j
-    stages_row = np.arange(k_stages)
+    if k_stages == 1:
+        return SolveResult(np.zeros(n, dtype=np.int64))
+    order = graph.topological_order()
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    preds = [[int(position[u]) for u in p] for p in (graph.predecessors()[i] for i in order)]
+    ws = [node_weights(graph, hw, objective)[order]]
+    if objective == "latency":
+        ws.append(node_weights(graph, hw, "paper")[order])
+    padded = jax.tree.map(jnp.asarray, pad_graph(graph))
+    n_pad = padded.max_nodes
+    # fixed batch (incumbent + candidates), shared with the profiling partitioner's compilation
+    rows = np.zeros((max(EVAL_ROWS, len(ws) * k_stages + 1), n_pad), dtype=np.int32)
 
-    s = np.zeros(n, dtype=np.int64)
-    placed = np.zeros(n, dtype=bool)
-    lb = np.zeros(n, dtype=np.int64)  # for unplaced nodes: largest stage of a placed ancestor
-
-    def estimate(v: int, k: int) -> float:
-        s2 = s.copy()
-        s2[v] = k
-        placed2 = placed.copy()
-        placed2[v] = True
-        pos = np.where(placed2, s2, np.where(desc[v], np.maximum(lb, k), lb))
-        last = np.full(n, -1, dtype=np.int64)
-        if len(src):
-            np.maximum.at(last, src, pos[dst])
-        last[st.sink] = k_stages - 1
-        cross = placed2[:, None] & (s2[:, None] < stages_row[None, :]) & (stages_row[None, :] <= last[:, None])
-        in_lb = out_w @ cross  # [K]
-        mem_k = np.bincount(s2[placed2], weights=mem_w[placed2], minlength=k_stages)
-        f_j = _suffix(np.bincount(pos, weights=mem_w, minlength=k_stages))
-        if objective == "paper":
-            comm_lb = float(np.sum(np.where(placed2, out_w * (last - s2), 0.0)))
-            return float(max(mem_k.max(), np.max(f_j / remaining))) + lam * comm_lb
-        macs_k = np.bincount(s2[placed2], weights=macs_w[placed2], minlength=k_stages)
-        t_placed = macs_k / hw.macs_per_s + np.maximum(mem_k - hw.sram_bytes, 0.0) / hw.host_bw + in_lb / hw.link_bw
-        m_j = _suffix(np.bincount(pos, weights=macs_w, minlength=k_stages))
-        i_j = _suffix(in_lb)
-        avg = (m_j / hw.macs_per_s + i_j / hw.link_bw) / remaining + np.maximum(
-            f_j / remaining - hw.sram_bytes, 0.0
-        ) / hw.host_bw
-        return hw.stage_overhead_s + float(max(t_placed.max(), avg.max()))
-
-    for v in st.order.tolist():
-        low = max((int(s[u]) for u in st.preds[v]), default=0)
-        best_k, best = low, np.inf
-        for k in range(low, k_stages):
-            est = estimate(v, k)
-            if est < best * (1.0 - 1e-12):
-                best_k, best = k, est
-        s[v] = best_k
-        placed[v] = True
-        lb = np.where(desc[v], np.maximum(lb, best_k), lb)
-    return SolveResult(s, info={"final_estimate": best if n else None})
+    incumbent = complete(np.zeros(1, dtype=np.int64), ws[0], k_stages)
+    best_seen, best_schedule = np.inf, incumbent
+    for t in range(n):
+        low = max((int(incumbent[u]) for u in preds[t]), default=0)
+        cands = [incumbent]
+        front = int(incumbent[:t].max()) if t else 0
+        for k in range(low, min(front + 1, k_stages - 1) + 1):  # at most one new stage at a time
+            prefix = incumbent[: t + 1].copy()
+            prefix[t] = k
+            cands += [complete(prefix, w, k_stages) for w in ws]
+        for i, c in enumerate(cands):
+            rows[i, :n] = c
+        rows[len(cands) :] = rows[0]
+        m = evaluate_batch(padded, jnp.asarray(rows), hw)
+        scores = np.asarray(objective_value(m, objective, lam), dtype=np.float64)[: len(cands)]
+        if objective == "latency":  # a soft max sees progress on non-bottleneck stages too
+            times = np.asarray(m.time_k, dtype=np.float64)[: len(cands)]
+            key = np.sum((times / max(times.max(), 1e-300)) ** 8, axis=1)
+        else:
+            key = scores
+        pick = int(np.argmin(key))  # ties keep the incumbent (row 0)
+        top = int(np.argmin(scores))
+        if scores[top] < best_seen:
+            best_seen, best_schedule = float(scores[top]), cands[top]
+        incumbent = cands[pick]
+    assignment = np.empty(n, dtype=np.int64)
+    assignment[order] = best_schedule
+    return SolveResult(assignment, info={"estimate": best_seen})

@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from respect_jax.costs import Hardware, evaluate, objective_value
+from respect_jax.costs import Hardware, objective_value
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import pad_graph
 from respect_jax.solvers.base import SolveResult, register_solver
-from respect_jax.solvers.common import objective_lower_bound_np
+from respect_jax.solvers.common import EVAL_ROWS, evaluate_batch, objective_lower_bound_np
 
 
 def contiguous_assignment(graph: Graph, cut_positions: list[int]) -> np.ndarray:
@@ -64,9 +64,6 @@ def solve_single_stage(graph: Graph, hw: Hardware, objective: str = "paper", lam
 
 # ----------------------------------------------------------------------------- profiling
 
-_evaluate_batch = jax.jit(jax.vmap(evaluate, in_axes=(None, 0, None)))
-
-
 class _SegmentProfiler:
     """Stage times of contiguous segments measured with the shared evaluator (the "profiler").
 
@@ -80,7 +77,7 @@ class _SegmentProfiler:
     measures ``BATCH`` ends spread over the remaining interval.
     """
 
-    BATCH = 32
+    BATCH = EVAL_ROWS
 
     def __init__(self, graph: Graph, hw: Hardware):
         padded = pad_graph(graph)
@@ -97,7 +94,7 @@ class _SegmentProfiler:
         pos = np.arange(self.n_pad)[None, :]
         after = min(k + 1, self.hw.stages - 1)
         stage = np.where(pos < start, max(k - 1, 0), np.where(pos < rows[:, None], k, after))
-        metrics = _evaluate_batch(self.padded, jnp.asarray(stage, jnp.int32), self.hw)
+        metrics = evaluate_batch(self.padded, jnp.asarray(stage, jnp.int32), self.hw)
         self.calls += 1
         return np.asarray(metrics.time_k[: len(ends), k], dtype=np.float64)
 
@@ -139,7 +136,7 @@ class _SegmentProfiler:
         position = np.zeros((rows, self.n_pad), dtype=np.int32)
         for i, a in enumerate(assignments):
             position[i, : self.n] = np.asarray(a)[self.order]
-        metrics = _evaluate_batch(self.padded, jnp.asarray(position), self.hw)
+        metrics = evaluate_batch(self.padded, jnp.asarray(position), self.hw)
         return np.asarray(objective_value(metrics, objective, lam), dtype=np.float64)[: len(assignments)]
 
 

@@ -1,0 +1,155 @@
+"""Baselines (compiler, profiling, greedy, respect_label, single_stage): validity, bounds, examples."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import make_hw, random_graphs
+
+from respect_jax.graphs import GeneratorConfig, Graph, generate_numpy
+from respect_jax.reference import enumerate_valid_schedules, reference_metrics, reference_objective
+from respect_jax.solvers import available_solvers, get_solver, run_solver
+from respect_jax.solvers.partitioners import _SegmentProfiler, solve_compiler, solve_profiling
+from respect_jax.solvers.respect_label import pack, solve_respect_label
+
+BASELINES = ("compiler", "profiling", "greedy", "respect_label", "single_stage")
+OBJECTIVES = ("paper", "latency")
+CONF = Path(__file__).resolve().parents[1] / "conf" / "solver"
+
+
+def graph_of(params, edges, out=None, macs=None, name="hand") -> Graph:
+    n = len(params)
+    return Graph(
+        name=name,
+        params=np.array(params),
+        output_size=np.array(out if out is not None else [1] * n),
+        macs=np.array(macs if macs is not None else [1] * n),
+        edges=np.array(edges, dtype=np.int64).reshape(-1, 2),
+    )
+
+
+def test_every_baseline_is_registered_and_configured():
+    for name in (*BASELINES, "milp", "cpsat"):
+        assert name in available_solvers()
+        conf = yaml.safe_load((CONF / f"{name}.yaml").read_text())
+        assert conf["name"] == name
+        accepted = inspect.signature(get_solver(name)).parameters
+        for option in conf["options"] or {}:
+            assert option in accepted, (name, option)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_baselines_always_return_valid_schedules(k):
+    """Property test over a seeded stream of graphs of both generator modes (1..32 nodes)."""
+    hw = make_hw(k)
+    for graph in random_graphs(10, seed=100 + k, min_nodes=1, max_nodes=32):
+        for objective in OBJECTIVES:
+            for name in BASELINES:
+                result = get_solver(name)(graph, hw, objective, 1.0)
+                assert result.assignment.shape == (graph.num_nodes,)
+                assert reference_metrics(graph, result.assignment, hw)["valid"], (name, graph.name)
+                assert result.optimal is None and result.gap is None
+
+
+def test_run_solver_scores_baselines_with_the_shared_evaluator():
+    hw = make_hw(4)
+    graph = random_graphs(1, seed=3, min_nodes=20, max_nodes=20)[0]
+    for objective in OBJECTIVES:
+        for name in BASELINES:
+            result = run_solver(name, graph, hw, objective)
+            exact = reference_objective(graph, result["assignment"], hw, objective)
+            assert result["objective"] == pytest.approx(exact, rel=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_baselines_never_beat_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    mode = "respect" if seed % 2 == 0 else "dnn"
+    graph = generate_numpy(GeneratorConfig(mode=mode, min_nodes=4, max_nodes=8), rng, name=f"bf{seed}")
+    hw = make_hw(3)
+    schedules = list(enumerate_valid_schedules(graph, hw.stages))
+    for objective in OBJECTIVES:
+        best = min(reference_objective(graph, a, hw, objective) for a in schedules)
+        for name in BASELINES:
+            a = get_solver(name)(graph, hw, objective, 1.0).assignment
+            assert reference_objective(graph, a, hw, objective) >= best * (1 - 1e-12), (name, objective)
+
+
+def test_baselines_never_beat_the_proven_optimum():
+    hw = make_hw(4)
+    rng = np.random.default_rng(11)
+    for mode in ("respect", "dnn"):
+        graph = generate_numpy(GeneratorConfig(mode=mode, min_nodes=18, max_nodes=18), rng, name=mode)
+        for objective in OBJECTIVES:
+            oracle = run_solver("cpsat", graph, hw, objective, time_limit_s=30.0)
+            assert oracle["optimal"]
+            best = reference_objective(graph, oracle["assignment"], hw, objective)
+            for name in BASELINES:
+                a = get_solver(name)(graph, hw, objective, 1.0).assignment
+                assert reference_objective(graph, a, hw, objective) >= best * (1 - 1e-12), (name, mode, objective)
+
+
+def test_compiler_split_hand_example():
+    # ids are not in SPEC order: depth(3)=0, depth(0)=depth(1)=1, depth(2)=2 -> order 3, 0, 1, 2
+    graph = graph_of([2, 2, 4, 4], [[3, 0], [3, 1], [0, 2], [1, 2]])
+    # params in order: 4, 2, 2, 4 (total 12, K=2, target 6): 4+2 = 6 fits, +2 = 8 > 6 -> cut before
+    # position 2 -> positions 0,1 on stage 0 (nodes 3, 0), positions 2,3 on stage 1 (nodes 1, 2)
+    result = solve_compiler(graph, make_hw(2))
+    assert result.assignment.tolist() == [0, 1, 1, 0]
+    assert result.info["cuts"] == [2]
+    # a chain, K=3, target 18/3 = 6: [5, 1] | [1] | [6, 2, 3] (only K-1 = 2 cuts are made)
+    chain = graph_of([5, 1, 1, 6, 2, 3], [[i, i + 1] for i in range(5)])
+    assert solve_compiler(chain, make_hw(3)).assignment.tolist() == [0, 0, 1, 2, 2, 2]
+
+
+def test_respect_label_hand_example():
+    # chain of 4 unit weights, K = 2: cap bisection ends at 2; stage 1 (packed first, from the
+    # output) takes nodes 3 and 2, stage 0 the rest
+    chain = graph_of([1, 1, 1, 1], [[0, 1], [1, 2], [2, 3]])
+    result = solve_respect_label(chain, make_hw(2))
+    assert result.assignment.tolist() == [0, 0, 1, 1]
+    assert result.info["cap_params"] == 2
+    # a cap below the largest node cannot pack; a cap of the total packs everything in the last stage
+    assert pack(chain, 0, 2) is None
+    assert pack(chain, 4, 2).tolist() == [1, 1, 1, 1]
+    # a diamond: 0 -> {1, 2} -> 3 with weights 1, 3, 2, 1 and K = 2; deepest-first rounds:
+    # cap 4 -> stage 1 = {3} then {1} (prefix of [1, 2] that fits 1+3 = 4), stage 0 = {2, 0}
+    diamond = graph_of([1, 3, 2, 1], [[0, 1], [0, 2], [1, 3], [2, 3]])
+    assert pack(diamond, 4, 2).tolist() == [0, 1, 0, 1]
+
+
+def test_profiling_longest_segment_matches_a_linear_scan():
+    graph = generate_numpy(GeneratorConfig(mode="dnn", min_nodes=60, max_nodes=60), np.random.default_rng(5))
+    hw = make_hw(4)
+    prof = _SegmentProfiler(graph, hw)
+    start = 13
+    ends = np.arange(start, graph.num_nodes + 1)
+    times = np.concatenate(
+        [prof.segment_times(1, start, ends[i : i + prof.BATCH]) for i in range(0, len(ends), prof.BATCH)]
+    )
+    assert np.all(np.diff(times) >= -1e-9 * times.max())  # non-decreasing in the end position
+    for target in np.quantile(times, [0.0, 0.1, 0.5, 0.9, 1.0]).tolist() + [times[0] * 0.5]:
+        ok = np.flatnonzero(times <= target)
+        expected = int(ends[ok.max()]) if len(ok) else None
+        assert prof.longest_segment(1, start, target) == expected
+    # the profiled time of a segment equals the shared evaluator's T_k of a full schedule using it
+    cuts = [start, 30, 45]
+    order = graph.topological_order()
+    stage = np.empty(graph.num_nodes, dtype=np.int64)
+    stage[order] = np.searchsorted(np.array(cuts), np.arange(graph.num_nodes), side="right")
+    t1 = reference_metrics(graph, stage, hw)["time_k"][1]
+    assert prof.segment_times(1, start, np.array([30]))[0] == pytest.approx(t1, rel=1e-5)
+
+
+def test_profiling_never_worse_than_compiler_on_latency():
+    hw = make_hw(4)
+    for graph in random_graphs(6, seed=9, min_nodes=10, max_nodes=32):
+        comp = reference_objective(graph, solve_compiler(graph, hw).assignment, hw, "latency")
+        prof = solve_profiling(graph, hw, "latency")
+        assert reference_objective(graph, prof.assignment, hw, "latency") <= comp * (1 + 1e-5)
+        lo, hi = prof.info["target_bounds_s"]
+        assert lo <= hi
