@@ -1,0 +1,251 @@
+"""Tests of the batched differentiable (Gumbel-softmax) solver.
+
+Compilation dominates the run time on a CPU, so the tests share one padded shape and one set of
+static options (one compilation per K; the objective is a traced value) through a module fixture.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import make_hw, random_graphs, random_valid_schedule
+
+from respect_jax.costs import evaluate, objective_value
+from respect_jax.graphs import GeneratorConfig, Graph, generate_numpy, stack_graphs, to_original_order
+from respect_jax.reference import enumerate_valid_schedules, reference_metrics, reference_objective
+from respect_jax.solvers import gumbel, run_solver
+from respect_jax.solvers.gumbel import solve_batch
+from respect_jax.solvers.partitioners import solve_compiler
+
+SHAPE = (32, 256, 8)  # (N, E, P) shared by every batch below
+OPTS = dict(steps=30, samples=24)
+OBJECTIVES = ("paper", "latency")
+
+
+def _graph_at(batch, i):
+    return jax.tree.map(lambda x: x[i], batch)
+
+
+def _by_id(batch, i, assign):
+    return to_original_order(_graph_at(batch, i), np.asarray(assign[i]))
+
+
+def _tiny_graphs() -> list[Graph]:
+    rng = np.random.default_rng(7)
+    return [
+        generate_numpy(GeneratorConfig(mode="respect" if i % 2 else "dnn", min_nodes=3, max_nodes=8), rng, name=f"t{i}")
+        for i in range(12)
+    ]
+
+
+def _odd_graphs() -> list[Graph]:
+    return [
+        Graph(name="one", params=[5], output_size=[3], macs=[7], edges=np.zeros((0, 2))),
+        Graph(name="zero", params=[0, 0, 0], output_size=[0, 0, 0], macs=[0, 0, 0], edges=[[0, 1], [1, 2]]),
+        Graph(name="big", params=[10**7, 2 * 10**7], output_size=[10, 10], macs=[1, 1], edges=[[0, 1]]),
+    ]
+
+
+@pytest.fixture(scope="module")
+def solved():
+    """Tiny, odd and random graphs (both generator modes) solved for K = 2, 3 and both objectives."""
+    tiny, odd = _tiny_graphs(), _odd_graphs()
+    graphs = tiny + odd + random_graphs(6, seed=10, min_nodes=9, max_nodes=30)
+    batch = stack_graphs(graphs, SHAPE)
+    keys = jax.random.split(jax.random.PRNGKey(0), len(graphs))
+    results = {}
+    for k in (2, 3):
+        for objective in OBJECTIVES:
+            results[k, objective] = solve_batch(batch, make_hw(k), objective, 1.0, keys, **OPTS)
+    return {"graphs": graphs, "tiny": len(tiny), "batch": batch, "keys": keys, "results": results}
+
+
+_evaluate_batch = jax.jit(jax.vmap(evaluate, in_axes=(0, 0, None)))
+
+
+def test_valid_and_reported_by_shared_evaluator(solved):
+    batch = solved["batch"]
+    for (k, objective), (assign, obj) in solved["results"].items():
+        hw = make_hw(k)
+        metrics = _evaluate_batch(batch, assign, hw)  # the shared evaluator, all graphs at once
+        assert bool(jnp.all(metrics.valid))
+        lam = 1.0 if objective == "paper" else 0.0
+        np.testing.assert_allclose(np.asarray(obj), np.asarray(objective_value(metrics, objective, lam)), rtol=1e-6)
+        for i, g in enumerate(solved["graphs"]):  # and the loop reference on ids
+            by_id = _by_id(batch, i, assign)
+            ref = reference_metrics(g, by_id, hw)
+            assert ref["valid"], (g.name, by_id)
+            want = reference_objective(g, by_id, hw, objective)
+            assert np.isclose(float(obj[i]), want, rtol=1e-5, atol=1e-12), (g.name, k, objective)
+            assert np.all(np.asarray(assign[i])[g.num_nodes :] == 0)  # padding
+
+
+def test_tiny_graphs_against_brute_force(solved):
+    hits, total = 0, 0
+    for (k, objective), (assign, _) in solved["results"].items():
+        hw = make_hw(k)
+        for i, g in enumerate(solved["graphs"][: solved["tiny"] + 3]):  # tiny and odd graphs
+            optimum = min(reference_objective(g, s, hw, objective) for s in enumerate_valid_schedules(g, k))
+            got = reference_objective(g, _by_id(solved["batch"], i, assign), hw, objective)
+            assert got >= optimum * (1 - 1e-9), (g.name, got, optimum)
+            hits += bool(np.isclose(got, optimum, rtol=1e-6, atol=1e-12))
+            total += 1
+    assert hits >= 0.8 * total, f"optimum on {hits}/{total} tiny graphs"
+
+
+def test_never_worse_than_compiler_start(solved):
+    batch = solved["batch"]
+    for (k, objective), (_, obj) in solved["results"].items():
+        hw = make_hw(k)
+        for i, g in enumerate(solved["graphs"]):
+            comp = reference_objective(g, solve_compiler(g, hw).assignment, hw, objective)
+            assert float(obj[i]) <= comp * (1 + 1e-5) + 1e-12, (g.name, k, objective)
+    assert batch.params.shape[0] == len(solved["graphs"])
+
+
+def test_batch_is_per_graph_and_compiles_once(solved):
+    """A graph's answer depends only on the graph and its key, not on the rest of the batch or its
+    position in it (so it equals solving it alone: see the slow test with B = 1); new graphs of the
+    same shape and new traced values (objective, lam, lr, keys) do not trigger a new compilation."""
+    graphs, keys = solved["graphs"], solved["keys"]
+    size = len(graphs)
+    before = gumbel.TRACE_COUNTER["solve_batch"]
+    perm = np.random.default_rng(0).permutation(size)
+    others = random_graphs(size, seed=99, min_nodes=5, max_nodes=30)
+    mixed = [graphs[j] if j % 2 == 0 else others[j] for j in perm]  # odd originals replaced
+    batch = stack_graphs(mixed, SHAPE)
+    mixed_keys = jnp.stack([keys[j] for j in perm])
+    for objective in OBJECTIVES:
+        assign, obj = solve_batch(batch, make_hw(3), objective, 1.0, mixed_keys, **OPTS)
+        ref_a, ref_o = solved["results"][3, objective]
+        for pos, j in enumerate(perm):
+            if j % 2 == 0:
+                assert np.array_equal(np.asarray(assign[pos]), np.asarray(ref_a[j]))
+                assert np.isclose(float(obj[pos]), float(ref_o[j]), rtol=1e-6)
+    solve_batch(batch, make_hw(3), "paper", 0.5, jax.random.PRNGKey(5), **OPTS, lr=0.3, beta=0.1)
+    assert gumbel.TRACE_COUNTER["solve_batch"] == before
+
+
+@pytest.mark.slow
+def test_batch_equals_one_by_one(solved):
+    batch, keys = solved["batch"], solved["keys"]
+    for i in (0, 13, len(solved["graphs"]) - 1):
+        single = jax.tree.map(lambda x, i=i: x[i : i + 1], batch)  # same padded shape, B = 1
+        for objective in OBJECTIVES:
+            a1, o1 = solve_batch(single, make_hw(3), objective, 1.0, keys[i : i + 1], **OPTS)
+            ref_a, ref_o = solved["results"][3, objective]
+            assert np.array_equal(np.asarray(a1[0]), np.asarray(ref_a[i]))
+            assert np.isclose(float(o1[0]), float(ref_o[i]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("k", [1, pytest.param(5, marks=pytest.mark.slow)])
+def test_other_stage_counts_valid(k):
+    graphs = random_graphs(6, seed=20 + k, min_nodes=3, max_nodes=30)
+    batch = stack_graphs(graphs, SHAPE)
+    hw = make_hw(k)
+    for objective in OBJECTIVES:
+        assign, obj = solve_batch(batch, hw, objective, 1.0, jax.random.PRNGKey(k), **OPTS)
+        for i, g in enumerate(graphs):
+            by_id = _by_id(batch, i, assign)
+            assert reference_metrics(g, by_id, hw)["valid"]
+            assert np.isclose(float(obj[i]), reference_objective(g, by_id, hw, objective), rtol=1e-5)
+
+
+@jax.jit
+def _samples_and_surrogates(batch, theta, phi, key):
+    """For every sampler kind: hard stages, surrogate values of both objectives, and a gradient."""
+    hw = make_hw(4)
+
+    def one(graph, th, ph, key):
+        reach = gumbel.reachability(graph)
+        out = {}
+        for kind in ("raise", "lower", "masked", "cuts"):
+            shape = (5,) + (ph.shape if kind == "cuts" else th.shape)
+            noise = jax.random.gumbel(jax.random.fold_in(key, len(out)), shape)
+
+            def sample(th, ph, kind=kind, noise=noise):
+                if kind == "cuts":
+                    return gumbel._sample_cuts(graph, ph, noise, 1.0)
+                return gumbel._sample_nodes(graph, reach, th, noise, 1.0, kind)
+
+            stage, cum = sample(th, ph)
+            surr = {
+                o: jax.vmap(lambda c, o=o: gumbel.surrogate_objective(graph, c, hw, o, 0.7, 1e3))(cum)
+                for o in OBJECTIVES
+            }
+            exact = jax.vmap(lambda s: evaluate(graph, s, hw))(stage)
+            loss = lambda th, ph, sample=sample: jnp.sum(
+                jax.vmap(lambda c: gumbel.surrogate_objective(graph, c, hw, "paper", 0.7, 1e3))(sample(th, ph)[1])
+            )
+            grad = jax.grad(loss, argnums=(0, 1))(th, ph)
+            out[kind] = (stage, surr, exact, grad)
+        return out, reach, gumbel.compiler_split(graph, 4)
+
+    keys = jax.random.split(key, theta.shape[0])
+    return jax.vmap(one)(batch, theta, phi, keys)
+
+
+def test_samplers_valid_and_surrogate_forward_exact():
+    """Every sampler yields valid schedules; the surrogate's forward value is the exact cost;
+    gradients are finite and non-zero; reachability and the compiler split are right."""
+    graphs = random_graphs(6, seed=3, min_nodes=5, max_nodes=30)
+    batch = stack_graphs(graphs, SHAPE)
+    rng = np.random.default_rng(0)
+    theta = jnp.asarray(rng.normal(size=(6, SHAPE[0], 4)), jnp.float32)
+    phi = jnp.asarray(rng.normal(size=(6, 3, SHAPE[0] + 1)), jnp.float32)
+    out, reach, split = _samples_and_surrogates(batch, theta, phi, jax.random.PRNGKey(1))
+    for kind, (_stage, surr, exact, grad) in out.items():
+        assert bool(jnp.all(exact.valid)), kind
+        for objective in OBJECTIVES:
+            lam = 0.7 if objective == "paper" else 1.0
+            want = np.asarray(objective_value(exact, objective, lam))
+            assert np.allclose(np.asarray(surr[objective]), want, rtol=1e-5), (kind, objective)
+        g = grad[1] if kind == "cuts" else grad[0]
+        assert np.all(np.isfinite(np.asarray(g))) and float(jnp.abs(g).max()) > 0, kind
+    hw = make_hw(4)
+    for i, graph in enumerate(graphs):
+        padded = _graph_at(batch, i)
+        n = graph.num_nodes
+        pos = np.empty(n, int)
+        pos[np.asarray(padded.node_ids)[:n]] = np.arange(n)
+        closure = np.eye(n, dtype=bool)
+        for u, v in graph.edges.tolist():
+            closure[pos[u], pos[v]] = True
+        for _ in range(int(np.ceil(np.log2(max(n, 2))))):
+            closure = closure | ((closure.astype(int) @ closure.astype(int)) > 0)
+        assert np.array_equal(np.asarray(reach[i])[:n, :n] > 0, closure)
+        assert np.array_equal(to_original_order(padded, np.asarray(split[i])), solve_compiler(graph, hw).assignment)
+
+
+def test_registered_solver_and_warm_start():
+    hw = make_hw(4)
+    rng = np.random.default_rng(12)
+    graph = random_graphs(1, seed=11, min_nodes=20, max_nodes=30)[0]
+    warm = random_valid_schedule(graph, 4, rng)
+    warm_obj = reference_objective(graph, warm, hw, "latency")
+    res = run_solver("gumbel", graph, hw, "latency", steps=0, samples=1, warm_start=warm.tolist())
+    assert res["objective"] <= warm_obj * (1 + 1e-6)
+    assert np.isclose(res["objective"], res["info"]["objective_reported"], rtol=1e-5)
+    bad = np.full(graph.num_nodes, 3)  # invalid: repaired (run_solver raises on invalid results)
+    bad[graph.topological_order()[-1]] = 0
+    run_solver("gumbel", graph, hw, "paper", steps=0, samples=1, warm_start=bad.tolist())
+    with pytest.raises(ValueError):
+        run_solver("gumbel", graph, hw, "paper", sampler="nope")
+    with pytest.raises(ValueError):
+        run_solver("gumbel", graph, hw, "paper", warm_start=[0, 1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sampler", ["masked", "both", "cuts", "raise", "lower"])
+def test_each_sampler_solves_validly(sampler):
+    graphs = random_graphs(6, seed=30, min_nodes=3, max_nodes=30)
+    batch = stack_graphs(graphs, SHAPE)
+    hw = make_hw(3)
+    for objective in OBJECTIVES:
+        assign, obj = solve_batch(batch, hw, objective, 1.0, jax.random.PRNGKey(0), sampler=sampler, **OPTS)
+        for i, g in enumerate(graphs):
+            by_id = _by_id(batch, i, assign)
+            assert reference_metrics(g, by_id, hw)["valid"]
+            assert np.isclose(float(obj[i]), reference_objective(g, by_id, hw, objective), rtol=1e-5)
