@@ -22,6 +22,9 @@ def schedule(cfg: DictConfig) -> dict:
     """Run the configured solver on the configured graph; return the RESULT.json document."""
     from respect_jax.solvers import run_solver
 
+    if cfg.solver.name == "policy":  # registered by the policy package (solvers never import it)
+        import respect_jax.policy.solver  # noqa: F401
+
     if cfg.objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {cfg.objective!r}")
     hw = hardware_from_cfg(cfg.hardware)

@@ -72,6 +72,7 @@ def write_shard(directory: str | Path, shard: int, items: list[LabelledGraph]) -
         with os.fdopen(fd, "w") as fh:
             for item in items:
                 fh.write(json.dumps(item.to_record(), separators=(",", ":")) + "\n")
+        _readable(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -80,8 +81,20 @@ def write_shard(directory: str | Path, shard: int, items: list[LabelledGraph]) -
     return path
 
 
+def _readable(path: str | Path) -> None:
+    """Give a temp file (created 0600) the usual permissions of a new file (0666 less the umask)."""
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def write_manifest(directory: str | Path, manifest: dict) -> None:
-    write_json_atomic(manifest, Path(directory) / "manifest.json")
+    """Write ``<directory>/manifest.json`` atomically."""
+    path = Path(directory) / "manifest.json"
+    write_json_atomic(manifest, path)
+    _readable(path)
 
 
 def read_manifest(directory: str | Path) -> dict:

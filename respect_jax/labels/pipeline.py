@@ -12,6 +12,12 @@ the graphs of incomplete shards. ``manifest.json`` records everything that deter
 restarting into a directory whose manifest differs is refused with a one-line error instead of
 mixing two datasets.
 
+A graph the oracle does not prove optimal (time limit) can be handed to a ``fallback`` oracle,
+warm-started from the first schedule (e.g. CP-SAT first, then the MILP); the record names the
+solver whose schedule it keeps, and its solve time is the sum of both. ``retry_unproven`` applies
+the fallback to the unproven labels of shards already written (rewriting those shards atomically),
+so a finished dataset can be completed later without solving it again.
+
 Graphs are solved in ``workers`` processes started with the ``spawn`` method (JAX is not
 fork-safe). Each process limits itself to one BLAS/XLA thread and, through ``solver_threads``, the
 solver to that many threads (CP-SAT ``workers``, HiGHS ``threads``), so ``workers`` processes use
@@ -21,8 +27,11 @@ assignment (:func:`~respect_jax.solvers.base.run_solver`).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import inspect
+import itertools
+import json
 import multiprocessing
 import os
 import statistics
@@ -41,6 +50,7 @@ from respect_jax.labels.dataset import (
     LabelledGraph,
     load_labelled_dataset,
     read_manifest,
+    record_to_item,
     shard_name,
     shard_paths,
     write_manifest,
@@ -53,6 +63,8 @@ IDENTITY_KEYS = ("format", "generator", "seed", "count", "shard_size", "solver",
                  "objective", "lam")
 # solver options that only say how many threads to use (do not change what is being solved)
 THREAD_OPTIONS = {"cpsat": "workers", "milp": "threads"}
+# solver option that takes a starting schedule (the fallback is warm-started from the first schedule)
+WARM_START_OPTIONS = {"cpsat": "hint", "milp": "warm_start"}
 EXECUTION_OPTIONS = frozenset({"workers", "threads", "verbose"})
 
 
@@ -122,8 +134,6 @@ def _validate(
     generator: GeneratorConfig, count: int, seed: int, shard_size: int, solver: str, solver_options: dict,
     objective: str, lam: float, workers: int,
 ) -> None:
-    from respect_jax.solvers import available_solvers, get_solver
-
     for name, value, low in (("count", count, 1), ("shard_size", shard_size, 1), ("workers", workers, 1)):
         if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < low:
             raise LabelError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -135,13 +145,32 @@ def _validate(
         raise LabelError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
     if not isinstance(lam, int | float) or lam < 0:
         raise LabelError(f"lam must be a non-negative number, got {lam!r}")
+    _validate_solver(solver, solver_options, "solver")
+
+
+def _validate_solver(solver: str, options: dict, what: str) -> None:
+    from respect_jax.solvers import available_solvers, get_solver
+
     if solver not in available_solvers():
-        raise LabelError(f"unknown solver {solver!r}; available: {', '.join(available_solvers())}")
+        raise LabelError(f"unknown {what} {solver!r}; available: {', '.join(available_solvers())}")
     params = inspect.signature(get_solver(solver)).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        unknown = sorted(set(solver_options) - set(list(params)[4:]))
+        unknown = sorted(set(options) - set(list(params)[4:]))
         if unknown:
-            raise LabelError(f"solver {solver!r} has no option {', '.join(unknown)}")
+            raise LabelError(f"{what} {solver!r} has no option {', '.join(unknown)}")
+
+
+def resolve_solver_options(solver: str, options: dict) -> dict:
+    """``options`` completed with the solver's defaults (so equal settings compare equal)."""
+    from respect_jax.solvers import get_solver
+
+    params = list(inspect.signature(get_solver(solver)).parameters.values())[4:]
+    defaults = {
+        p.name: p.default
+        for p in params
+        if p.default is not inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD
+    }
+    return {**defaults, **options}
 
 
 # ------------------------------------------------------------------------------------------ workers
@@ -171,12 +200,7 @@ def _init_worker(task: dict, in_pool: bool) -> None:
     _WORKER["hw"] = hardware_from_dict(task["hardware"])
 
 
-def _solve_index(index: int) -> LabelledGraph:
-    from respect_jax.solvers import run_solver
-
-    w = _WORKER
-    graph = dataset_graph(w["generator_cfg"], w["seed"], index)
-    result = run_solver(w["solver"], graph, w["hw"], w["objective"], w["lam"], **w["solver_options"])
+def _item(index: int, graph: Graph, result: dict, solve_time_s: float) -> LabelledGraph:
     return LabelledGraph(
         index=index,
         graph=graph,
@@ -184,9 +208,44 @@ def _solve_index(index: int) -> LabelledGraph:
         objective=float(result["objective"]),
         optimal=result["optimal"],
         gap=None if result["gap"] is None else float(result["gap"]),
-        solve_time_s=float(result["solve_time_s"]),
-        solver=w["solver"],
+        solve_time_s=float(solve_time_s),
+        solver=result["solver"],
     )
+
+
+def _solve_index(index: int) -> LabelledGraph:
+    """Label graph ``index`` with the oracle (and the fallback if the oracle proves nothing)."""
+    from respect_jax.solvers import run_solver
+
+    w = _WORKER
+    graph = dataset_graph(w["generator_cfg"], w["seed"], index)
+    result = run_solver(w["solver"], graph, w["hw"], w["objective"], w["lam"], **w["solver_options"])
+    item = _item(index, graph, result, result["solve_time_s"])
+    if w.get("fallback") and item.optimal is not True:
+        item = _improve(item)
+    return item
+
+
+def _improve(item: LabelledGraph) -> LabelledGraph:
+    """Re-solve an unproven label with the fallback oracle, warm-started from its schedule.
+
+    Keeps the fallback's schedule when it is better, or proven optimal and no worse; the solve
+    time is the sum of both solves either way.
+    """
+    from respect_jax.solvers import run_solver
+
+    w = _WORKER
+    name = w["fallback"]
+    options = dict(w["fallback_options"])
+    if name in WARM_START_OPTIONS:
+        options[WARM_START_OPTIONS[name]] = item.assignment.tolist()
+    result = run_solver(name, item.graph, w["hw"], w["objective"], w["lam"], **options)
+    total = item.solve_time_s + result["solve_time_s"]
+    better = result["objective"] < item.objective
+    proven = result["optimal"] is True and result["objective"] <= item.objective * (1 + 1e-9)
+    if better or proven:
+        return _item(item.index, item.graph, result, total)
+    return dataclasses.replace(item, solve_time_s=total)
 
 
 # ------------------------------------------------------------------------------------------ driver
@@ -233,6 +292,7 @@ def summarise(items: list[LabelledGraph]) -> dict:
         "total_solve_time_s": float(sum(times)),
         "max_gap": max(gaps) if gaps else None,
         "mean_objective": statistics.fmean(it.objective for it in items) if items else 0.0,
+        "labelled_by": dict(sorted(collections.Counter(it.solver for it in items).items())),
     }
 
 
@@ -250,6 +310,9 @@ def label_dataset(
     workers: int = 1,
     progress: bool = True,
     solver_threads: int | None = 1,
+    fallback: str | None = None,
+    fallback_options: dict | None = None,
+    retry_unproven: bool = False,
 ) -> dict:
     """Label ``count`` graphs of ``generator_cfg`` into ``out_dir`` (resuming what is there).
 
@@ -262,23 +325,43 @@ def label_dataset(
         workers: solver processes (1: solve in this process).
         progress: show a tqdm bar and print the summary on stderr.
         solver_threads: threads per solve, set as the solver's thread option (CP-SAT ``workers``,
-            HiGHS ``threads``) unless None.
+            HiGHS ``threads``) of the oracle and the fallback, unless None.
+        fallback, fallback_options: a second oracle for graphs the first does not prove optimal,
+            warm-started from the first schedule (None: no fallback). Not part of the dataset's
+            identity: each record names the solver whose schedule it holds.
+        retry_unproven: also apply the fallback to the unproven labels of shards already written.
 
     Returns:
         The summary of the whole dataset (:func:`summarise`) plus ``solved_now`` (graphs solved by
-        this call), ``skipped_shards`` and ``wall_time_s``.
+        this call), ``retried`` (stored labels given to the fallback), ``skipped_shards`` and
+        ``wall_time_s``.
 
     Raises:
         LabelError: a bad argument or a directory holding another dataset; nothing is written.
     """
     start = time.perf_counter()
     solver_options = dict(solver_options or {})
+    fallback_options = dict(fallback_options or {})
     if hw is None:
         raise LabelError("hardware is required")
-    if solver_threads is not None and solver in THREAD_OPTIONS:
-        solver_options[THREAD_OPTIONS[solver]] = int(solver_threads)
+    if solver_threads is not None:
+        for name, options in ((solver, solver_options), (fallback, fallback_options)):
+            if name in THREAD_OPTIONS:
+                options[THREAD_OPTIONS[name]] = int(solver_threads)
     _validate(generator_cfg, count, seed, shard_size, solver, solver_options, objective, lam, workers)
+    if fallback is not None:
+        _validate_solver(fallback, fallback_options, "fallback solver")
+        fallback_options = resolve_solver_options(fallback, fallback_options)
+    elif retry_unproven:
+        raise LabelError("retry_unproven needs a fallback solver")
+    solver_options = resolve_solver_options(solver, solver_options)
     manifest = build_manifest(generator_cfg, count, seed, shard_size, solver, solver_options, hw, objective, lam)
+    fallback_entry = None
+    if fallback is not None:
+        recorded = dict(fallback_options)
+        if fallback in WARM_START_OPTIONS:
+            recorded[WARM_START_OPTIONS[fallback]] = "the first oracle's schedule"
+        fallback_entry = {"solver": fallback, "options": recorded}
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise LabelError(f"{out} exists and is not a directory")
@@ -288,16 +371,25 @@ def label_dataset(
     elif out.is_dir() and any(out.iterdir()):
         raise LabelError(f"{out} is not empty and has no manifest.json; choose an empty or new out directory")
     else:
-        write_manifest(out, manifest)
+        write_manifest(out, {**manifest, "fallback": fallback_entry})
         done = set()
 
     todo = [k for k in range(num_shards(count, shard_size)) if k not in done]
+    retry: dict[int, list[LabelledGraph]] = {}  # shard -> its stored items (to be partly re-solved)
+    if retry_unproven:
+        for shard in sorted(done):
+            items = load_shard(out, shard)
+            if any(it.optimal is not True for it in items):
+                retry[shard] = items
     already = sum(len(shard_range(k, shard_size, count)) for k in done)
+    retried = sum(1 for items in retry.values() for it in items if it.optimal is not True)
     task = {
         "generator": manifest["generator"],
         "seed": int(seed),
         "solver": solver,
         "solver_options": solver_options,
+        "fallback": fallback,
+        "fallback_options": fallback_options,
         "hardware": manifest["hardware"],
         "objective": objective,
         "lam": float(lam),
@@ -307,27 +399,48 @@ def label_dataset(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=count, initial=already, desc=f"labelling {out.name}", unit="graph", file=sys.stderr,
-                   dynamic_ncols=True)
+        bar = tqdm(total=count, initial=already - retried, desc=f"labelling {out.name}", unit="graph",
+                   file=sys.stderr, dynamic_ncols=True)
     try:
-        if pending:
-            _run(out, todo, shard_size, count, task, min(workers, pending), bar)
+        if pending or retried:
+            _run(out, todo, retry, shard_size, count, task, min(workers, pending + retried), bar)
     finally:
         if bar is not None:
             bar.close()
     items = load_labelled_dataset(out)
     summary = summarise(items)
-    summary.update(solved_now=pending, skipped_shards=len(done), wall_time_s=time.perf_counter() - start)
-    if pending:  # record the figures of the finished dataset beside what produced it
-        write_manifest(out, {**read_manifest(out), "summary": summarise(items)})
+    summary.update(solved_now=pending, retried=retried, skipped_shards=len(done),
+                   wall_time_s=time.perf_counter() - start)
+    if pending or retried:  # record the dataset's figures and this run beside what produced it
+        existing = read_manifest(out)
+        run = {"solved": pending, "retried": retried, "workers": workers, "fallback": fallback,
+               "wall_time_s": summary["wall_time_s"]}
+        updated = {**existing, "summary": summarise(items), "runs": [*existing.get("runs", []), run]}
+        if fallback_entry is not None:
+            updated["fallback"] = fallback_entry
+        write_manifest(out, updated)
     if progress:
         print(format_summary(out, summary), file=sys.stderr)
     return summary
 
 
-def _run(out: Path, todo: list[int], shard_size: int, count: int, task: dict, workers: int, bar) -> None:
-    """Solve the graphs of shards ``todo``; write each shard as soon as it is complete."""
+def load_shard(directory: Path, shard: int) -> list[LabelledGraph]:
+    """The records of one shard file, in file order."""
+    path = directory / shard_name(shard)
+    with path.open() as fh:
+        return [record_to_item(json.loads(line), origin=f"{path}:{n}") for n, line in enumerate(fh, 1) if line.strip()]
+
+
+def _run(out: Path, todo: list[int], retry: dict[int, list[LabelledGraph]], shard_size: int, count: int,
+         task: dict, workers: int, bar) -> None:
+    """Solve the graphs of shards ``todo`` and the unproven items of ``retry``; write each shard
+    (atomically) as soon as all of its graphs are labelled."""
     buffers: dict[int, dict[int, LabelledGraph]] = {k: {} for k in todo}
+    jobs: list[tuple] = []
+    for shard, items in retry.items():
+        buffers[shard] = {it.index: it for it in items if it.optimal is True}
+        jobs += [(_improve, it) for it in items if it.optimal is not True]
+    jobs_iter = itertools.chain(jobs, ((_solve_index, i) for i in _pending_indices(todo, shard_size, count)))
 
     def collect(item: LabelledGraph) -> None:
         shard = item.index // shard_size
@@ -338,19 +451,18 @@ def _run(out: Path, todo: list[int], shard_size: int, count: int, task: dict, wo
         if bar is not None:
             bar.update(1)
 
-    indices = _pending_indices(todo, shard_size, count)
     if workers == 1:
         _init_worker(task, in_pool=False)
-        for index in indices:
-            collect(_solve_index(index))
+        for fn, arg in jobs_iter:
+            collect(fn(arg))
         return
     ctx = multiprocessing.get_context("spawn")
     window = 4 * workers  # tasks in flight: bounds memory and keeps shards completing in order
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(task, True))
     in_flight: set[Future] = set()
     try:
-        for index in indices:
-            in_flight.add(pool.submit(_solve_index, index))
+        for fn, arg in jobs_iter:
+            in_flight.add(pool.submit(fn, arg))
             if len(in_flight) >= window:
                 finished, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
                 for fut in finished:
@@ -368,7 +480,8 @@ def _run(out: Path, todo: list[int], shard_size: int, count: int, task: dict, wo
 def format_summary(out: Path, s: dict) -> str:
     """The closing summary lines of a labelling run."""
     return (
-        f"{out}: {s['graphs']} graphs ({s['solved_now']} solved now, {s['skipped_shards']} shards resumed), "
+        f"{out}: {s['graphs']} graphs ({s['solved_now']} solved now, {s['retried']} retried, "
+        f"{s['skipped_shards']} shards resumed), "
         f"{100.0 * s['optimal_fraction']:.1f}% proven optimal, solve time mean {s['mean_solve_time_s']:.3f}s "
         f"median {s['median_solve_time_s']:.3f}s max {s['max_solve_time_s']:.2f}s, "
         f"total solve {s['total_solve_time_s']:.1f}s, wall {s['wall_time_s']:.1f}s"
@@ -384,6 +497,7 @@ __all__ = [
     "format_summary",
     "label_dataset",
     "limit_threads",
+    "load_shard",
     "num_shards",
     "shard_name",
     "shard_range",

@@ -1,0 +1,43 @@
+"""Issue 8's table and plots: train the RL scheduler (unless a policy exists) and evaluate every
+method on every preset of ``conf/rt.yaml`` (``eval.presets``), writing ``experiments/results/rt/``.
+
+It composes the same Hydra config as ``respect-rt`` and calls the same functions, so every knob is
+a config override. Examples::
+
+    .venv/bin/python experiments/rt_sweep.py                          # the committed figures
+    .venv/bin/python experiments/rt_sweep.py --retrain train.updates=200
+    .venv/bin/python experiments/rt_sweep.py eval.scenarios=50 eval.presets=[u50_balanced]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+
+from respect_jax.cli.common import CONF_DIR
+from respect_jax.cli.rt import evaluate, train
+
+RUN_DIR = "experiments/results/rt/policy"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--retrain", action="store_true", help="train even if the run folder holds a policy")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides of conf/rt.yaml")
+    args = ap.parse_args(argv)
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("rt", overrides=["command=eval", f"run_dir={RUN_DIR}", *args.overrides])
+    tic = time.perf_counter()
+    if args.retrain or not (Path(cfg.run_dir) / "network.json").is_file():
+        print(train(cfg), file=sys.stderr)
+    doc = evaluate(cfg)
+    print(f"{len(doc['rows'])} rows -> {cfg.eval.out_dir} in {time.perf_counter() - tic:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

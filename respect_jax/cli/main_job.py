@@ -1,0 +1,110 @@
+"""``make run``: the main job on a small CPU default (config: ``conf/main_job.yaml``).
+
+1. ``respect-train``: a short imitation run of the GNN + attention policy on the bundled labelled
+   30-node graphs;
+2. ``respect-eval``: the trained policy (greedy and best-of-64) against the proven optima of
+   held-out 50-node graphs and against the compiler-style baselines;
+3. ``respect-schedule``: real Keras models from ``data/models`` scheduled by the policy, the
+   compiler's partitioner and CP-SAT;
+
+then prints one summary table. Every step is a project command, printed before it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+from rich.console import Console
+from rich.table import Table
+
+from respect_jax.cli.common import CONF_DIR, user_errors_exit
+
+BIN = Path(sys.executable).parent
+console = Console(stderr=True)
+
+
+def run_step(args: list[str]) -> None:
+    """Run one project command (from this venv), echoing it; a failure stops the job."""
+    console.print(f"[bold]$ {shlex.join(args)}[/bold]")
+    proc = subprocess.run([str(BIN / args[0]), *args[1:]])
+    if proc.returncode != 0:
+        console.print(f"make run: error: step failed with exit code {proc.returncode}: {shlex.join(args)}")
+        sys.exit(proc.returncode)
+
+
+def model_rows(cfg: DictConfig, run_dir: Path, out: Path) -> list[dict]:
+    rows = []
+    for model in cfg.models:
+        graph = Path("data/models") / f"{model}.json"
+        results = {}
+        for solver, extra in (
+            ("compiler", []),
+            ("policy", [f"solver.options.checkpoint={run_dir}"]),
+            ("cpsat", [f"solver.options.time_limit_s={cfg.cpsat_time_limit_s}"]),
+        ):
+            result = out / f"{model}_{solver}.json"
+            run_step(["respect-schedule", f"graph={graph}", f"solver={solver}", *extra, f"out={result}"])
+            results[solver] = json.loads(result.read_text())
+        rows.append({"model": model, **results})
+    return rows
+
+
+@hydra.main(config_path=CONF_DIR, config_name="main_job", version_base="1.3")
+@user_errors_exit("make run")
+def main(cfg: DictConfig) -> None:
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = out / "policy"
+    run_step(
+        [
+            "respect-train",
+            f"run_dir={run_dir}",
+            f"policy={cfg.policy}",
+            f"algorithm={cfg.algorithm}",
+            f"datasets=[{cfg.train_dataset}]",
+            f"train.steps={cfg.train_steps}",
+            f"train.steps_per_epoch={cfg.steps_per_epoch}",
+            f"train.batch_size={cfg.batch_size}",
+            f"train.checkpoint_every={cfg.train_steps}",
+            f"train.eval_every={cfg.train_steps}",
+        ]
+    )
+    eval_json = out / "eval.json"
+    run_step(
+        [
+            "respect-eval",
+            f"checkpoint={run_dir}",
+            f"dataset={cfg.eval_dataset}",
+            f"limit={cfg.eval_limit}",
+            f"baselines=[{','.join(cfg.baselines)}]",
+            f"out={eval_json}",
+        ]
+    )
+    rows = model_rows(cfg, run_dir, out)
+    table = Table(title=f"Real models, K=4, paper objective (ratio to CP-SAT, {cfg.cpsat_time_limit_s} s limit)")
+    for col in ("model", "nodes", "compiler", "policy", "CP-SAT", "CP-SAT optimal", "policy time (s)"):
+        table.add_column(col)
+    for r in rows:
+        best = r["cpsat"]["objective"]
+        table.add_row(
+            r["model"],
+            str(r["cpsat"]["num_nodes"]),
+            f"{r['compiler']['objective'] / best:.3f}",
+            f"{r['policy']['objective'] / best:.3f}",
+            "1.000",
+            str(r["cpsat"]["optimal"]),
+            f"{r['policy']['solve_time_s']:.3f}",
+        )
+    Console().print((out / "eval.md").read_text() if (out / "eval.md").exists() else "")
+    Console().print(table)
+    console.print(f"[green]done[/green]: results under {out}/ (eval.json, eval.md, <model>_<solver>.json)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""``respect-rt train|eval``: the real-time scheduler with a safety layer (issue 8).
+
+Examples::
+
+    respect-rt train run_dir=runs/rt train.updates=150
+    respect-rt eval run_dir=runs/rt                      # every eval.presets, table + plots
+    respect-rt eval rt_scenario=u70_balanced eval.presets=null eval.methods=[edf,edf+safety]
+    respect-rt eval rt_scenario=infeasible_demo          # -> one-line infeasibility error
+
+``train`` writes ``run_dir/{network.json,metrics.jsonl,checkpoints/}`` and resumes from it.
+``eval`` writes ``out_dir/rt_eval.{json,md}`` and ``out_dir/rt_*.png``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from respect_jax.cli.common import CONF_DIR, check_group_choices, dump_json, machine_description, user_errors_exit
+from respect_jax.graphs.graph import write_json_atomic
+
+PROG = "respect-rt"
+COMMANDS = ("train", "eval")
+USAGE = f"usage: {PROG} {{train,eval}} [key=value ...]   ({PROG} train --help for the config)"
+
+
+def preset(name: str):
+    """:class:`ScenarioConfig` of ``conf/rt_scenario/<name>.yaml``."""
+    from respect_jax.realtime.generator import ScenarioConfig
+
+    path = Path(CONF_DIR) / "rt_scenario" / f"{name}.yaml"
+    if not path.is_file():
+        choices = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise ValueError(f"unknown rt_scenario {name!r}; choose one of {', '.join(choices)}")
+    return ScenarioConfig.from_dict(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
+
+
+def _presets(cfg: DictConfig, names) -> list:
+    from respect_jax.realtime.generator import ScenarioConfig
+
+    if names is None:
+        return [ScenarioConfig.from_dict(OmegaConf.to_container(cfg.rt_scenario, resolve=True))]
+    return [preset(str(n)) for n in names]
+
+
+def _platform(cfg: DictConfig):
+    from respect_jax.realtime.platform import platform_from_dict
+
+    return platform_from_dict(OmegaConf.to_container(cfg.platform, resolve=True))
+
+
+def common_sizes(presets: list, platform):
+    """One :class:`Sizes` for every preset (so one compilation serves them all)."""
+    from respect_jax.realtime.tasks import Sizes
+
+    groups = {p.groups for p in presets}
+    if len(groups) != 1:
+        raise ValueError(f"presets {', '.join(p.name for p in presets)} mix groups {sorted(groups)}; use one value")
+    return Sizes(
+        hrt_jobs=max(p.max_hrt_jobs for p in presets),
+        srt_jobs=max(p.max_srt_jobs for p in presets),
+        groups=groups.pop(),
+        machines=platform.num_machines,
+        clients=max(max(p.num_clients for p in presets), 1),
+    )
+
+
+def train(cfg: DictConfig) -> dict:
+    """Generate the training pool, train, return a summary."""
+    from respect_jax.realtime.generator import generate
+    from respect_jax.realtime.policy import RTPolicyConfig
+    from respect_jax.realtime.tasks import pack, stack
+    from respect_jax.realtime.train import RTTrainConfig, fit
+
+    platform = _platform(cfg)
+    tcfg = OmegaConf.to_container(cfg.train, resolve=True)
+    names = tcfg.pop("presets")
+    per = int(tcfg.pop("scenarios_per_preset"))
+    presets = _presets(cfg, names)
+    sizes = common_sizes(presets, platform)
+    rcfg = RTTrainConfig.from_dict(tcfg)
+    packed, stats = [], {}
+    for i, p in enumerate(presets):
+        scs, st = generate(p, platform, per, seed=int(cfg.seed) * 1000 + i)
+        packed += [pack(s, sizes) for s in scs]
+        stats[p.name] = st
+    extra = {
+        "platform": platform.to_dict(),
+        "sizes": dataclasses.asdict(sizes),
+        "presets": [p.name for p in presets],
+        "pool": stats,
+    }
+    tic = time.perf_counter()
+    _, logs = fit(
+        stack(packed),
+        RTPolicyConfig(machines=platform.num_machines, **cfg.policy_net),
+        rcfg,
+        cfg.run_dir,
+        extra,
+        log=lambda s: print(s, file=sys.stderr),
+    )
+    return {"run_dir": str(cfg.run_dir), "train_s": time.perf_counter() - tic, "last": logs[-1] if logs else None}
+
+
+def evaluate(cfg: DictConfig) -> dict:
+    """Evaluate every method on every preset; write JSON, Markdown and plots; return the document."""
+    from respect_jax.realtime.evaluate import Runner, parse_method, safety_overhead_jax, safety_overhead_py, summarise
+    from respect_jax.realtime.generator import generate
+    from respect_jax.realtime.report import markdown_table, overhead_table, plot_figures
+    from respect_jax.realtime.tasks import pack, stack
+
+    e = cfg.eval
+    platform = _platform(cfg)
+    presets = _presets(cfg, e.presets)
+    methods = [parse_method(str(m)) for m in e.methods]
+    model, policy_doc = None, None
+    if any(m.policy == "rl" for m in methods):
+        from respect_jax.realtime.train import load_policy
+
+        run = e.policy if e.policy is not None else cfg.run_dir
+        if not (Path(run) / "network.json").is_file():
+            raise FileNotFoundError(
+                f"method rl needs a trained policy in {run}: run `{PROG} train run_dir={run}` or set eval.policy"
+            )
+        model, policy_doc = load_policy(run)
+        if int(policy_doc["policy"]["machines"]) != platform.num_machines:
+            raise ValueError(
+                f"policy {run} was trained for {policy_doc['policy']['machines']} accelerators, "
+                f"the platform has {platform.num_machines}"
+            )
+    sizes = common_sizes(presets, platform)
+    runner = Runner([m.policy for m in methods], int(e.max_steps), model)
+    rows, overheads = [], []
+    for i, p in enumerate(presets):
+        scs, st = generate(p, platform, int(e.scenarios), seed=int(e.seed) + i)
+        packed = [pack(s, sizes) for s in scs]
+        batch = stack(packed)
+        demand = [s.demand() for s in scs]
+        for m in methods:
+            _, metrics = runner.run(batch, m.policy, m.safety, seed=int(e.seed))
+            row = {"preset": p.name, "utilisation_target": p.utilisation, "hrt_share": p.hrt_share, "method": m.name}
+            row.update(summarise(metrics))
+            rows.append(row)
+            print(
+                f"{p.name:15s} {m.name:20s} HRT sched {100 * row['hrt_schedulability']:5.1f}%  "
+                f"SRT {100 * row['srt_satisfaction']:5.1f}%  Jain {row['jain']:.3f}  "
+                f"util {100 * row['utilisation']:4.1f}%  overrides {100 * row['override_rate']:4.1f}%",
+                file=sys.stderr,
+            )
+        n_over = min(int(e.overhead_scenarios), len(packed))
+        overheads.append(
+            {
+                "preset": p.name,
+                "py": safety_overhead_py(packed[:n_over], "edf"),
+                "jax": safety_overhead_jax(batch, "edf"),
+                "draws": st,
+                "offered": {k: float(sum(d[k] for d in demand) / len(demand)) for k in demand[0]},
+            }
+        )
+    doc = {
+        "command": "respect-rt eval",
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "machine": machine_description(),
+        "policy": policy_doc and {k: policy_doc[k] for k in ("policy", "step", "train") if k in policy_doc},
+        "rows": rows,
+        "safety_overhead": overheads,
+    }
+    out = Path(e.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(doc, out / "rt_eval.json")
+    md = [
+        "# Real-time scheduling with a safety layer (respect-rt eval)\n",
+        markdown_table(rows),
+        "\n## Safety-layer cost per decision\n",
+        overhead_table(overheads),
+    ]
+    (out / "rt_eval.md").write_text("\n".join(md))
+    if e.plots:
+        doc["plots"] = plot_figures(rows, overheads, out)
+    return doc
+
+
+@hydra.main(config_path=CONF_DIR, config_name="rt", version_base="1.3")
+@user_errors_exit(PROG)
+def _main(cfg: DictConfig) -> None:
+    if cfg.command == "train":
+        print(dump_json(train(cfg)))
+    elif cfg.command == "eval":
+        doc = evaluate(cfg)
+        print(
+            dump_json(
+                {"rows": doc["rows"], "safety_overhead": doc["safety_overhead"], "out_dir": str(cfg.eval.out_dir)}
+            )
+        )
+    else:
+        raise ValueError(f"unknown command {cfg.command!r}; choose one of {', '.join(COMMANDS)}")
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stderr if not argv else sys.stdout)
+        sys.exit(2 if not argv else 0)
+    cmd, rest = argv[0], argv[1:]
+    if cmd not in COMMANDS:
+        print(f"{PROG}: error: unknown command {cmd!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
+        sys.exit(2)
+    check_group_choices(PROG, ("rt_scenario",), rest)
+    sys.argv = [sys.argv[0], f"command={cmd}", *rest]
+    _main()
+
+
+if __name__ == "__main__":
+    main()

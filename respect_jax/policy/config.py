@@ -1,0 +1,65 @@
+"""The network configuration of the scheduling policy (saved as JSON beside every checkpoint)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+ENCODER_TYPES = ("gat", "mean", "sum")
+DECODER_TYPES = ("mlp", "attention")
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Every architecture knob of :class:`~respect_jax.policy.model.SchedulingPolicy`.
+
+    Attributes:
+        encoder: message-passing type: ``gat`` (attention-weighted aggregation), ``mean`` or ``sum``.
+        layers: message-passing layers (0: node embeddings are the projected features only).
+        width: embedding width d.
+        heads: attention heads of ``gat`` layers and of the ``attention`` decoder (d % heads == 0).
+        aggregation: ``dense`` (adjacency matmuls, fast for padded buckets) or ``segment``
+            (``jax.ops.segment_*`` on the jraph GraphsTuple); same parameters and results.
+        decoder_width: width d' of the decoder's stage tokens (null: ``width``).
+        decoder: ``mlp`` (MLP over per-stage tokens with pooled cross-stage context) or
+            ``attention`` (self-attention among the K stage tokens, then a pointer-style score).
+        decoder_layers: residual blocks applied to every stage token.
+        logit_clip: stage logits are ``clip * tanh(logit / clip)`` (null/0: no clipping).
+        stage_embeddings: add the mean embedding of the nodes already placed on each stage to its token.
+    """
+
+    encoder: str = "gat"
+    layers: int = 3
+    width: int = 64
+    heads: int = 4
+    aggregation: str = "dense"
+    decoder: str = "mlp"
+    decoder_width: int | None = None
+    decoder_layers: int = 2
+    logit_clip: float | None = 10.0
+    stage_embeddings: bool = True
+
+    def __post_init__(self):
+        if self.encoder not in ENCODER_TYPES:
+            raise ValueError(f"policy.encoder must be one of {', '.join(ENCODER_TYPES)}, got {self.encoder!r}")
+        if self.decoder not in DECODER_TYPES:
+            raise ValueError(f"policy.decoder must be one of {', '.join(DECODER_TYPES)}, got {self.decoder!r}")
+        if self.aggregation not in ("dense", "segment"):
+            raise ValueError(f"policy.aggregation must be dense or segment, got {self.aggregation!r}")
+        if self.decoder_width is not None and self.decoder_width < 1:
+            raise ValueError(f"policy.decoder_width must be >= 1, got {self.decoder_width}")
+        if self.layers < 0 or self.decoder_layers < 0:
+            raise ValueError("policy.layers and policy.decoder_layers must be >= 0")
+        if self.width < 1 or self.heads < 1 or self.width % self.heads:
+            raise ValueError(f"policy.width ({self.width}) must be a positive multiple of policy.heads ({self.heads})")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> PolicyConfig:
+        """Build from a mapping (e.g. a Hydra ``policy`` node); unknown keys are an error."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known - {"name"})
+        if unknown:
+            raise ValueError(f"unknown policy option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**{k: v for k, v in values.items() if k in known})

@@ -1,0 +1,136 @@
+"""Stage decoder: K masked logits for the current node from its context and per-stage tokens.
+
+Inputs have arbitrary leading axes ``...`` (batch, samples, steps). For node t:
+
+* query ``q = MLP(W_h h_t + W_g g + W_c context)`` from node t's embedding, the graph embedding and
+  the context features of :func:`respect_jax.policy.state.features`;
+* one token per stage ``z_k = relu(W_f stage_feats_k + E_k + W_q q)``, where ``E_k`` is the mean of
+  ``W_e h_u`` over the nodes u already placed on stage k (so the decoder attends to the node
+  embeddings per stage).
+
+Everything linear in a node embedding (``W_h h``, ``W_e h``) is projected once per node by
+:meth:`StageDecoder.project_nodes`, not once per step and stage: per stage token only the small
+feature projection and the token blocks run.
+
+``mlp`` adds pooled cross-stage context ``W_m mean_k z + W_x max_k z`` to every token, applies
+residual blocks and scores each token; ``attention`` lets the K tokens self-attend, then scores
+``(W_1 q) . (W_2 z_k) / sqrt(d)``. Logits are clipped with ``clip * tanh(. / clip)`` and masked to
+the allowed stages.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from respect_jax.policy.state import NUM_CONTEXT_FEATURES, NUM_STAGE_FEATURES
+
+NEG_INF = -1e9
+
+
+class ResidualBlock(nnx.Module):
+    def __init__(self, width: int, *, rngs: nnx.Rngs):
+        self.norm = nnx.LayerNorm(width, rngs=rngs)
+        self.lin1 = nnx.Linear(width, width, rngs=rngs)
+        self.lin2 = nnx.Linear(width, width, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x + self.lin2(jax.nn.relu(self.lin1(self.norm(x))))
+
+
+class StageDecoder(nnx.Module):
+    """Scores the K stages for the node being placed."""
+
+    def __init__(
+        self,
+        width: int,
+        dec_width: int,
+        kind: str,
+        layers: int,
+        heads: int,
+        logit_clip: float | None,
+        stage_embeddings: bool,
+        *,
+        rngs: nnx.Rngs,
+    ):
+        self.kind, self.logit_clip, self.stage_embeddings = kind, logit_clip, stage_embeddings
+        d = dec_width
+        self.node_query = nnx.Linear(width, d, rngs=rngs)
+        self.graph_query = nnx.Linear(width, d, use_bias=False, rngs=rngs)
+        self.context_query = nnx.Linear(NUM_CONTEXT_FEATURES, d, use_bias=False, rngs=rngs)
+        self.query = nnx.Linear(d, d, rngs=rngs)
+        self.stage_emb = nnx.Linear(width, d, use_bias=False, rngs=rngs) if stage_embeddings else None
+        self.stage_feat = nnx.Linear(NUM_STAGE_FEATURES, d, rngs=rngs)
+        self.query_token = nnx.Linear(d, d, use_bias=False, rngs=rngs)
+        self.blocks = nnx.List([ResidualBlock(d, rngs=rngs) for _ in range(layers)])
+        if kind == "mlp":
+            self.pool_mean = nnx.Linear(d, d, use_bias=False, rngs=rngs)
+            self.pool_max = nnx.Linear(d, d, use_bias=False, rngs=rngs)
+            self.norm = nnx.LayerNorm(d, rngs=rngs)
+            self.out = nnx.Linear(d, 1, rngs=rngs)
+        else:
+            heads = heads if d % heads == 0 else 1
+            self.attn = nnx.List(
+                [
+                    nnx.MultiHeadAttention(num_heads=heads, in_features=d, qkv_features=d, decode=False, rngs=rngs)
+                    for _ in range(layers)
+                ]
+            )
+            self.attn_norms = nnx.List([nnx.LayerNorm(d, rngs=rngs) for _ in range(layers)])
+            self.w_q = nnx.Linear(d, d, rngs=rngs)
+            self.w_k = nnx.Linear(d, d, rngs=rngs)
+
+    @property
+    def emb_width(self) -> int:
+        """Width of the per-stage embedding sums the decoding state carries (0 without them)."""
+        return self.stage_emb.out_features if self.stage_emb is not None else 0
+
+    def project_nodes(self, h: jax.Array, g: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Per-node/per-graph projections, computed once per graph.
+
+        Args: h f32[..., N, d] node embeddings; g f32[..., d] graph embedding.
+        Returns: node query part f32[..., N, d'], node stage-embedding part f32[..., N, e] (e = 0
+        without stage embeddings) and graph query part f32[..., d'].
+        """
+        hq = self.node_query(h)
+        he = self.stage_emb(h) if self.stage_emb is not None else jnp.zeros(h.shape[:-1] + (0,), h.dtype)
+        return hq, he, self.graph_query(g)
+
+    def __call__(
+        self,
+        hq_t: jax.Array,
+        gq: jax.Array,
+        context: jax.Array,
+        stage_feats: jax.Array,
+        stage_emb: jax.Array,
+        allowed: jax.Array,
+    ) -> jax.Array:
+        """Masked stage logits f32[..., K].
+
+        Args:
+            hq_t: f32[..., d'] node t's query part; gq: f32[..., d'] graph query part (project_nodes).
+            context: f32[..., NUM_CONTEXT_FEATURES]; stage_feats: f32[..., K, NUM_STAGE_FEATURES].
+            stage_emb: f32[..., K, e] mean projected embedding of the nodes on each stage.
+            allowed: bool[..., K] stages allowed by precedence.
+        """
+        q = self.query(jax.nn.relu(hq_t + gq + self.context_query(context)))
+        a = self.stage_feat(stage_feats) + self.query_token(q)[..., None, :]
+        if self.stage_embeddings:
+            a = a + stage_emb
+        z = jax.nn.relu(a)
+        if self.kind == "mlp":
+            pooled = self.pool_mean(jnp.mean(z, axis=-2)) + self.pool_max(jnp.max(z, axis=-2))
+            u = z + pooled[..., None, :]
+            for block in self.blocks:
+                u = block(u)
+            logits = self.out(jax.nn.relu(self.norm(u)))[..., 0]
+        else:
+            u = z
+            for attn, norm, block in zip(self.attn, self.attn_norms, self.blocks, strict=True):
+                x = norm(u)
+                u = block(u + attn(x, x, x))
+            logits = jnp.sum(self.w_q(q)[..., None, :] * self.w_k(u), axis=-1) / jnp.sqrt(float(u.shape[-1]))
+        if self.logit_clip:
+            logits = self.logit_clip * jnp.tanh(logits / self.logit_clip)
+        return jnp.where(allowed, logits, NEG_INF)

@@ -1,0 +1,104 @@
+"""Decoding strategies (all batched): greedy, sampling with a temperature, best-of-N samples.
+
+:func:`make_decoder` returns one jitted function ``(params, graphs, key) -> DecodeResult`` per
+strategy; it compiles once per padded bucket shape. Every schedule it returns is valid by
+construction (masked logits, see :mod:`respect_jax.policy.model`), and its objective comes from
+the shared evaluator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from respect_jax.costs import Hardware
+from respect_jax.graphs.padded import PaddedGraph
+from respect_jax.policy.model import SchedulingPolicy, rollout, schedule_objectives
+
+STRATEGIES = ("greedy", "sample", "best_of")
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How to turn the policy into one schedule per graph.
+
+    Attributes:
+        strategy: ``greedy`` (arg-max stage at every step), ``sample`` (one sample from
+            ``softmax(logits / temperature)``) or ``best_of`` (``samples`` candidates, keep the one
+            with the lowest objective).
+        samples: candidates of ``best_of`` (ignored otherwise).
+        temperature: sampling temperature.
+        include_greedy: ``best_of`` makes the greedy schedule one of its ``samples`` candidates.
+    """
+
+    strategy: str = "greedy"
+    samples: int = 1
+    temperature: float = 1.0
+    include_greedy: bool = True
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"decoding strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.samples < 1:
+            raise ValueError(f"decoding samples must be >= 1, got {self.samples}")
+        if not self.temperature > 0:
+            raise ValueError(f"decoding temperature must be > 0, got {self.temperature}")
+
+    @property
+    def label(self) -> str:
+        return f"best_of_{self.samples}" if self.strategy == "best_of" else self.strategy
+
+
+@struct.dataclass
+class DecodeResult:
+    """stage: i32[B, N] chosen schedule by position; objective f32[B]; valid bool[B]."""
+
+    stage: jax.Array
+    objective: jax.Array
+    valid: jax.Array
+
+
+def decode(
+    model: SchedulingPolicy,
+    graphs: PaddedGraph,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    key: jax.Array,
+    decoding: Decoding,
+) -> DecodeResult:
+    """Decode one schedule per graph of the batch with ``decoding`` (traceable; see make_decoder)."""
+    h, g = model.encode(graphs)
+    if decoding.strategy == "greedy":
+        stage = rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=True)
+    elif decoding.strategy == "sample":
+        stage = rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=False, temperature=decoding.temperature)
+    else:
+        n_sampled = decoding.samples - 1 if decoding.include_greedy else decoding.samples
+        parts = []
+        if decoding.include_greedy:
+            parts.append(rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=True))
+        if n_sampled:
+            parts.append(rollout(model, graphs, h, g, hw, objective, lam, key, n_sampled, False, decoding.temperature))
+        stage = jnp.concatenate(parts, axis=1)
+    obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
+    best = jnp.argmin(jnp.where(valid, obj, jnp.inf), axis=1)
+    pick = lambda x: jnp.take_along_axis(x, best.reshape((-1,) + (1,) * (x.ndim - 1)), axis=1)[:, 0]
+    return DecodeResult(stage=pick(stage), objective=pick(obj), valid=pick(valid))
+
+
+def make_decoder(model: SchedulingPolicy, hw: Hardware, objective: str, lam: float, decoding: Decoding):
+    """A jitted ``(params, graphs, key) -> DecodeResult`` and the model's current ``params``.
+
+    ``params`` is the ``nnx.State`` of ``model``; pass updated params to reuse the compilation.
+    """
+    graphdef, params = nnx.split(model)
+
+    @jax.jit
+    def run(params, graphs: PaddedGraph, key: jax.Array) -> DecodeResult:
+        return decode(nnx.merge(graphdef, params), graphs, hw, objective, lam, key, decoding)
+
+    return run, params

@@ -1,0 +1,180 @@
+"""The scheduling policy: GNN encoder run once per graph + autoregressive stage decoder.
+
+Two ways to run the decoder, with the same numbers (tested):
+
+* :meth:`SchedulingPolicy.teacher_logits`: given whole schedules (oracle labels for imitation,
+  or sampled schedules whose log-probabilities REINFORCE needs), the logits of every step come out
+  of one parallel pass (prefix sums, :func:`respect_jax.policy.state.prefix_quantities`);
+* :func:`rollout`: step-by-step decoding (``lax.while_loop`` up to the largest graph of the batch)
+  for greedy decoding or sampling, S samples per graph sharing one encoder pass.
+
+Every decoded schedule is valid by construction: stage logits below the precedence bound
+``max(s(u) : u in pred(t))`` (the env's mask rule) are masked, and the chosen stage is also raised
+to that bound.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from respect_jax.costs import Hardware, evaluate, objective_value
+from respect_jax.graphs.features import node_features
+from respect_jax.graphs.padded import PaddedGraph
+from respect_jax.policy.config import PolicyConfig
+from respect_jax.policy.decoder import StageDecoder
+from respect_jax.policy.encoder import GraphEncoder
+from respect_jax.policy.state import (
+    advance,
+    features,
+    graph_statics,
+    init_decode_state,
+    prefix_quantities,
+    step_quantities,
+)
+
+
+def batch_features(graphs: PaddedGraph) -> jax.Array:
+    """f32[B, N, NUM_FEATURES] node features of a padded batch (no gradient flows through them)."""
+    return jax.lax.stop_gradient(jax.vmap(node_features)(graphs))
+
+
+class SchedulingPolicy(nnx.Module):
+    """GNN + attention policy for pipeline-stage assignment (see :class:`PolicyConfig`)."""
+
+    def __init__(self, cfg: PolicyConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.encoder = GraphEncoder(cfg.width, cfg.layers, cfg.encoder, cfg.heads, cfg.aggregation, rngs=rngs)
+        self.decoder = StageDecoder(
+            cfg.width,
+            cfg.decoder_width or cfg.width,
+            cfg.decoder,
+            cfg.decoder_layers,
+            cfg.heads,
+            cfg.logit_clip,
+            cfg.stage_embeddings,
+            rngs=rngs,
+        )
+
+    def encode(
+        self, graphs: PaddedGraph, feats: jax.Array | None = None, aggregation: str | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """Node embeddings f32[B, N, d] and graph embeddings f32[B, d] of a padded batch.
+
+        ``feats`` f32[B, N, NUM_FEATURES] may be precomputed with :func:`batch_features` (they do not
+        depend on parameters: computing them outside a differentiated loss saves work).
+        """
+        feats = batch_features(graphs) if feats is None else feats
+        return self.encoder(graphs, feats, aggregation)
+
+    def teacher_logits(
+        self,
+        graphs: PaddedGraph,
+        h: jax.Array,
+        g: jax.Array,
+        stage: jax.Array,
+        hw: Hardware,
+        objective: str,
+        lam: float,
+    ) -> jax.Array:
+        """Masked logits f32[B, S, N, K] of every step of known schedules, in one parallel pass.
+
+        Args:
+            graphs: batch of B graphs; h f32[B, N, d], g f32[B, d] from :meth:`encode`.
+            stage: i32[B, S, N] S schedules per graph (by position; padding ignored).
+        """
+        k = hw.stages
+        statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
+        hq, he, gq = self.decoder.project_nodes(h, g)
+        inner = jax.vmap(prefix_quantities, in_axes=(None, None, 0, None, None))  # over S
+        q = jax.vmap(inner, in_axes=(0, 0, 0, 0, None))(graphs, statics, stage, he, k)  # leading [B, S, N]
+        t = jnp.arange(stage.shape[-1])
+        feat = jax.vmap(  # over B
+            jax.vmap(  # over S
+                jax.vmap(features, in_axes=(0, None, 0, None, None, None)),  # over t
+                in_axes=(0, None, None, None, None, None),
+            ),
+            in_axes=(0, 0, None, None, None, None),
+        )
+        stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
+        stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
+        s = stage.shape[1]
+        hq_b = jnp.broadcast_to(hq[:, None], (hq.shape[0], s) + hq.shape[1:])
+        gq_b = jnp.broadcast_to(gq[:, None, None], hq_b.shape)
+        return self.decoder(hq_b, gq_b, context, stage_feats, stage_emb, allowed)
+
+
+def rollout(
+    model: SchedulingPolicy,
+    graphs: PaddedGraph,
+    h: jax.Array,
+    g: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    key: jax.Array,
+    num_samples: int,
+    greedy: bool,
+    temperature: float = 1.0,
+) -> jax.Array:
+    """Decode S schedules per graph step by step; returns i32[B, S, N] stages by position (padding 0).
+
+    ``greedy`` takes the arg-max stage (then all S schedules are equal: use S = 1), otherwise stages
+    are sampled from ``softmax(logits / temperature)``. The loop runs up to the largest graph of
+    the batch; shorter graphs idle through the remaining steps.
+    """
+    b, n_pad = graphs.params.shape
+    k = hw.stages
+    statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
+    hq, he, gq = model.decoder.project_nodes(h, g)
+    init = init_decode_state(n_pad, k, he.shape[-1])
+    ds = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, num_samples) + x.shape), init)
+    quantities = jax.vmap(jax.vmap(step_quantities, in_axes=(None, None, 0, None)), in_axes=(0, 0, 0, None))
+    feat = jax.vmap(
+        jax.vmap(features, in_axes=(0, None, None, None, None, None)), in_axes=(0, 0, None, None, None, None)
+    )
+    step = jax.vmap(jax.vmap(advance, in_axes=(None, None, 0, None, 0, 0)), in_axes=(0, 0, 0, None, 0, 0))
+    n_max = jnp.max(graphs.num_nodes)
+
+    def body(carry):
+        t, ds = carry
+        q = quantities(graphs, statics, ds, t)
+        stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
+        hq_t = jnp.broadcast_to(hq[:, None, t], (b, num_samples, hq.shape[-1]))
+        gq_b = jnp.broadcast_to(gq[:, None], hq_t.shape)
+        he_t = jnp.broadcast_to(he[:, None, t], (b, num_samples, he.shape[-1]))
+        stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
+        logits = model.decoder(hq_t, gq_b, context, stage_feats, stage_emb, allowed)
+        if greedy:
+            action = jnp.argmax(logits, axis=-1)
+        else:
+            action = jax.random.categorical(jax.random.fold_in(key, t), logits / temperature, axis=-1)
+        return t + 1, step(graphs, statics, ds, t, action, he_t)
+
+    _, ds = jax.lax.while_loop(lambda c: c[0] < n_max, body, (jnp.int32(0), ds))
+    return jnp.where(graphs.node_mask[:, None, :], ds.stage, 0)
+
+
+def schedule_objectives(
+    graphs: PaddedGraph, stage: jax.Array, hw: Hardware, objective: str, lam: float
+) -> tuple[jax.Array, jax.Array]:
+    """Objective f32[B, S] and validity bool[B, S] of schedules i32[B, S, N] (the shared evaluator)."""
+    metrics = jax.vmap(jax.vmap(evaluate, in_axes=(None, 0, None)), in_axes=(0, 0, None))(graphs, stage, hw)
+    return objective_value(metrics, objective, lam), metrics.valid
+
+
+def log_probs_and_entropy(logits: jax.Array, stage: jax.Array, node_mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Sum of log-probabilities f32[B, S] of schedules and mean per-step entropy f32[B, S].
+
+    Args:
+        logits: f32[B, S, N, K] masked logits; stage: i32[B, S, N]; node_mask: bool[B, N].
+    """
+    logp_all = jax.nn.log_softmax(logits, axis=-1)
+    chosen = jnp.take_along_axis(logp_all, stage[..., None], axis=-1)[..., 0]
+    mask = node_mask[:, None, :]
+    logp = jnp.sum(jnp.where(mask, chosen, 0.0), axis=-1)
+    p = jnp.exp(logp_all)
+    ent_t = -jnp.sum(jnp.where(p > 0, p * logp_all, 0.0), axis=-1)
+    ent = jnp.sum(jnp.where(mask, ent_t, 0.0), axis=-1) / jnp.maximum(jnp.sum(mask, axis=-1), 1)
+    return logp, ent

@@ -1,0 +1,73 @@
+"""``solver=policy``: the learned scheduler behind the common solver signature.
+
+Importing this module registers it (``respect_jax.solvers`` never imports the policy; the CLI
+imports this module before looking solvers up). Options (conf/solver/policy.yaml):
+
+* ``checkpoint``: a run folder written by ``respect-train`` (default: the shipped checkpoint);
+* ``decoding``: ``greedy`` | ``sample`` | ``best_of``; ``samples``; ``temperature``; ``seed``.
+
+The policy runs under the caller's hardware and objective (its features are normalised per
+graph and hardware), even when they differ from those it was trained on; ``info`` records both.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from respect_jax.costs import OBJECTIVES, Hardware
+from respect_jax.graphs.graph import Graph
+from respect_jax.graphs.padded import pad_graph, to_original_order
+from respect_jax.policy.decoding import Decoding, make_decoder
+from respect_jax.solvers.base import SolveResult, register_solver
+
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "data" / "checkpoints" / "respect_k4_paper"
+
+
+@functools.lru_cache(maxsize=8)
+def _load(checkpoint: str):
+    from respect_jax.train.checkpoints import load_policy
+
+    return load_policy(checkpoint)
+
+
+@functools.lru_cache(maxsize=32)
+def _decoder(checkpoint: str, hw: Hardware, objective: str, lam: float, decoding: Decoding):
+    model, _ = _load(checkpoint)
+    return make_decoder(model, hw, objective, lam, decoding)
+
+
+@register_solver("policy")
+def solve_policy(
+    graph: Graph,
+    hw: Hardware,
+    objective: str = "paper",
+    lam: float = 1.0,
+    checkpoint: str | None = None,
+    decoding: str = "greedy",
+    samples: int = 64,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> SolveResult:
+    """Schedule ``graph`` with a trained policy (valid by construction; not a proof of optimality)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    checkpoint = str(Path(checkpoint if checkpoint else DEFAULT_CHECKPOINT).resolve())
+    dec = Decoding(strategy=decoding, samples=int(samples) if decoding == "best_of" else 1, temperature=temperature)
+    _, doc = _load(checkpoint)
+    run, params = _decoder(checkpoint, hw, objective, float(lam), dec)
+    padded = pad_graph(graph)
+    batch = jax.tree.map(lambda x: np.asarray(x)[None], padded)
+    out = jax.device_get(run(params, batch, jax.random.PRNGKey(seed)))
+    assignment = to_original_order(padded, np.asarray(out.stage)[0])
+    info = {
+        "checkpoint": checkpoint,
+        "checkpoint_step": doc.get("step"),
+        "decoding": dec.label,
+        "temperature": temperature,
+        "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
+    }
+    return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)

@@ -1,0 +1,290 @@
+"""REINFORCE training of :class:`~.policy.RTPolicy` in the HRT/SRT environment.
+
+Why not ``respect_jax.train.Trainer``: that trainer is built around the graph policy
+(``SchedulingPolicy``, labelled graph buckets, graph generators and the graph cost model); the
+real-time policy has a different network, environment and data (a pool of packed scenarios). We
+reuse its generic orbax :class:`respect_jax.train.checkpoints.Checkpointer` and follow the same
+structure:
+
+* :func:`make_update` returns one pure ``(state, pool) -> (state, metrics)`` step: draw ``batch``
+  scenarios from the device-resident pool, roll each out ``samples`` times (``lax.scan`` over
+  ``max_steps`` decisions, actions sampled by Gumbel-max), REINFORCE with the mean return of the
+  ``samples`` rollouts of the same scenario as baseline (POMO-style shared baseline), Adam with
+  global-norm clipping. All randomness comes from ``fold_in(state.key, state.step)``.
+* an epoch is a jitted ``lax.scan`` of ``updates_per_epoch`` steps (train state donated);
+* :func:`fit` is the host loop: log a JSON line per epoch, checkpoint, resume from the latest
+  checkpoint of the run folder.
+
+Return of an episode = SRT jobs meeting their deadline / SRT jobs (in [0, 1]) minus
+``hrt_penalty`` x the fraction of HRT jobs missed minus ``override_penalty`` per rejected proposal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx, struct
+
+from respect_jax.graphs.graph import write_json_atomic
+from respect_jax.realtime.environment import RTEnv, episode_metrics
+from respect_jax.realtime.policy import RTPolicy, RTPolicyConfig, choose
+from respect_jax.realtime.types import RTParams
+
+NETWORK_FILE = "network.json"
+METRICS_FILE = "metrics.jsonl"
+FORMAT = "respect-jax-rt-policy/1"
+
+
+@dataclass(frozen=True)
+class RTTrainConfig:
+    """Training knobs (``train`` node of ``conf/rt.yaml``)."""
+
+    seed: int = 0
+    updates: int = 100
+    updates_per_epoch: int = 10
+    batch: int = 8
+    samples: int = 4
+    lr: float = 1e-3
+    grad_clip: float = 1.0
+    max_steps: int = 0  # decisions per episode; 0 = 2 * S + 16
+    safety: bool = True
+    override_penalty: float = 0.01
+    hrt_penalty: float = 4.0
+    entropy: float = 0.0
+
+    @classmethod
+    def from_dict(cls, doc: dict) -> RTTrainConfig:
+        fields = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(doc) - fields)
+        if unknown:
+            raise ValueError(f"unknown train key(s): {', '.join(unknown)}")
+        return cls(**doc)
+
+    def __post_init__(self) -> None:
+        if self.updates < 1 or self.updates_per_epoch < 1 or self.updates % self.updates_per_epoch:
+            raise ValueError(f"train.updates ({self.updates}) must be a positive multiple of train.updates_per_epoch")
+        if self.batch < 1:
+            raise ValueError(f"train.batch must be >= 1, got {self.batch}")
+        if self.samples < 2:
+            raise ValueError(f"train.samples must be >= 2 (the shared baseline needs two rollouts), got {self.samples}")
+
+
+@struct.dataclass
+class TrainState:
+    """params (nnx.State), optax state, step i32[], key u32[2]."""
+
+    params: Any
+    opt_state: Any
+    step: jax.Array
+    key: jax.Array
+
+
+def episode_steps(params: RTParams, cfg: RTTrainConfig) -> int:
+    return cfg.max_steps or 2 * params.valid.shape[-1] + 16
+
+
+def make_env(cfg: RTTrainConfig) -> RTEnv:
+    return RTEnv(safety=cfg.safety, override_penalty=cfg.override_penalty, hrt_penalty=cfg.hrt_penalty)
+
+
+def sampled_returns(model: RTPolicy, env: RTEnv, params: RTParams, key: jax.Array, steps: int) -> dict:
+    """Roll out a batch (axis B) with sampled actions; returns per-episode sums.
+
+    Returns: ``return`` f32[B], ``logp`` f32[B] (sum of log-probabilities of the decisions, with
+    gradient), ``entropy`` f32[B], ``done`` bool[B], ``overrides``/``decisions`` i32[B],
+    ``srt_met``/``srt_jobs``/``hrt_missed`` i32[B].
+    """
+    b = params.valid.shape[0]
+    state, ts = env.batch_reset(params)
+
+    def body(carry, k):
+        state, obs, ret, logp, ent = carry
+        active = ~state.done
+        prio, pair = jax.vmap(model)(obs)
+        action, _, _, lp = jax.vmap(choose)(prio, pair, obs.pair_mask, jax.random.split(k, b))
+        pm = jnp.where(obs.pair_mask, pair, -1e9)
+        p_pair = jax.nn.softmax(pm, axis=-1)
+        ent_step = -jnp.sum(p_pair * jax.nn.log_softmax(pm, axis=-1), axis=(-1, -2)) / pair.shape[-1]
+        state, ts = env.batch_step(state, jax.lax.stop_gradient(action))
+        return (
+            state,
+            ts.observation,
+            ret + ts.reward,
+            logp + jnp.where(active, lp, 0.0),
+            ent + jnp.where(active, ent_step, 0.0),
+        ), None
+
+    zeros = jnp.zeros((b,), jnp.float32)
+    (state, _, ret, logp, ent), _ = jax.lax.scan(
+        body, (state, ts.observation, zeros, zeros, zeros), jax.random.split(key, steps)
+    )
+    m = jax.vmap(episode_metrics)(state)
+    return {
+        "return": ret,
+        "logp": logp,
+        "entropy": ent,
+        "done": state.done,
+        "overrides": m["overrides"],
+        "decisions": m["decisions"],
+        "srt_met": m["srt_met"],
+        "srt_jobs": m["srt_jobs"],
+        "hrt_missed": m["hrt_missed"],
+    }
+
+
+def make_optimizer(cfg: RTTrainConfig) -> optax.GradientTransformation:
+    return optax.chain(optax.clip_by_global_norm(cfg.grad_clip), optax.adam(cfg.lr))
+
+
+def make_update(graphdef: nnx.GraphDef, cfg: RTTrainConfig, steps: int):
+    """The pure update ``(state, pool) -> (state, metrics)`` (pool: RTParams with axis N)."""
+    env = make_env(cfg)
+    opt = make_optimizer(cfg)
+    b, k = cfg.batch, cfg.samples
+
+    def loss_fn(params, batch, key):
+        model = nnx.merge(graphdef, params)
+        out = sampled_returns(model, env, batch, key, steps)
+        ret = out["return"].reshape(b, k)
+        adv = jax.lax.stop_gradient(ret - ret.mean(axis=1, keepdims=True)).reshape(-1)
+        loss = -jnp.mean(adv * out["logp"]) - cfg.entropy * jnp.mean(out["entropy"])
+        metrics = {
+            "loss": loss,
+            "return": out["return"].mean(),
+            "srt_rate": out["srt_met"].sum() / jnp.maximum(out["srt_jobs"].sum(), 1),
+            "override_rate": out["overrides"].sum() / jnp.maximum(out["decisions"].sum(), 1),
+            "hrt_missed": out["hrt_missed"].sum(),
+            "finished": out["done"].mean(),
+        }
+        return loss, metrics
+
+    def update(state: TrainState, pool: RTParams):
+        key = jax.random.fold_in(state.key, state.step)
+        k_idx, k_roll = jax.random.split(key)
+        n = pool.valid.shape[0]
+        idx = jax.random.randint(k_idx, (b,), 0, n)
+        batch = jax.tree.map(lambda x: jnp.repeat(x[idx], k, axis=0), pool)
+        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, k_roll)
+        updates, opt_state = opt.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics["grad_norm"] = optax.tree.norm(grads)
+        return state.replace(params=params, opt_state=opt_state, step=state.step + 1), metrics
+
+    return update
+
+
+def init_state(model: RTPolicy, cfg: RTTrainConfig) -> tuple[nnx.GraphDef, TrainState]:
+    graphdef, params = nnx.split(model)
+    state = TrainState(
+        params=params,
+        opt_state=make_optimizer(cfg).init(params),
+        step=jnp.int32(0),
+        key=jax.random.PRNGKey(cfg.seed),
+    )
+    return graphdef, state
+
+
+def write_network(run_dir: Path, policy: RTPolicyConfig, extra: dict) -> dict:
+    doc = {"format": FORMAT, "policy": policy.to_dict(), **extra}
+    write_json_atomic(doc, run_dir / NETWORK_FILE)
+    return doc
+
+
+def fit(
+    pool: RTParams,
+    policy_cfg: RTPolicyConfig,
+    cfg: RTTrainConfig,
+    run_dir: str | Path,
+    extra: dict | None = None,
+    log=print,
+) -> tuple[RTPolicy, list[dict]]:
+    """Train (resuming from ``run_dir`` if it holds checkpoints); returns the model and epoch logs.
+
+    Args:
+        pool: packed training scenarios, RTParams with leading axis N (moved to the device once).
+        extra: written into ``network.json`` (platform, sizes, scenario presets...).
+    """
+    from respect_jax.train.checkpoints import Checkpointer
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_network(run_dir, policy_cfg, {**(extra or {}), "train": asdict(cfg)})
+    model = RTPolicy(policy_cfg, rngs=nnx.Rngs(cfg.seed))
+    graphdef, state = init_state(model, cfg)
+    ckpt = Checkpointer(run_dir, max_to_keep=2)
+    logs: list[dict] = []
+    metrics_path = run_dir / METRICS_FILE
+    try:
+        if ckpt.latest_step() is not None:
+            params, train = ckpt.restore(
+                state.params, {"opt_state": state.opt_state, "step": state.step, "key": state.key}
+            )
+            state = TrainState(
+                params=params, opt_state=train["opt_state"], step=jnp.asarray(train["step"]), key=train["key"]
+            )
+            log(f"resumed from step {int(state.step)}")
+            if metrics_path.is_file():
+                logs = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()]
+                logs = [r for r in logs if r["step"] <= int(state.step)]
+                metrics_path.write_text("".join(json.dumps(r) + "\n" for r in logs))
+        pool = jax.tree.map(jnp.asarray, pool)
+        steps = episode_steps(pool, cfg)
+        update = make_update(graphdef, cfg, steps)
+
+        def epoch(state, pool):
+            return jax.lax.scan(lambda s, _: update(s, pool), state, None, length=cfg.updates_per_epoch)
+
+        epoch = jax.jit(epoch, donate_argnums=0)
+        while int(state.step) < cfg.updates:
+            tic = time.perf_counter()
+            state, metrics = epoch(state, pool)
+            jax.block_until_ready(state.step)
+            wall = time.perf_counter() - tic
+            rec = {"step": int(state.step), **{k: float(jnp.mean(v)) for k, v in metrics.items()}, "wall_s": wall}
+            rec["episodes_per_s"] = cfg.updates_per_epoch * cfg.batch * cfg.samples / wall
+            logs.append(rec)
+            with open(metrics_path, "a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+            log(
+                f"step {rec['step']}: return {rec['return']:.3f} srt {rec['srt_rate']:.3f} "
+                f"overrides {rec['override_rate']:.3f} finished {rec['finished']:.2f} "
+                f"({rec['episodes_per_s']:.1f} ep/s)"
+            )
+            ckpt.save(
+                int(state.step), state.params, {"opt_state": state.opt_state, "step": state.step, "key": state.key}
+            )
+        ckpt.wait()
+    finally:
+        ckpt.close()
+    return nnx.merge(graphdef, state.params), logs
+
+
+def load_policy(run_dir: str | Path) -> tuple[RTPolicy, dict]:
+    """The trained policy of a run folder and its ``network.json`` document."""
+    from respect_jax.train.checkpoints import Checkpointer
+
+    run_dir = Path(run_dir)
+    path = run_dir / NETWORK_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir}: not an RT policy run (no {NETWORK_FILE})")
+    doc = json.loads(path.read_text())
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"{path}: unknown format {doc.get('format')!r} (expected {FORMAT})")
+    model = RTPolicy(RTPolicyConfig.from_dict(doc["policy"]), rngs=nnx.Rngs(0))
+    graphdef, params = nnx.split(model)
+    ckpt = Checkpointer(run_dir, max_to_keep=None)
+    try:
+        if ckpt.latest_step() is None:
+            raise FileNotFoundError(f"{run_dir}: no checkpoint to restore")
+        params, _ = ckpt.restore(params, None)
+        doc["step"] = ckpt.latest_step()
+    finally:
+        ckpt.close()
+    return nnx.merge(graphdef, params), doc

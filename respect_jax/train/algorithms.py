@@ -1,0 +1,123 @@
+"""Training losses: imitation (parallel teacher forcing) and REINFORCE (POMO / greedy baselines).
+
+Both are pure functions of ``(params, batch, key)`` returning ``(loss, metrics)``; the update step
+(:mod:`respect_jax.train.step`) differentiates them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from respect_jax.costs import Hardware, objective_lower_bound
+from respect_jax.graphs.padded import PaddedGraph
+from respect_jax.policy.model import SchedulingPolicy, log_probs_and_entropy, rollout, schedule_objectives
+from respect_jax.train.config import ImitationConfig, ReinforceConfig
+
+
+def imitation_loss(
+    model: SchedulingPolicy,
+    graphs: PaddedGraph,
+    labels: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    cfg: ImitationConfig,
+    feats: jax.Array | None = None,
+) -> tuple[jax.Array, dict]:
+    """Mean per-node cross-entropy of the teacher-forced stage logits to the labels.
+
+    Args:
+        graphs: batch of B graphs; labels: i32[B, N] reference stages by position.
+        feats: optional precomputed node features f32[B, N, F].
+    Returns:
+        the loss and metrics ``loss``, ``accuracy`` (per node) and ``exact`` (whole schedule).
+    """
+    h, g = model.encode(graphs, feats)
+    logits = model.teacher_logits(graphs, h, g, labels[:, None], hw, objective, lam)[:, 0]  # [B, N, K]
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    k = logits.shape[-1]
+    onehot = jax.nn.one_hot(labels, k)
+    if cfg.label_smoothing:
+        allowed = (logits > -1e8).astype(jnp.float32)
+        spread = allowed / jnp.maximum(jnp.sum(allowed, axis=-1, keepdims=True), 1.0)
+        target = (1.0 - cfg.label_smoothing) * onehot + cfg.label_smoothing * spread
+    else:
+        target = onehot
+    ce = -jnp.sum(jnp.where(target > 0, target * logp, 0.0), axis=-1)  # [B, N]
+    mask = graphs.node_mask
+    count = jnp.maximum(jnp.sum(mask), 1)
+    loss = jnp.sum(jnp.where(mask, ce, 0.0)) / count
+    hit = (jnp.argmax(logits, axis=-1) == labels) | ~mask
+    metrics = {
+        "loss": loss,
+        "accuracy": jnp.sum(jnp.where(mask, hit, False)) / count,
+        "exact": jnp.mean(jnp.all(hit, axis=-1).astype(jnp.float32)),
+    }
+    return loss, metrics
+
+
+def reinforce_loss(
+    model: SchedulingPolicy,
+    frozen: SchedulingPolicy,
+    graphs: PaddedGraph,
+    key: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    cfg: ReinforceConfig,
+    feats: jax.Array | None = None,
+) -> tuple[jax.Array, dict]:
+    """REINFORCE on S sampled schedules per graph; reward ``-objective / lower_bound``.
+
+    ``frozen`` is the same network with gradients stopped (``stop_gradient`` of the parameters):
+    it decodes the rollouts step by step; the log-probabilities of the sampled schedules then
+    come from one parallel teacher-forced pass of ``model`` (the only differentiated pass).
+    """
+    h, g = model.encode(graphs, feats)
+    hs, gs = jax.lax.stop_gradient(h), jax.lax.stop_gradient(g)
+    k_sample, k_greedy = jax.random.split(key)
+    stage = rollout(frozen, graphs, hs, gs, hw, objective, lam, k_sample, cfg.samples, False, cfg.temperature)
+    obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
+    bound = jax.vmap(objective_lower_bound, in_axes=(0, None, None))(graphs, hw, objective)
+    reward = -obj / bound[:, None]  # [B, S]
+    metrics = {}
+    if cfg.baseline == "pomo":
+        baseline = jnp.mean(reward, axis=1, keepdims=True)
+    elif cfg.baseline == "greedy":
+        g_stage = rollout(frozen, graphs, hs, gs, hw, objective, lam, k_greedy, 1, True)
+        g_obj, _ = schedule_objectives(graphs, g_stage, hw, objective, lam)
+        baseline = -g_obj / bound[:, None]
+        metrics["greedy_ratio"] = jnp.mean(g_obj[:, 0] / bound)
+    elif cfg.baseline == "mean":
+        baseline = jnp.mean(reward)
+    else:
+        baseline = jnp.zeros(())
+    adv = reward - baseline
+    if cfg.normalise_advantage:
+        adv = adv / (jnp.std(adv) + 1e-8)
+    adv = jax.lax.stop_gradient(adv)
+    logits = model.teacher_logits(graphs, h, g, stage, hw, objective, lam) / cfg.temperature
+    logp, ent = log_probs_and_entropy(logits, stage, graphs.node_mask)
+    entropy = jnp.mean(ent)
+    loss = -jnp.mean(adv * logp) - cfg.entropy * entropy
+    ratio = obj / bound[:, None]
+    metrics.update(
+        loss=loss,
+        ratio=jnp.mean(ratio),
+        best_ratio=jnp.mean(jnp.min(ratio, axis=1)),
+        entropy=entropy,
+        valid=jnp.mean(valid.astype(jnp.float32)),
+    )
+    return loss, metrics
+
+
+def frozen_copy(graphdef: nnx.GraphDef, params) -> SchedulingPolicy:
+    """The network with gradients stopped at its parameters (for rollouts inside a loss)."""
+    return nnx.merge(graphdef, jax.lax.stop_gradient(params))
+
+
+LossFn = Callable[..., tuple[jax.Array, dict]]

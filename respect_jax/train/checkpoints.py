@@ -1,0 +1,127 @@
+"""Run folders: orbax checkpoints plus everything needed to rebuild the policy from the folder alone.
+
+Layout of a run folder::
+
+    <run>/network.json     policy config + hardware + objective + lam (rebuilds the network)
+    <run>/config.yaml      the resolved Hydra config of the run (provenance)
+    <run>/metrics.jsonl    one line per epoch (and per evaluation)
+    <run>/checkpoints/<step>/{params,train}/   orbax: parameters; optimiser state, step, RNG key
+
+:func:`load_policy` takes a run folder (or its ``checkpoints`` folder, or a step folder) and returns
+the network with its trained parameters: this is what ``respect-eval`` and ``solver=policy`` use.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import jax
+import orbax.checkpoint as ocp
+from flax import nnx
+
+from respect_jax.costs import Hardware, hardware_from_dict
+from respect_jax.graphs.graph import write_json_atomic
+from respect_jax.policy.config import PolicyConfig
+from respect_jax.policy.model import SchedulingPolicy
+
+NETWORK_FILE = "network.json"
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINT_DIR = "checkpoints"
+FORMAT = "respect-jax-policy/1"
+
+# orbax logs every save/restore at INFO and warns about missing sharding on CPU restores
+logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+def write_network(run_dir: str | Path, policy: PolicyConfig, hw: Hardware, objective: str, lam: float) -> dict:
+    doc = {"format": FORMAT, "policy": policy.to_dict(), "hardware": hw.to_dict(), "objective": objective, "lam": lam}
+    write_json_atomic(doc, Path(run_dir) / NETWORK_FILE)
+    return doc
+
+
+def find_run_dir(path: str | Path) -> Path:
+    """The run folder of ``path`` (itself, or a parent holding network.json)."""
+    path = Path(path)
+    for candidate in (path, path.parent, path.parent.parent):
+        if (candidate / NETWORK_FILE).is_file():
+            return candidate
+    raise FileNotFoundError(f"{path}: not a policy checkpoint (no {NETWORK_FILE} in it or its parents)")
+
+
+def read_network(run_dir: str | Path) -> dict:
+    doc = json.loads((Path(run_dir) / NETWORK_FILE).read_text())
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"{run_dir}/{NETWORK_FILE}: unknown format {doc.get('format')!r} (expected {FORMAT})")
+    return doc
+
+
+def abstract(tree):
+    return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
+
+
+class Checkpointer:
+    """Orbax checkpoint manager of one run folder (params and train state as two items)."""
+
+    def __init__(self, run_dir: str | Path, max_to_keep: int | None = 3):
+        self.directory = (Path(run_dir) / CHECKPOINT_DIR).resolve()
+        options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
+        self.manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def save(self, step: int, params, train: dict) -> None:
+        """Save ``params`` (nnx.State) and ``train`` (opt_state, step, key, ...) at ``step`` (async)."""
+        args = ocp.args.Composite(params=ocp.args.StandardSave(params), train=ocp.args.StandardSave(train))
+        self.manager.save(step, args=args, force=True)
+
+    def restore(self, params_like, train_like: dict | None, step: int | None = None):
+        """Restore (params, train) shaped like the given trees (train None: parameters only)."""
+        step = self.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"{self.directory}: no checkpoint to restore")
+        items = {"params": ocp.args.StandardRestore(abstract(params_like))}
+        if train_like is not None:
+            items["train"] = ocp.args.StandardRestore(abstract(train_like))
+        out = self.manager.restore(step, args=ocp.args.Composite(**items))
+        return out.params, (out.train if train_like is not None else None)
+
+    def wait(self) -> None:
+        self.manager.wait_until_finished()
+
+    def close(self) -> None:
+        self.manager.close()
+
+
+def build_policy(doc: dict, seed: int = 0) -> SchedulingPolicy:
+    return SchedulingPolicy(PolicyConfig.from_dict(doc["policy"]), rngs=nnx.Rngs(seed))
+
+
+def load_policy(path: str | Path, step: int | None = None) -> tuple[SchedulingPolicy, dict]:
+    """The trained policy of a run folder and its network document (hardware, objective, lam, step).
+
+    ``path`` may be the run folder, its ``checkpoints`` folder or one step folder of it (that step
+    is then loaded).
+    """
+    path = Path(path)
+    run_dir = find_run_dir(path)
+    if step is None and path.name.isdigit() and path.parent.name == CHECKPOINT_DIR:
+        step = int(path.name)
+    doc = read_network(run_dir)
+    model = build_policy(doc)
+    graphdef, params = nnx.split(model)
+    ckpt = Checkpointer(run_dir, max_to_keep=None)
+    try:
+        step = ckpt.latest_step() if step is None else step
+        params, _ = ckpt.restore(params, None, step)
+    finally:
+        ckpt.close()
+    doc = {**doc, "step": step, "run_dir": str(run_dir)}
+    return nnx.merge(graphdef, params), doc
+
+
+def hardware_of(doc: dict) -> Hardware:
+    return hardware_from_dict(doc["hardware"])

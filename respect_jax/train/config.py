@@ -1,0 +1,149 @@
+"""Plain dataclasses for training settings (the CLI builds them from Hydra; tests build them directly)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+ALGORITHMS = ("imitation", "reinforce", "imitation_then_reinforce")
+BASELINES = ("pomo", "greedy", "mean", "none")
+SCHEDULES = ("constant", "cosine")
+
+
+def _from_dict(cls, values: dict | None, where: str):
+    values = dict(values or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown {where} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class ImitationConfig:
+    """Cross-entropy to oracle stage labels with parallel teacher forcing.
+
+    label_smoothing: weight moved from the label to the other *allowed* stages.
+    lr: learning rate of this phase (null: ``optimizer.lr``).
+    """
+
+    label_smoothing: float = 0.0
+    lr: float | None = None
+
+    def __post_init__(self):
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"imitation.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+
+@dataclass(frozen=True)
+class ReinforceConfig:
+    """REINFORCE with reward ``-objective / lower_bound`` per graph.
+
+    samples: schedules sampled per graph (POMO-style shared baseline needs >= 2).
+    baseline: ``pomo`` (mean reward of the graph's samples), ``greedy`` (reward of the current
+        policy's greedy schedule of the same graph: RESPECT's greedy-rollout baseline, self-critical
+        form), ``mean`` (batch mean) or ``none``.
+    entropy: weight of the mean per-step entropy bonus.
+    temperature: sampling temperature of the rollouts (log-probs use the same temperature).
+    normalise_advantage: divide advantages by their batch standard deviation.
+    lr: learning rate of this phase (null: ``optimizer.lr``).
+    """
+
+    samples: int = 8
+    baseline: str = "pomo"
+    entropy: float = 0.01
+    temperature: float = 1.0
+    normalise_advantage: bool = False
+    lr: float | None = None
+
+    def __post_init__(self):
+        if self.baseline not in BASELINES:
+            raise ValueError(f"reinforce.baseline must be one of {', '.join(BASELINES)}, got {self.baseline!r}")
+        if self.samples < 1 or (self.baseline == "pomo" and self.samples < 2):
+            raise ValueError(f"reinforce.samples must be >= 1 (>= 2 for the pomo baseline), got {self.samples}")
+        if not self.temperature > 0:
+            raise ValueError(f"reinforce.temperature must be > 0, got {self.temperature}")
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """Which phases run: ``imitation``, ``reinforce`` or ``imitation_then_reinforce``.
+
+    imitation_steps: length of the imitation phase of ``imitation_then_reinforce`` (a multiple of
+        ``train.steps_per_epoch``).
+    """
+
+    name: str = "imitation"
+    imitation_steps: int = 0
+    imitation: ImitationConfig = field(default_factory=ImitationConfig)
+    reinforce: ReinforceConfig = field(default_factory=ReinforceConfig)
+
+    def __post_init__(self):
+        if self.name not in ALGORITHMS:
+            raise ValueError(f"algorithm.name must be one of {', '.join(ALGORITHMS)}, got {self.name!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> AlgorithmConfig:
+        values = dict(values)
+        imitation = _from_dict(ImitationConfig, values.pop("imitation", None), "algorithm.imitation")
+        reinforce = _from_dict(ReinforceConfig, values.pop("reinforce", None), "algorithm.reinforce")
+        return _from_dict(cls, {**values, "imitation": imitation, "reinforce": reinforce}, "algorithm")
+
+    def phase(self, step: int) -> str:
+        """``imitation`` or ``reinforce``: what the update at global step ``step`` does."""
+        if self.name == "imitation_then_reinforce":
+            return "imitation" if step < self.imitation_steps else "reinforce"
+        return self.name
+
+    @property
+    def needs_labels(self) -> bool:
+        return self.name != "reinforce"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Loop, optimiser and checkpoint settings (``train`` node of conf/train.yaml).
+
+    Every step count that ends an epoch (``steps``, ``checkpoint_every``, ``eval_every``, the
+    imitation phase) must be a multiple of ``steps_per_epoch``: one epoch is one compiled
+    ``lax.scan`` and checkpoints are written between epochs.
+    """
+
+    steps: int = 1000
+    batch_size: int = 128
+    steps_per_epoch: int = 50
+    checkpoint_every: int = 500
+    eval_every: int = 500
+    eval_graphs: int = 256  # generated evaluation graphs when no eval set is given (0: no evaluation)
+    seed: int = 0
+    lr: float = 1e-3
+    warmup_steps: int = 0
+    schedule: str = "constant"
+    clip_norm: float = 1.0
+    weight_decay: float = 0.0
+    max_to_keep: int = 3
+    kill_after_step: int | None = None  # testing hook: SIGKILL the process after this checkpoint
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "steps_per_epoch", "checkpoint_every", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("steps", "checkpoint_every", "eval_every"):
+            if getattr(self, name) % self.steps_per_epoch:
+                raise ValueError(
+                    f"train.{name} ({getattr(self, name)}) must be a multiple of train.steps_per_epoch "
+                    f"({self.steps_per_epoch})"
+                )
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"train.schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if not self.lr > 0:
+            raise ValueError(f"train.lr must be > 0, got {self.lr}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> TrainConfig:
+        return _from_dict(cls, values, "train")
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,342 @@
+"""The pure jitted update step, the scanned epoch, and the host loop (log, evaluate, checkpoint).
+
+* :meth:`Trainer.update_step` is one pure function ``(state, data) -> (state, metrics)``: draw a
+  minibatch (imitation: rows of the device-resident labelled bucket; reinforce: fresh graphs from
+  the JAX generator), differentiate the loss, apply the optax update. Every random choice comes
+  from ``fold_in(state.key, state.step)``, so a run is a pure function of its seed.
+* An epoch is ``lax.scan`` of ``steps_per_epoch`` update steps, jitted once per (phase, bucket),
+  with the train state donated.
+* :meth:`Trainer.fit` is the host loop: it only logs, evaluates and checkpoints between epochs, and
+  resumes exactly from the latest checkpoint of the run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx, struct
+
+from respect_jax.costs import Hardware
+from respect_jax.graphs.generators import GeneratorConfig, make_jax_generator
+from respect_jax.policy.config import PolicyConfig
+from respect_jax.policy.decoding import Decoding, make_decoder
+from respect_jax.policy.model import SchedulingPolicy, batch_features
+from respect_jax.train.algorithms import frozen_copy, imitation_loss, reinforce_loss
+from respect_jax.train.checkpoints import CONFIG_FILE, METRICS_FILE, Checkpointer, write_network
+from respect_jax.train.config import AlgorithmConfig, TrainConfig
+from respect_jax.train.data import LabelledBatch
+from respect_jax.train.evaluation import decode_set, summarise
+from respect_jax.train.sharding import check_batch_size, constrain_batch, make_mesh, replicated
+
+TIMING_KEYS = ("wall_s", "graphs_per_s", "time_s")
+
+
+@struct.dataclass
+class TrainState:
+    """Everything a resumed run needs: params (nnx.State), optax state, step i32[], key u32[2]."""
+
+    params: Any
+    opt_state: Any
+    step: jax.Array
+    key: jax.Array
+
+
+def make_optimizer(tcfg: TrainConfig, algo: AlgorithmConfig) -> optax.GradientTransformation:
+    """Adam(W) with global-norm clipping; per-phase learning rates, optional warmup and cosine decay."""
+    lr_imitation = algo.imitation.lr if algo.imitation.lr is not None else tcfg.lr
+    lr_reinforce = algo.reinforce.lr if algo.reinforce.lr is not None else tcfg.lr
+
+    def schedule(step):
+        if algo.name == "imitation":
+            lr = jnp.float32(lr_imitation)
+        elif algo.name == "reinforce":
+            lr = jnp.float32(lr_reinforce)
+        else:
+            lr = jnp.where(step < algo.imitation_steps, lr_imitation, lr_reinforce).astype(jnp.float32)
+        if tcfg.warmup_steps:
+            lr = lr * jnp.minimum(1.0, (step + 1.0) / tcfg.warmup_steps)
+        if tcfg.schedule == "cosine":
+            lr = lr * (0.55 + 0.45 * jnp.cos(jnp.pi * jnp.minimum(step / tcfg.steps, 1.0)))
+        return lr
+
+    adam = optax.adamw(schedule, weight_decay=tcfg.weight_decay) if tcfg.weight_decay else optax.adam(schedule)
+    return optax.chain(optax.clip_by_global_norm(tcfg.clip_norm), adam)
+
+
+@dataclass
+class FitResult:
+    state: TrainState
+    history: list[dict] = field(default_factory=list)
+
+
+class Trainer:
+    """Trains a :class:`SchedulingPolicy` on one problem (hardware, objective, lam).
+
+    Args:
+        generators: RL graph distributions, one per size bucket (epochs cycle through them).
+        datasets: labelled buckets for imitation (epochs cycle through them).
+        eval_sets: labelled buckets (reference = oracle objective) evaluated greedily; empty: a
+            fixed batch of ``train.eval_graphs`` generated graphs (reference unknown).
+    """
+
+    def __init__(
+        self,
+        policy: PolicyConfig,
+        hw: Hardware,
+        objective: str,
+        lam: float,
+        algo: AlgorithmConfig,
+        tcfg: TrainConfig,
+        generators: Sequence[GeneratorConfig] = (),
+        datasets: Sequence[LabelledBatch] = (),
+        eval_sets: Sequence[LabelledBatch] = (),
+        mesh=None,
+    ):
+        if algo.needs_labels and not datasets:
+            raise ValueError(f"algorithm {algo.name} needs labelled datasets (set datasets=[...])")
+        if algo.name != "imitation" and not generators:
+            raise ValueError(f"algorithm {algo.name} needs a graph generator")
+        if algo.name == "imitation_then_reinforce":
+            if algo.imitation_steps % tcfg.steps_per_epoch or not 0 < algo.imitation_steps < tcfg.steps:
+                raise ValueError(
+                    f"algorithm.imitation_steps ({algo.imitation_steps}) must be a multiple of "
+                    f"train.steps_per_epoch ({tcfg.steps_per_epoch}) between 0 and train.steps ({tcfg.steps})"
+                )
+        self.policy_cfg, self.hw, self.objective, self.lam = policy, hw, objective, float(lam)
+        self.algo, self.tcfg = algo, tcfg
+        self.generators = list(generators)
+        self.mesh = make_mesh() if mesh is None else mesh
+        check_batch_size(tcfg.batch_size, self.mesh)
+        self.datasets = [jax.device_put(d, replicated(self.mesh)) for d in datasets]
+        self.eval_sets = list(eval_sets)
+        model = SchedulingPolicy(policy, rngs=nnx.Rngs(tcfg.seed))
+        self.graphdef, self._init_params = nnx.split(model)
+        self.optimizer = make_optimizer(tcfg, algo)
+        self.trace_counts: Counter = Counter()
+        self._epochs: dict[tuple[str, int], Callable] = {}
+        self._decoder = None
+
+    # ------------------------------------------------------------------ pure functions
+    def init_state(self) -> TrainState:
+        # a copy: epochs donate the state's buffers, the initial parameters must survive for the next run
+        params = jax.tree.map(jnp.copy, self._init_params)
+        state = TrainState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            step=jnp.int32(0),
+            key=jax.random.PRNGKey(self.tcfg.seed),
+        )
+        return jax.device_put(state, replicated(self.mesh))
+
+    def update_step(self, phase: str, bucket: int) -> Callable:
+        """The pure update ``(state, data) -> (state, metrics)`` of ``phase`` on ``bucket``."""
+        graphdef, hw, objective, lam = self.graphdef, self.hw, self.objective, self.lam
+        b = self.tcfg.batch_size
+        generator = make_jax_generator(self.generators[bucket]) if phase == "reinforce" else None
+
+        def loss_fn(params, data, feats, key):
+            model = nnx.merge(graphdef, params)
+            if phase == "imitation":
+                graphs, labels = data
+                return imitation_loss(model, graphs, labels, hw, objective, lam, self.algo.imitation, feats)
+            frozen = frozen_copy(graphdef, params)
+            return reinforce_loss(model, frozen, data, key, hw, objective, lam, self.algo.reinforce, feats)
+
+        def step(state: TrainState, data):
+            self.trace_counts[(phase, bucket)] += 1  # runs at trace time only
+            key = jax.random.fold_in(state.key, state.step)
+            k_data, k_loss = jax.random.split(key)
+            if phase == "imitation":
+                d = data.labels.shape[0]
+                idx = jax.random.permutation(k_data, d)[:b] if d >= b else jax.random.randint(k_data, (b,), 0, d)
+                batch = constrain_batch((jax.tree.map(lambda x: x[idx], data.graphs), data.labels[idx]), self.mesh)
+            else:
+                keys = constrain_batch(jax.random.split(k_data, b), self.mesh)
+                batch = constrain_batch(jax.vmap(generator)(keys), self.mesh)
+            feats = batch_features(batch[0] if phase == "imitation" else batch)
+            (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, feats, k_loss)
+            updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+            params = optax.apply_updates(state.params, updates)
+            metrics = {**metrics, "grad_norm": optax.global_norm(grads)}
+            return state.replace(params=params, opt_state=opt_state, step=state.step + 1), metrics
+
+        return step
+
+    def epoch_fn(self, phase: str, bucket: int) -> Callable:
+        """Jitted ``(state, data) -> (state, metrics[steps_per_epoch])``: a lax.scan of update steps."""
+        if (phase, bucket) not in self._epochs:
+            step = self.update_step(phase, bucket)
+            steps = self.tcfg.steps_per_epoch
+
+            def epoch(state, data):
+                return jax.lax.scan(lambda s, _: step(s, data), state, None, length=steps)
+
+            self._epochs[(phase, bucket)] = jax.jit(epoch, donate_argnums=0, out_shardings=replicated(self.mesh))
+        return self._epochs[(phase, bucket)]
+
+    def run_epoch(self, state: TrainState) -> tuple[TrainState, dict, str, int]:
+        """One epoch from ``state.step``; returns the new state, mean metrics, phase and bucket."""
+        step = int(state.step)
+        epoch_index = step // self.tcfg.steps_per_epoch
+        phase = self.algo.phase(step)
+        if phase == "imitation":
+            bucket = epoch_index % len(self.datasets)
+            data = self.datasets[bucket]
+        else:
+            bucket = epoch_index % len(self.generators)
+            data = None
+        state, metrics = self.epoch_fn(phase, bucket)(state, data)
+        means = {k: float(np.mean(np.asarray(v))) for k, v in metrics.items()}
+        return state, means, phase, bucket
+
+    # ------------------------------------------------------------------ evaluation
+    @property
+    def evaluates(self) -> bool:
+        """False when there is nothing to evaluate on (no eval sets and ``train.eval_graphs = 0``)."""
+        return bool(self.eval_sets) or self.tcfg.eval_graphs > 0
+
+    def evaluation_sets(self) -> list[LabelledBatch]:
+        if not self.eval_sets:
+            gen = make_jax_generator(self.generators[0] if self.generators else GeneratorConfig())
+            keys = jax.random.split(jax.random.PRNGKey(self.tcfg.seed + 1_000_003), self.tcfg.eval_graphs)
+            graphs = jax.jit(jax.vmap(gen))(keys)
+            n = graphs.params.shape[-1]
+            self.eval_sets = [
+                LabelledBatch(
+                    graphs=graphs,
+                    labels=jnp.zeros((self.tcfg.eval_graphs, n), jnp.int32),
+                    reference=jnp.full((self.tcfg.eval_graphs,), jnp.nan, jnp.float32),
+                )
+            ]
+        return self.eval_sets
+
+    def evaluate(self, params) -> dict:
+        """Greedy decoding of the evaluation set with ``params``: ratio to bound, gap, % optimal."""
+        if self._decoder is None:
+            model = nnx.merge(self.graphdef, params)
+            self._decoder = make_decoder(model, self.hw, self.objective, self.lam, Decoding("greedy"))
+        run, _ = self._decoder
+        greedy, key = Decoding("greedy"), jax.random.PRNGKey(0)
+        decoded = [
+            decode_set(None, data, self.hw, self.objective, self.lam, greedy, 256, key, (run, params))
+            for data in self.evaluation_sets()
+        ]
+        return summarise(decoded)
+
+    # ------------------------------------------------------------------ host loop
+    def fit(
+        self,
+        run_dir: str | Path,
+        resume: bool = True,
+        resolved_config: str | None = None,
+        log: Callable[[str], None] | None = None,
+        progress: bool = True,
+    ) -> FitResult:
+        """Train until ``train.steps``, checkpointing into ``run_dir``; resume from its latest checkpoint."""
+        log = log or (lambda msg: print(msg, file=sys.stderr))
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tcfg = self.tcfg
+        ckpt = Checkpointer(run_dir, max_to_keep=tcfg.max_to_keep)
+        state = self.init_state()
+        latest = ckpt.latest_step()
+        metrics_path = run_dir / METRICS_FILE
+        if latest is not None and not resume:
+            ckpt.close()
+            raise ValueError(f"{run_dir} already holds checkpoints (step {latest}); use resume=true or a new run_dir")
+        write_network(run_dir, self.policy_cfg, self.hw, self.objective, self.lam)
+        if resolved_config is not None:
+            (run_dir / CONFIG_FILE).write_text(resolved_config)
+        history: list[dict] = []
+        if latest is not None:
+            train_like = {"opt_state": state.opt_state, "step": state.step, "key": state.key}
+            params, train = ckpt.restore(state.params, train_like, latest)
+            state = jax.device_put(
+                TrainState(params=params, opt_state=train["opt_state"], step=train["step"], key=train["key"]),
+                replicated(self.mesh),
+            )
+            history = _truncate_metrics(metrics_path, latest)
+            log(f"resumed from {ckpt.directory}/{latest}")
+        elif metrics_path.exists():
+            metrics_path.unlink()
+        bar = _progress(tcfg.steps, int(state.step), progress)
+        try:
+            while int(state.step) < tcfg.steps:
+                t0 = time.perf_counter()
+                state, means, phase, bucket = self.run_epoch(state)
+                jax.block_until_ready(state.params)
+                wall = time.perf_counter() - t0
+                step = int(state.step)
+                record = {"step": step, "phase": phase, "bucket": bucket, **means}
+                record.update(wall_s=wall, graphs_per_s=tcfg.steps_per_epoch * tcfg.batch_size / wall)
+                if self.evaluates and (step % tcfg.eval_every == 0 or step == tcfg.steps):
+                    record["eval"] = self.evaluate(state.params)
+                history.append(record)
+                _append_jsonl(metrics_path, record)
+                if bar is not None:
+                    bar.update(tcfg.steps_per_epoch)
+                    bar.set_postfix_str(_short(record))
+                if "eval" in record:
+                    log(f"step {step} [{phase}] {_short(record)} eval: {_short(record['eval'])}")
+                if step % tcfg.checkpoint_every == 0 or step == tcfg.steps:
+                    ckpt.save(step, state.params, {"opt_state": state.opt_state, "step": state.step, "key": state.key})
+                    if tcfg.kill_after_step is not None and step == tcfg.kill_after_step:
+                        ckpt.wait()
+                        os.kill(os.getpid(), signal.SIGKILL)
+            ckpt.wait()
+        finally:
+            if bar is not None:
+                bar.close()
+            ckpt.close()
+        return FitResult(state=state, history=history)
+
+
+def _progress(total: int, start: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=start, unit="step", file=sys.stderr, dynamic_ncols=True)
+
+
+def _short(record: dict) -> str:
+    keys = ("loss", "accuracy", "ratio", "best_ratio", "entropy", "graphs_per_s", "ratio_to_bound", "gap_mean_pct")
+    return " ".join(f"{k}={record[k]:.4g}" for k in keys if isinstance(record.get(k), float))
+
+
+def _append_jsonl(path: Path, record: dict) -> None:
+    with path.open("a") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+def _truncate_metrics(path: Path, step: int) -> list[dict]:
+    """Keep the metrics lines up to ``step`` (a resumed run rewrites what came after)."""
+    if not path.exists():
+        return []
+    kept = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    kept = [r for r in kept if r["step"] <= step]
+    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    return kept
+
+
+def without_timing(record: dict) -> dict:
+    """A metrics record without wall-clock fields (for comparing runs)."""
+    out = {}
+    for k, v in record.items():
+        if k in TIMING_KEYS:
+            continue
+        out[k] = without_timing(v) if isinstance(v, dict) else v
+    return out

@@ -1,0 +1,191 @@
+"""The scheduling policy: parallel teacher forcing = step-by-step decoding, aggregation paths agree,
+every decoding strategy yields valid schedules scored by the shared evaluator, solver=policy."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import make_hw, random_graphs
+from flax import nnx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from respect_jax.costs import evaluate_assignment
+from respect_jax.env import SchedulingEnv
+from respect_jax.graphs import GeneratorConfig, make_jax_generator, pad_graph, stack_graphs, to_original_order
+from respect_jax.policy.config import PolicyConfig
+from respect_jax.policy.decoding import Decoding, make_decoder
+from respect_jax.policy.model import SchedulingPolicy, rollout, schedule_objectives
+from respect_jax.policy.state import (
+    advance,
+    features,
+    graph_statics,
+    init_decode_state,
+    prefix_quantities,
+    step_quantities,
+)
+
+SMALL = dict(width=16, decoder_width=16, layers=1, decoder_layers=1, heads=2)
+SHAPE = (32, 256, 8)  # one padded bucket for the random graphs of these tests
+
+
+def small_policy(seed: int = 0, **overrides) -> SchedulingPolicy:
+    return SchedulingPolicy(PolicyConfig(**{**SMALL, **overrides}), rngs=nnx.Rngs(seed))
+
+
+def generated(mode: str, count: int, seed: int, lo: int = 5, hi: int = 30):
+    gen = make_jax_generator(GeneratorConfig(mode=mode, min_nodes=lo, max_nodes=hi))
+    return jax.vmap(gen)(jax.random.split(jax.random.PRNGKey(seed), count))
+
+
+@pytest.mark.parametrize("decoder", ["mlp", "attention"])
+@pytest.mark.parametrize("mode", ["respect", "dnn"])
+def test_teacher_forced_logits_equal_step_by_step_decoding(mode, decoder):
+    """The parallel prefix-sum pass gives the logits the autoregressive decoder sees at every step."""
+    hw = make_hw(4)
+    graphs = generated(mode, 4, seed=3)
+    model = small_policy(decoder=decoder)
+    h, g = model.encode(graphs)
+    stage = rollout(model, graphs, h, g, hw, "paper", 1.0, jax.random.PRNGKey(1), 2, greedy=False)
+    parallel = model.teacher_logits(graphs, h, g, stage, hw, "paper", 1.0)
+    hq, he, gq = model.decoder.project_nodes(h, g)
+
+    @jax.jit
+    def step(graph, statics, ds, t, hq_t, gq_b, he_t, action):
+        q = step_quantities(graph, statics, ds, t)
+        sf, ctx, allowed = features(q, statics, t, hw, "paper", 1.0)
+        logits = model.decoder(hq_t, gq_b, ctx, sf, q.emb / jnp.maximum(q.count, 1.0)[:, None], allowed)
+        return q, logits, allowed, advance(graph, statics, ds, t, action, he_t)
+
+    for b in range(2):
+        graph = jax.tree.map(lambda x, b=b: x[b], graphs)
+        statics = graph_statics(graph, hw)
+        prefix = prefix_quantities(graph, statics, stage[b, 1], he[b], 4)
+        ds = init_decode_state(graph.params.shape[0], 4, he.shape[-1])
+        for t in range(int(graph.num_nodes)):
+            q, logits, allowed, ds = step(graph, statics, ds, t, hq[b, t], gq[b], he[b, t], stage[b, 1, t])
+            for name in ("mem", "macs", "count", "cross", "open", "predin", "low", "emb", "forced_par", "pushed_par"):
+                np.testing.assert_allclose(
+                    getattr(q, name), getattr(prefix, name)[t], rtol=1e-5, atol=1e-3, err_msg=f"{name} at t={t}"
+                )
+            np.testing.assert_allclose(
+                np.where(allowed, logits, 0), np.where(allowed, parallel[b, 1, t], 0), rtol=1e-4, atol=1e-4
+            )
+        n = int(graph.num_nodes)
+        assert np.array_equal(np.asarray(ds.stage)[:n], np.asarray(stage[b, 1, :n]))
+
+
+@pytest.mark.parametrize("encoder", ["gat", "mean", "sum"])
+def test_dense_and_segment_aggregation_agree(encoder):
+    """Both message-passing implementations (adjacency matmuls, jraph segment ops) give the same embeddings."""
+    graphs = generated("respect", 3, seed=5)
+    model = small_policy(encoder=encoder, layers=2)
+    h_dense, g_dense = model.encode(graphs, aggregation="dense")
+    h_seg, g_seg = model.encode(graphs, aggregation="segment")
+    np.testing.assert_allclose(h_dense, h_seg, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(g_dense, g_seg, rtol=1e-4, atol=1e-5)
+
+
+def test_zero_layer_encoder_and_no_stage_embeddings_decode():
+    graphs = generated("dnn", 3, seed=7)
+    hw = make_hw(3)
+    model = small_policy(layers=0, stage_embeddings=False)
+    run, params = make_decoder(model, hw, "latency", 1.0, Decoding("greedy"))
+    out = run(params, graphs, jax.random.PRNGKey(0))
+    assert bool(jnp.all(out.valid))
+
+
+# (K, strategy, objective) combinations of the property test: every value of each appears once or more
+COMBOS = ((1, "greedy", "paper"), (3, "sample", "latency"), (5, "best_of", "paper"), (2, "best_of", "latency"))
+
+
+@functools.cache
+def decoder_for(k: int, strategy: str, objective: str):
+    model = small_policy(seed=k)
+    dec = Decoding(strategy, samples=5 if strategy == "best_of" else 1, temperature=2.0)
+    return make_decoder(model, make_hw(k), objective, 1.0, dec)
+
+
+@settings(max_examples=16, deadline=None)
+@given(seed=st.integers(0, 10_000), combo=st.sampled_from(COMBOS))
+def test_every_decoding_strategy_yields_valid_schedules(seed, combo):
+    """Property: any graph, K, strategy: a valid schedule whose objective is the shared evaluator's."""
+    k, strategy, objective = combo
+    graphs = random_graphs(4, seed=seed, min_nodes=1, max_nodes=30)
+    batch = stack_graphs(graphs, SHAPE)
+    run, params = decoder_for(k, strategy, objective)
+    out = jax.device_get(run(params, batch, jax.random.PRNGKey(seed)))
+    hw = make_hw(k)
+    assert np.all(out.valid)
+    for i, graph in enumerate(graphs):
+        assignment = to_original_order(pad_graph(graph, SHAPE), out.stage[i])
+        assert assignment.min() >= 0 and assignment.max() < k
+        for u, v in graph.edges:
+            assert assignment[u] <= assignment[v]
+        ref = evaluate_assignment(graph, assignment, hw, objective)
+        assert ref["valid"]
+        assert float(out.objective[i]) == pytest.approx(ref["objective"], rel=1e-5)
+
+
+def test_rollout_objective_equals_environment_return():
+    """A decoded schedule replayed through the MDP environment earns exactly -objective."""
+    hw = make_hw(4)
+    graphs = generated("respect", 6, seed=11)
+    model = small_policy()
+    h, g = model.encode(graphs)
+    stage = rollout(model, graphs, h, g, hw, "paper", 1.0, jax.random.PRNGKey(2), 3, greedy=False)
+    obj, valid = schedule_objectives(graphs, stage, hw, "paper", 1.0)
+    env = SchedulingEnv(hw, objective="paper", normalise=False)
+    state, _ = env.batch_reset(graphs)
+    total = jnp.zeros(6)
+    for t in range(graphs.params.shape[-1]):
+        state, ts = env.batch_step(state, stage[:, 0, t])
+        total = total + ts.reward
+    np.testing.assert_array_equal(np.asarray(state.assignment) * np.asarray(graphs.node_mask), stage[:, 0])
+    np.testing.assert_allclose(-np.asarray(total), np.asarray(obj[:, 0]), rtol=1e-6)
+    assert bool(jnp.all(valid))
+
+
+def test_policy_config_validation():
+    with pytest.raises(ValueError, match="encoder"):
+        PolicyConfig(encoder="lstm")
+    with pytest.raises(ValueError, match="heads"):
+        PolicyConfig(width=30, heads=4)
+    with pytest.raises(ValueError, match="unknown policy option"):
+        PolicyConfig.from_dict({"widht": 3})
+    with pytest.raises(ValueError, match="strategy"):
+        Decoding("beam")
+    assert PolicyConfig.from_dict(PolicyConfig().to_dict()) == PolicyConfig()
+
+
+def test_policy_solver_uses_a_checkpoint_folder(tmp_path):
+    """solver=policy loads a run folder (network.json + orbax params) and returns a valid schedule."""
+    import respect_jax.policy.solver  # noqa: F401  (registers solver=policy)
+    from respect_jax.solvers import available_solvers, run_solver
+    from respect_jax.train.checkpoints import Checkpointer, load_policy, write_network
+
+    cfg = PolicyConfig(**SMALL)
+    model = SchedulingPolicy(cfg, rngs=nnx.Rngs(4))
+    hw = make_hw(3)
+    write_network(tmp_path, cfg, hw, "paper", 1.0)
+    ckpt = Checkpointer(tmp_path)
+    ckpt.save(7, nnx.state(model), {"step": jnp.int32(7)})
+    ckpt.wait()
+    ckpt.close()
+    loaded, doc = load_policy(tmp_path)
+    assert doc["step"] == 7 and doc["objective"] == "paper"
+    for a, b in zip(jax.tree.leaves(nnx.state(model)), jax.tree.leaves(nnx.state(loaded)), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert "policy" in available_solvers()
+    graph = random_graphs(1, seed=3, min_nodes=20, max_nodes=20)[0]
+    for decoding in ("greedy", "best_of"):
+        result = run_solver("policy", graph, hw, "latency", 1.0, checkpoint=str(tmp_path), decoding=decoding, samples=4)
+        assert result["optimal"] is None and len(result["assignment"]) == graph.num_nodes
+        assert result["info"]["trained_on"]["objective"] == "paper"
+        assert result["objective"] == pytest.approx(
+            evaluate_assignment(graph, np.asarray(result["assignment"]), hw, "latency")["objective"]
+        )

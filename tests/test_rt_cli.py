@@ -1,0 +1,152 @@
+"""``respect-rt train|eval``: one-line user errors, the eval table/plots, and train -> eval (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from respect_jax.cli import rt
+
+BIN = Path(sys.executable).parent
+
+
+def _main(monkeypatch, capsys, *args) -> tuple[int, str]:
+    monkeypatch.setattr(sys, "argv", ["respect-rt", *args])
+    with pytest.raises(SystemExit) as exc:
+        rt.main()
+    return exc.value.code, capsys.readouterr().err.strip()
+
+
+def test_infeasible_task_set_is_one_line_error(monkeypatch, capsys):
+    code, err = _main(
+        monkeypatch, capsys, "eval", "rt_scenario=infeasible_demo", "eval.presets=null", "eval.methods=[edf]"
+    )
+    assert code == 2
+    assert err.count("\n") == 0
+    assert err.startswith("respect-rt: error: scenario infeasible_demo: HRT task 0 (resnet50): deadline 3.000 ms")
+    assert "best-case latency" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("frobnicate",), "unknown command 'frobnicate'; choose one of train, eval"),
+        (("eval", "rt_scenario=nope"), "unknown rt_scenario 'nope'; choose one of"),
+        (("eval", "eval.presets=[nope]", "eval.methods=[edf]"), "unknown rt_scenario 'nope'"),
+        (("eval", "eval.methods=[edf+magic]"), "the only suffix is '+safety'"),
+        (
+            ("eval", "eval.methods=[rl]", "eval.presets=null", "run_dir=/nonexistent/rt"),
+            "method rl needs a trained policy",
+        ),
+        (("train", "train.samples=1"), "train.samples must be >= 2"),
+    ],
+)
+def test_user_errors_are_one_line(monkeypatch, capsys, args, needle):
+    code, err = _main(monkeypatch, capsys, *args)
+    assert code == 2 and err.count("\n") == 0 and needle in err, err
+
+
+def test_usage_without_command(monkeypatch, capsys):
+    code, err = _main(monkeypatch, capsys)
+    assert code == 2 and "usage: respect-rt {train,eval}" in err
+
+
+def _run(args, cwd):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return subprocess.run(
+        [str(BIN / "respect-rt"), *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=900
+    )
+
+
+def test_eval_writes_table_json_and_plots(tmp_path, monkeypatch, capsys):
+    """In-process (no second interpreter start); the console script itself is checked to exist."""
+    assert (BIN / "respect-rt").is_file()
+    out = tmp_path / "res"
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "respect-rt",
+            "eval",
+            "rt_scenario=tiny",
+            "eval.presets=[tiny]",
+            "eval.methods=[edf+safety,adversarial+safety]",  # one compiled rollout (safety off: test_rt_safety)
+            "eval.scenarios=24",
+            "eval.overhead_scenarios=2",
+            f"eval.out_dir={out}",
+        ],
+    )
+    rt.main()
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["out_dir"] == str(out)
+    doc = json.loads((out / "rt_eval.json").read_text())
+    rows = {r["method"]: r for r in doc["rows"]}
+    assert set(rows) == {"edf+safety", "adversarial+safety"}
+    for name in ("edf+safety", "adversarial+safety"):
+        assert rows[name]["hrt_schedulability"] == 1.0 and rows[name]["hrt_missed"] == 0
+    assert rows["adversarial+safety"]["override_rate"] > rows["edf+safety"]["override_rate"] > 0
+    assert all(r["unfinished"] == 0 and r["violations"] == 0 for r in doc["rows"])
+    over = doc["safety_overhead"][0]
+    assert over["py"]["decisions"] > 0 and over["py"]["p50_us"] > 0 and over["jax"]["us_per_decision"] > 0
+    assert doc["machine"]["cpu_count"] >= 1
+    md = (out / "rt_eval.md").read_text()
+    assert "| tiny | 0.70 | 0.50 | edf+safety | 100.0 |" in md
+    for name in ("hrt_schedulability", "srt_satisfaction", "jain", "utilisation", "override_rate", "safety_overhead"):
+        assert (out / f"rt_{name}.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_train_then_eval_rl(tmp_path):
+    run_dir, out = tmp_path / "run", tmp_path / "res"
+    common = ["rt_scenario=tiny", f"run_dir={run_dir}"]
+    proc = _run(
+        [
+            "train",
+            *common,
+            "train.presets=[tiny]",
+            "train.scenarios_per_preset=16",
+            "train.updates=4",
+            "train.updates_per_epoch=2",
+            "train.batch=2",
+            "train.samples=2",
+        ],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (run_dir / "network.json").is_file() and len((run_dir / "metrics.jsonl").read_text().splitlines()) == 2
+    # resuming a finished run trains nothing more
+    proc = _run(
+        [
+            "train",
+            *common,
+            "train.presets=[tiny]",
+            "train.scenarios_per_preset=16",
+            "train.updates=4",
+            "train.updates_per_epoch=2",
+            "train.batch=2",
+            "train.samples=2",
+        ],
+        tmp_path,
+    )
+    assert proc.returncode == 0 and "resumed from step 4" in proc.stderr
+    proc = _run(
+        [
+            "eval",
+            *common,
+            "eval.presets=[tiny]",
+            "eval.methods=[rl,rl+safety]",
+            "eval.scenarios=16",
+            "eval.overhead_scenarios=2",
+            "eval.plots=false",
+            f"eval.out_dir={out}",
+        ],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["method"]: r for r in json.loads((out / "rt_eval.json").read_text())["rows"]}
+    assert rows["rl+safety"]["hrt_schedulability"] == 1.0

@@ -1,0 +1,264 @@
+"""Training machinery: one compilation per bucket, data-parallel = single device, exact resume after
+SIGKILL, the respect-train / respect-eval command lines and the launcher presets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import make_hw, random_valid_schedule
+from hydra import compose, initialize_config_dir
+from test_train_learning import exact_paper_schedule
+
+from respect_jax.cli.common import CONF_DIR
+from respect_jax.graphs import GeneratorConfig, generate_dataset
+from respect_jax.labels.dataset import LabelledGraph, write_manifest, write_shard
+from respect_jax.policy.config import PolicyConfig
+from respect_jax.train.config import AlgorithmConfig, TrainConfig
+from respect_jax.train.data import make_batches
+from respect_jax.train.loop import Trainer, without_timing
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+TINY = PolicyConfig(width=16, decoder_width=16, layers=1, decoder_layers=1, heads=2)
+TINY_OVERRIDES = [
+    "policy.width=16",
+    "policy.decoder_width=16",
+    "policy.layers=1",
+    "policy.decoder_layers=1",
+    "policy.heads=2",
+]
+
+
+def labelled_batches(sizes, count, seed, stages=3):
+    """Random valid labels on generated graphs, grouped per size bucket."""
+    rng = np.random.default_rng(seed)
+    graphs = []
+    for i, (lo, hi) in enumerate(sizes):
+        graphs += generate_dataset(GeneratorConfig(min_nodes=lo, max_nodes=hi), count, seed=seed + i)
+    labels = [random_valid_schedule(g, stages, rng) for g in graphs]
+    return [b for b, _ in make_batches(graphs, labels, [1.0] * len(graphs))]
+
+
+def test_update_step_compiles_once_per_bucket():
+    """Two size buckets visited alternately: the update step is traced exactly once for each."""
+    hw = make_hw(3)
+    buckets = labelled_batches([(8, 20), (40, 50)], 12, seed=0)
+    assert [b.graphs.params.shape[-1] for b in buckets] == [32, 64]
+    tcfg = TrainConfig(steps=10, batch_size=8, steps_per_epoch=2, checkpoint_every=10, eval_every=10, eval_graphs=0)
+    trainer = Trainer(TINY, hw, "paper", 1.0, AlgorithmConfig("imitation"), tcfg, datasets=buckets)
+    state = trainer.init_state()
+    visited = []
+    for _ in range(5):
+        state, metrics, phase, bucket = trainer.run_epoch(state)
+        visited.append(bucket)
+        assert np.isfinite(metrics["loss"])
+    assert visited == [0, 1, 0, 1, 0]
+    assert dict(trainer.trace_counts) == {("imitation", 0): 1, ("imitation", 1): 1}
+
+
+SHARDING_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import jax, numpy as np
+    sys.path.insert(0, {tests!r})
+    from conftest import make_hw
+    from test_train import TINY, labelled_batches
+    from respect_jax.graphs import GeneratorConfig
+    from respect_jax.train.config import AlgorithmConfig, TrainConfig
+    from respect_jax.train.loop import Trainer
+    from respect_jax.train.sharding import make_mesh
+
+    assert len(jax.devices()) == 2, jax.devices()
+    hw = make_hw(3)
+    data = labelled_batches([(8, 20)], 16, seed=1)
+    algo = AlgorithmConfig.from_dict(
+        {{"name": "imitation_then_reinforce", "imitation_steps": 2, "reinforce": {{"samples": 2}}}}
+    )
+    tcfg = TrainConfig(steps=4, batch_size=8, steps_per_epoch=2, checkpoint_every=4, eval_every=4, eval_graphs=0)
+    out = {{}}
+    for name, devices in (("one", jax.devices()[:1]), ("two", jax.devices())):
+        trainer = Trainer(TINY, hw, "paper", 1.0, algo, tcfg, generators=[GeneratorConfig(min_nodes=8, max_nodes=14)],
+                          datasets=data, mesh=make_mesh(devices))
+        state = trainer.init_state()
+        metrics = []
+        while int(state.step) < tcfg.steps:
+            state, m, phase, _ = trainer.run_epoch(state)
+            metrics.append(m)
+        shardings = {{str(x.sharding) for x in jax.tree.leaves(state.params)}}
+        out[name] = {{"params": [np.asarray(x).ravel().tolist() for x in jax.tree.leaves(state.params)],
+                     "metrics": metrics, "devices": len(trainer.mesh.devices.ravel())}}
+    print("RESULT" + json.dumps(out))
+    """
+)
+
+
+def test_two_device_data_parallel_matches_one_device(tmp_path):
+    """imitation + REINFORCE steps on a 2-device CPU mesh give the 1-device parameters (float tolerance)."""
+    script = tmp_path / "shard.py"
+    script.write_text(SHARDING_SCRIPT.format(tests=str(ROOT / "tests")))
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert out["one"]["devices"] == 1 and out["two"]["devices"] == 2
+    for a, b in zip(out["one"]["params"], out["two"]["params"], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    for m1, m2 in zip(out["one"]["metrics"], out["two"]["metrics"], strict=True):
+        for key in m1:
+            assert m1[key] == pytest.approx(m2[key], rel=1e-4, abs=1e-5), key
+
+
+# ---------------------------------------------------------------- run folders: kill, resume, eval
+
+
+def write_tiny_dataset(directory: Path, count: int, seed: int, nodes=(8, 10)) -> None:
+    """A labelled dataset (exact optimal labels, brute force) in the respect-label format."""
+    hw = make_hw(3)
+    graphs = generate_dataset(GeneratorConfig(min_nodes=nodes[0], max_nodes=nodes[1]), count, seed=seed)
+    items = []
+    for i, g in enumerate(graphs):
+        assignment, objective = exact_paper_schedule(g, hw)
+        items.append(LabelledGraph(i, g, assignment, objective, True, 0.0, 0.0, "brute_force"))
+    write_shard(directory, 0, items)
+    write_manifest(directory, {"hardware": hw.to_dict(), "objective": "paper", "lam": 1.0, "count": count})
+
+
+def train_overrides(run_dir: Path, dataset: Path) -> list[str]:
+    hw = make_hw(3).to_dict()
+    return [
+        f"run_dir={run_dir}",
+        f"datasets=[{dataset}]",
+        "algorithm=imitation",
+        "progress=false",
+        "train.steps=8",
+        "train.steps_per_epoch=2",
+        "train.checkpoint_every=2",
+        "train.eval_every=8",
+        "train.batch_size=8",
+        "train.max_to_keep=10",
+        f"eval_dataset={dataset}",
+        *TINY_OVERRIDES,
+        *[f"hardware.{k}={v}" for k, v in hw.items()],
+    ]
+
+
+def compose_cfg(config_name: str, overrides: list[str], **kw):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose(config_name=config_name, overrides=overrides, **kw)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """An uninterrupted 8-step run (in-process) and its Trainer (compiled epochs reused by resume)."""
+    from omegaconf import OmegaConf
+
+    from respect_jax.cli.train import build_trainer
+
+    root = tmp_path_factory.mktemp("runs")
+    dataset = root / "tiny_labels"
+    write_tiny_dataset(dataset, 24, seed=5)
+    cfg = compose_cfg("train", train_overrides(root / "full", dataset))
+    trainer = build_trainer(cfg)
+    result = trainer.fit(root / "full", resolved_config=OmegaConf.to_yaml(cfg), progress=False)
+    return root, dataset, trainer, result
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    return [without_timing(json.loads(x)) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_killed_run_resumes_to_identical_parameters_and_metrics(trained_run):
+    """respect-train SIGKILLed right after its step-4 checkpoint, then resumed: same end state as uninterrupted."""
+    root, dataset, trainer, full = trained_run
+    killed = root / "killed"
+    cmd = [str(BIN / "respect-train"), *train_overrides(killed, dataset), "train.kill_after_step=4"]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=root)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    assert sorted(int(p.name) for p in (killed / "checkpoints").iterdir() if p.name.isdigit()) == [2, 4]
+    assert (killed / "network.json").is_file() and (killed / "config.yaml").is_file()
+    resumed = trainer.fit(killed, resume=True, progress=False)
+    assert int(resumed.state.step) == 8
+    for a, b in zip(jax.tree.leaves(full.state.params), jax.tree.leaves(resumed.state.params), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+    for a, b in zip(jax.tree.leaves(full.state.opt_state), jax.tree.leaves(resumed.state.opt_state), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+    full_metrics, resumed_metrics = read_metrics(root / "full"), read_metrics(killed)
+    assert [m["step"] for m in resumed_metrics] == [2, 4, 6, 8]
+    assert len(full_metrics) == len(resumed_metrics)
+    for a, b in zip(full_metrics, resumed_metrics, strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            if isinstance(a[key], float):
+                assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), key
+    # a finished run folder is not overwritten by a fresh (resume=false) run
+    with pytest.raises(ValueError, match="already holds checkpoints"):
+        trainer.fit(killed, resume=False, progress=False)
+
+
+def test_eval_rebuilds_policy_from_run_folder(trained_run, tmp_path):
+    """respect-eval: per-graph + aggregate objective, gap to the oracle, % optimal, 100% valid, JSON + Markdown."""
+    from respect_jax.cli.eval import evaluate, markdown
+
+    root, dataset, _, _ = trained_run
+    cfg = compose_cfg(
+        "eval",
+        [f"checkpoint={root / 'full'}", f"dataset={dataset}", "samples=4", "batch_size=8", "progress=false"],
+    )
+    doc = evaluate(cfg)
+    assert doc["graphs"] == 24 and doc["reference"] == "oracle" and doc["checkpoint_step"] == 8
+    assert set(doc["aggregate"]) == {"greedy", "best_of_4", "compiler"}
+    for method, agg in doc["aggregate"].items():
+        assert agg["valid_pct"] == 100.0, method
+        assert agg["gap_mean_pct"] >= -1e-4, method  # nothing beats a proven optimum
+    assert doc["aggregate"]["best_of_4"]["gap_mean_pct"] <= doc["aggregate"]["greedy"]["gap_mean_pct"] + 1e-4
+    row = doc["per_graph"][0]
+    assert row["reference_optimal"] and {"objective", "gap", "valid", "time_s"} <= set(row["greedy"])
+    assert "| greedy |" in markdown(doc)
+
+
+def run_cli(args, cwd):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]], capture_output=True, text=True, env=env, timeout=300, cwd=cwd
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["respect-train", "policy=nope"], "unknown policy 'nope'"),
+        (["respect-train", "algorithm=imitation", "datasets=[]"], "needs datasets"),
+        (["respect-train", "train.steps=7", "train.steps_per_epoch=5"], "multiple of train.steps_per_epoch"),
+        (["respect-eval"], "dataset"),
+        (["respect-eval", "checkpoint=/nonexistent", "dataset=data/graphs/dnn40.json"], "not a policy checkpoint"),
+    ],
+)
+def test_cli_user_errors_are_one_line(tmp_path, args, message):
+    proc = run_cli(args, ROOT)
+    assert proc.returncode != 0
+    lines = [x for x in proc.stderr.strip().splitlines() if not x.startswith("WARNING")]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("launcher, target", [("slurm", "SlurmLauncher"), ("local", "JoblibLauncher")])
+def test_launcher_presets_compose(launcher, target):
+    cfg = compose_cfg("train", [f"hydra/launcher={launcher}"], return_hydra_config=True)
+    assert cfg.hydra.launcher._target_.endswith(target)
+
+
+def test_multi_host_detection():
+    from respect_jax.train.sharding import multi_host_requested
+
+    assert not multi_host_requested({})
+    assert not multi_host_requested({"SLURM_NTASKS": "1", "SLURM_JOB_ID": "3"})
+    assert multi_host_requested({"SLURM_NTASKS": "4", "SLURM_JOB_ID": "3"})
+    assert multi_host_requested({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"})
