@@ -1,0 +1,269 @@
+"""Figures of the learned scheduler: quality gaps, training throughput, scheduling latency, compile time.
+
+Writes ``experiments/results/bench_policy.{md,json}`` with the machine description and the load
+average before and after (the figures depend on how busy the machine was).
+
+    .venv/bin/python experiments/bench_policy.py                       # everything
+    .venv/bin/python experiments/bench_policy.py --skip-quality        # speed figures only
+    .venv/bin/python experiments/bench_policy.py --quality-limit 100 --samples 64
+
+* training throughput (graphs/s, after compilation) of one imitation and one REINFORCE update
+  epoch on 30-node graphs (bucket 32), and the compile time of each update epoch per bucket;
+* time to schedule one 350-node graph (ResNet-101, 347 nodes) with greedy decoding, after
+  compilation, and the compile time of that bucket;
+* quality: greedy and best-of-N gaps of a checkpoint on the held-out 50-node labelled set (gap to
+  the proven optimum) and on generated 300-node DNN-like graphs (gap to the best schedule found by
+  any of: the policy, the compiler partitioner, the greedy solver).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from respect_jax.cli.common import machine_description  # noqa: E402
+from respect_jax.costs import hardware_from_dict  # noqa: E402
+from respect_jax.graphs import GeneratorConfig, generate_dataset, load_graph, pad_graph  # noqa: E402
+from respect_jax.graphs.graph import write_json_atomic  # noqa: E402
+from respect_jax.policy.config import PolicyConfig  # noqa: E402
+from respect_jax.policy.decoding import Decoding, make_decoder  # noqa: E402
+from respect_jax.solvers import run_solver  # noqa: E402
+from respect_jax.train.checkpoints import load_policy  # noqa: E402
+from respect_jax.train.config import AlgorithmConfig, TrainConfig  # noqa: E402
+from respect_jax.train.data import load_labelled_batches, make_batches  # noqa: E402
+from respect_jax.train.evaluation import decode_set, summarise  # noqa: E402
+from respect_jax.train.loop import Trainer  # noqa: E402
+
+RESULTS = ROOT / "experiments" / "results"
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    return out, time.perf_counter() - t0
+
+
+def bench_training(policy: PolicyConfig, hw, labels: str, batch: int, steps: int, samples: int) -> dict:
+    """Imitation and REINFORCE update epochs on 30-node graphs: compile time and graphs/s."""
+    out = {}
+    data = load_labelled_batches([labels], hw, "paper", 1.0, limit=1024)
+    for name, algo in (
+        ("imitation", AlgorithmConfig("imitation")),
+        ("reinforce", AlgorithmConfig.from_dict({"name": "reinforce", "reinforce": {"samples": samples}})),
+    ):
+        tcfg = TrainConfig(
+            steps=steps * 3,
+            batch_size=batch,
+            steps_per_epoch=steps,
+            checkpoint_every=steps * 3,
+            eval_every=steps * 3,
+            eval_graphs=0,
+        )
+        gens = [GeneratorConfig(min_nodes=30, max_nodes=30)]
+        trainer = Trainer(policy, hw, "paper", 1.0, algo, tcfg, generators=gens, datasets=data[:1])
+        state = trainer.init_state()
+        (state, *_), first = timed(lambda state=state, trainer=trainer: trainer.run_epoch(state))
+        runs = []
+        for _ in range(2):
+            (state, *_), t = timed(lambda state=state, trainer=trainer: trainer.run_epoch(state))
+            runs.append(t)
+        best = min(runs)
+        out[name] = {
+            "bucket_nodes": int(data[0].graphs.params.shape[-1]),
+            "batch_size": batch,
+            "samples_per_graph": samples if name == "reinforce" else None,
+            "steps_timed": steps,
+            "graphs_per_s": steps * batch / best,
+            "compile_s": max(first - best, 0.0),
+        }
+        print(name, out[name], flush=True)
+    return out
+
+
+def bench_compile_bucket(policy: PolicyConfig, hw, labels: str, batch: int) -> dict:
+    """Compile time of the imitation update epoch on the 50-node bucket (64 padded nodes)."""
+    data = load_labelled_batches([labels], hw, "paper", 1.0, limit=256)
+    tcfg = TrainConfig(steps=2, batch_size=batch, steps_per_epoch=2, checkpoint_every=2, eval_every=2, eval_graphs=0)
+    trainer = Trainer(policy, hw, "paper", 1.0, AlgorithmConfig("imitation"), tcfg, datasets=data[:1])
+    state = trainer.init_state()
+    fn = trainer.epoch_fn("imitation", 0)
+    t0 = time.perf_counter()
+    fn.lower(state, trainer.datasets[0]).compile()
+    return {"bucket_nodes": int(data[0].graphs.params.shape[-1]), "imitation_compile_s": time.perf_counter() - t0}
+
+
+def bench_latency(model, doc, graph_path: Path, repeats: int) -> dict:
+    """Greedy scheduling of one large graph (batch of 1) after compilation."""
+    hw = hardware_from_dict(doc["hardware"])
+    graph = load_graph(graph_path)
+    padded = jax.tree.map(lambda x: jnp.asarray(x)[None], pad_graph(graph))
+    run, params = make_decoder(model, hw, doc["objective"], doc["lam"], Decoding("greedy"))
+    _, compile_s = timed(lambda: run(params, padded, jax.random.PRNGKey(0)))
+    times = [timed(lambda i=i: run(params, padded, jax.random.PRNGKey(i)))[1] for i in range(repeats)]
+    return {
+        "graph": graph.name,
+        "num_nodes": graph.num_nodes,
+        "bucket_nodes": int(padded.params.shape[-1]),
+        "greedy_ms_best": 1000 * min(times),
+        "greedy_ms_median": 1000 * float(np.median(times)),
+        "compile_s": compile_s,
+    }
+
+
+def bench_quality(model, doc, labels50: str, limit: int, samples: int, dnn_graphs: int, batch: int) -> dict:
+    hw = hardware_from_dict(doc["hardware"])
+    obj, lam = doc["objective"], doc["lam"]
+    out = {}
+    data = load_labelled_batches([labels50], hw, obj, lam, limit=limit)
+    for dec in (Decoding("greedy"), Decoding("best_of", samples=samples)):
+        decoded = [decode_set(model, d, hw, obj, lam, dec, batch, jax.random.PRNGKey(0)) for d in data]
+        out[f"respect50_{dec.label}"] = summarise(decoded)
+        print(dec.label, out[f"respect50_{dec.label}"], flush=True)
+    if dnn_graphs:
+        graphs = generate_dataset(GeneratorConfig(mode="dnn", min_nodes=300, max_nodes=300), dnn_graphs, seed=300)
+        batches = make_batches(graphs)
+        per_method = {}
+        for dec in (Decoding("greedy"), Decoding("best_of", samples=samples)):
+            vals = np.zeros(len(graphs))
+            for b, idx in batches:
+                d = decode_set(model, b, hw, obj, lam, dec, max(1, batch // 4), jax.random.PRNGKey(1))
+                vals[idx] = d.objective
+            per_method[dec.label] = vals
+        for solver in ("compiler", "greedy"):
+            per_method[f"solver_{solver}"] = np.array(
+                [run_solver(solver, g, hw, obj, lam)["objective"] for g in graphs]
+            )
+        best = np.min(np.stack(list(per_method.values())), axis=0)
+        out["dnn300"] = {
+            m: {
+                "gap_mean_pct": float(100 * np.mean(v / best - 1)),
+                "best_pct": float(100 * np.mean(v <= best * 1.000001)),
+            }
+            for m, v in per_method.items()
+        }
+        out["dnn300"]["graphs"] = len(graphs)
+        out["dnn300"]["reference"] = "best of the listed methods"
+        print("dnn300", out["dnn300"], flush=True)
+    return out
+
+
+def markdown(doc: dict) -> str:
+    m = doc["machine"]
+    lines = [
+        "# Learned scheduler: speed and quality",
+        "",
+        f"Machine: {m['processor']}, {m['cpu_count']} CPUs, JAX {m['jax']} ({m['jax_backend']}); "
+        f"load average {doc['load_before'][0]:.1f} before / {doc['load_after'][0]:.1f} after "
+        "(the machine was shared with other jobs: speed figures are lower bounds).",
+        f"Policy: `{doc['policy']}`.",
+        "",
+    ]
+    if "training" in doc:
+        lines += [
+            "| training (30-node graphs) | graphs/s | compile s | batch | samples/graph |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for name, r in doc["training"].items():
+            lines.append(
+                f"| {name} | {r['graphs_per_s']:.0f} | {r['compile_s']:.1f} | {r['batch_size']} | "
+                f"{r['samples_per_graph'] or '-'} |"
+            )
+        lines.append("")
+    if "compile_64" in doc:
+        c = doc["compile_64"]
+        lines += [
+            f"Imitation update epoch compile time, {c['bucket_nodes']}-node bucket: {c['imitation_compile_s']:.1f} s.",
+            "",
+        ]
+    if "latency" in doc:
+        r = doc["latency"]
+        lines += [
+            f"Greedy schedule of {r['graph']} ({r['num_nodes']} nodes, bucket {r['bucket_nodes']}): "
+            f"{r['greedy_ms_best']:.1f} ms best / {r['greedy_ms_median']:.1f} ms median after compilation "
+            f"(compile {r['compile_s']:.1f} s).",
+            "",
+        ]
+    if "quality" in doc:
+        q = doc["quality"]
+        lines += [
+            "| held-out set | decoding | mean gap % | max gap % | optimal % | valid % |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for key, r in q.items():
+            if key.startswith("respect50_"):
+                lines.append(
+                    f"| respect50 ({r['graphs']} graphs, vs proven optimum) | {key[10:]} | {r['gap_mean_pct']:.2f} | "
+                    f"{r['gap_max_pct']:.2f} | {r['optimal_pct']:.1f} | {r['valid_pct']:.1f} |"
+                )
+        if "dnn300" in q:
+            lines += [
+                "",
+                f"300-node DNN-like graphs ({q['dnn300']['graphs']}), gap to the best of the methods below:",
+                "",
+            ]
+            lines += ["| method | mean gap % | best found % |", "|---|---:|---:|"]
+            for key, r in q["dnn300"].items():
+                if isinstance(r, dict):
+                    lines.append(f"| {key} | {r['gap_mean_pct']:.2f} | {r['best_pct']:.1f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--checkpoint", default=str(ROOT / "data" / "checkpoints" / "respect_k4_paper"))
+    ap.add_argument("--labels30", default=str(ROOT / "data" / "labels" / "respect30_k4_paper"))
+    ap.add_argument("--labels50", default=str(ROOT / "data" / "labels" / "respect50_k4_paper"))
+    ap.add_argument("--graph350", default=str(ROOT / "data" / "models" / "resnet101.json"))
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=10, help="update steps per timed epoch")
+    ap.add_argument("--rl-samples", type=int, default=8)
+    ap.add_argument("--samples", type=int, default=64, help="best-of-N candidates")
+    ap.add_argument("--quality-limit", type=int, default=500)
+    ap.add_argument("--dnn-graphs", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--skip-quality", action="store_true")
+    ap.add_argument("--skip-training", action="store_true")
+    ap.add_argument("--out", default=str(RESULTS / "bench_policy"))
+    args = ap.parse_args()
+
+    model, doc_ckpt = load_policy(args.checkpoint)
+    policy = PolicyConfig.from_dict(doc_ckpt["policy"])
+    hw = hardware_from_dict(doc_ckpt["hardware"])
+    doc = {
+        "machine": machine_description(),
+        "load_before": list(os.getloadavg()),
+        "policy": policy.to_dict(),
+        "checkpoint": args.checkpoint,
+        "checkpoint_step": doc_ckpt["step"],
+        "args": vars(args),
+    }
+    if not args.skip_training:
+        doc["training"] = bench_training(policy, hw, args.labels30, args.batch, args.steps, args.rl_samples)
+        doc["compile_64"] = bench_compile_bucket(policy, hw, args.labels50, args.batch)
+    doc["latency"] = bench_latency(model, doc_ckpt, Path(args.graph350), args.repeats)
+    print("latency", doc["latency"], flush=True)
+    if not args.skip_quality:
+        doc["quality"] = bench_quality(
+            model, doc_ckpt, args.labels50, args.quality_limit, args.samples, args.dnn_graphs, 64
+        )
+    doc["load_after"] = list(os.getloadavg())
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(doc, out.with_suffix(".json"))
+    out.with_suffix(".md").write_text(markdown(doc))
+    print(markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
