@@ -9,8 +9,9 @@ from __future__ import annotations
 import jax
 from flax import struct
 
+from respect_jax.env.types import FIRST, LAST, MID, TimeStep  # noqa: F401  (shared with the graph env)
+
 INF = 1 << 29  # "no time"; INF + any execution/transfer time still fits in int32
-FIRST, MID, LAST = 0, 1, 2
 
 
 @struct.dataclass
@@ -147,23 +148,12 @@ class Action:
     machine_pref: jax.Array
 
 
-@struct.dataclass
-class TimeStep:
-    """Result of reset/step (``step_type`` FIRST/MID/LAST = 0/1/2).
-
-    ``reward``: for every job whose last sub-job was dispatched by this step (its finish time is
-    then known): ``+1 / #SRT jobs`` if an SRT job meets its deadline, ``-hrt_penalty / #HRT jobs`` if
-    an HRT job misses; minus ``override_penalty`` when the safety layer rejected the proposal.
-    ``extras``: ``proposed`` i32[2] (sub-job, accelerator) the policy proposed, ``dispatched``
-    i32[2] what ran (-1 when nothing), ``accepted`` / ``override`` bool[], and on the LAST step the
-    episode metrics of :func:`respect_jax.realtime.environment.episode_metrics` (zeros before).
-    """
-
-    step_type: jax.Array
-    reward: jax.Array
-    discount: jax.Array
-    observation: Observation
-    extras: dict
-
-    def last(self) -> jax.Array:
-        return self.step_type == LAST
+# The real-time environment returns the project's shared TimeStep (respect_jax.env.types).
+# Result of reset/step (``step_type`` FIRST/MID/LAST = 0/1/2).
+#
+# ``reward``: for every job whose last sub-job was dispatched by this step (its finish time is
+# then known): ``+1 / #SRT jobs`` if an SRT job meets its deadline, ``-hrt_penalty / #HRT jobs`` if
+# an HRT job misses; minus ``override_penalty`` when the safety layer rejected the proposal.
+# ``extras``: ``proposed`` i32[2] (sub-job, accelerator) the policy proposed, ``dispatched``
+# i32[2] what ran (-1 when nothing), ``accepted`` / ``override`` bool[], and on the LAST step the
+# episode metrics of :func:`respect_jax.realtime.environment.episode_metrics` (zeros before).
