@@ -499,6 +499,7 @@ __all__ = [
     "limit_threads",
     "load_shard",
     "num_shards",
+    "resolve_solver_options",
     "shard_name",
     "shard_range",
     "summarise",
