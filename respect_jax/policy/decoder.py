@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from respect_jax.policy.state import NUM_CONTEXT_FEATURES, NUM_STAGE_FEATURES
@@ -114,23 +115,30 @@ class StageDecoder(nnx.Module):
             stage_emb: f32[..., K, e] mean projected embedding of the nodes on each stage.
             allowed: bool[..., K] stages allowed by precedence.
         """
-        q = self.query(jax.nn.relu(hq_t + gq + self.context_query(context)))
-        a = self.stage_feat(stage_feats) + self.query_token(q)[..., None, :]
+        lead, k = stage_feats.shape[:-2], stage_feats.shape[-2]
+        # dense layers run on 2-D [rows, features] arrays: XLA's CPU backend differentiates
+        # matmuls with one contracting batch dimension much faster than with several
+        m = int(np.prod(lead))
+        hq_t, gq = hq_t.reshape(m, -1), gq.reshape(m, -1)
+        q = self.query(jax.nn.relu(hq_t + gq + self.context_query(context.reshape(m, -1))))
+        a = self.stage_feat(stage_feats.reshape(m * k, -1)).reshape(m, k, -1) + self.query_token(q)[:, None, :]
         if self.stage_embeddings:
-            a = a + stage_emb
+            a = a + stage_emb.reshape(m, k, -1)
         z = jax.nn.relu(a)
+        d = z.shape[-1]
         if self.kind == "mlp":
-            pooled = self.pool_mean(jnp.mean(z, axis=-2)) + self.pool_max(jnp.max(z, axis=-2))
-            u = z + pooled[..., None, :]
+            pooled = self.pool_mean(jnp.mean(z, axis=1)) + self.pool_max(jnp.max(z, axis=1))
+            u = (z + pooled[:, None, :]).reshape(m * k, d)
             for block in self.blocks:
                 u = block(u)
-            logits = self.out(jax.nn.relu(self.norm(u)))[..., 0]
+            logits = self.out(jax.nn.relu(self.norm(u))).reshape(m, k)
         else:
             u = z
             for attn, norm, block in zip(self.attn, self.attn_norms, self.blocks, strict=True):
                 x = norm(u)
-                u = block(u + attn(x, x, x))
-            logits = jnp.sum(self.w_q(q)[..., None, :] * self.w_k(u), axis=-1) / jnp.sqrt(float(u.shape[-1]))
+                u = block((u + attn(x, x, x)).reshape(m * k, d)).reshape(m, k, d)
+            keys = self.w_k(u.reshape(m * k, d)).reshape(m, k, d)
+            logits = jnp.sum(self.w_q(q)[:, None, :] * keys, axis=-1) / jnp.sqrt(float(d))
         if self.logit_clip:
             logits = self.logit_clip * jnp.tanh(logits / self.logit_clip)
-        return jnp.where(allowed, logits, NEG_INF)
+        return jnp.where(allowed, logits.reshape(*lead, k), NEG_INF)

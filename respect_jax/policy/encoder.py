@@ -81,7 +81,7 @@ class DirectedAggregation(nnx.Module):
         Returns f32[B, N, d]: the aggregated messages arriving at every node.
         """
         b, n, width = h.shape
-        msg = self.message(h)
+        msg = self.message(h.reshape(b * n, width)).reshape(b, n, width)
         if self.kind != "gat":
             agg = jnp.einsum("buv,bud->bvd", adj, msg)
             if self.kind == "mean":
@@ -120,8 +120,10 @@ class MessagePassingLayer(nnx.Module):
             weight = graph.edges[:, 0]
             fwd = self.forward_agg.segment(flat, graph.senders, graph.receivers, weight).reshape(h.shape)
             bwd = self.backward_agg.segment(flat, graph.receivers, graph.senders, weight).reshape(h.shape)
-        upd = self.update2(jax.nn.relu(self.update1(jnp.concatenate([h, fwd, bwd], axis=-1))))
-        return self.norm(h + upd)
+        b, n, d = h.shape
+        x = jnp.concatenate([h, fwd, bwd], axis=-1).reshape(b * n, 3 * d)  # 2-D: fast matmul gradients on CPU
+        upd = self.update2(jax.nn.relu(self.update1(x)))
+        return self.norm(h.reshape(b * n, d) + upd).reshape(b, n, d)
 
 
 class GraphEncoder(nnx.Module):
@@ -146,7 +148,8 @@ class GraphEncoder(nnx.Module):
         aggregation = aggregation or self.aggregation
         node_mask = graphs.node_mask
         fmask = node_mask[:, :, None].astype(jnp.float32)
-        h = self.embed2(jax.nn.relu(self.embed1(feats))) * fmask
+        b, n, f = feats.shape
+        h = self.embed2(jax.nn.relu(self.embed1(feats.reshape(b * n, f)))).reshape(b, n, -1) * fmask
         graph_tuple = adj = None
         if len(self.layers):
             if aggregation == "dense":

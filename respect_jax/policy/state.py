@@ -52,6 +52,7 @@ class GraphStatics:
         time_scale: f32[] the latency objective's lower bound (s).
         n: f32[] number of real nodes.
         desc: bool[N, N] ``desc[u, w]``: w is reachable from u by a non-empty path.
+        succ: bool[N, N] ``succ[u, w]``: the edge u -> w exists.
     """
 
     par_b: jax.Array
@@ -66,6 +67,7 @@ class GraphStatics:
     time_scale: jax.Array
     n: jax.Array
     desc: jax.Array
+    succ: jax.Array
 
 
 @struct.dataclass
@@ -145,6 +147,7 @@ def graph_statics(graph: PaddedGraph, hw: Hardware) -> GraphStatics:
         time_scale=jnp.maximum(time_lb, 1e-9),
         n=jnp.maximum(graph.num_nodes, 1).astype(jnp.float32),
         desc=ancestors(graph).T,
+        succ=jnp.zeros((n_pad, n_pad), bool).at[graph.senders, graph.receivers].max(graph.edge_mask),
     )
 
 
@@ -185,19 +188,18 @@ def lookahead(
 # ============================================================================ teacher forcing
 
 
-def first_consumer_at_or_after(graph: PaddedGraph, st: GraphStatics, stage: jax.Array, k_stages: int) -> jax.Array:
+def first_consumer_at_or_after(st: GraphStatics, stage: jax.Array, k_stages: int) -> jax.Array:
     """i32[N, K] ``first[u, k]``: smallest consumer position w of u with ``s(w) >= k``; N if none.
 
     A graph output counts as consumed at its own position on stage K-1 (SPEC's ``last = K-1``).
+    Dense over ``succ`` (no scatter: faster on CPUs for padded buckets).
     """
     n_pad = stage.shape[0]
     ks = jnp.arange(k_stages)
-    ok = graph.edge_mask[:, None] & (stage[graph.receivers][:, None] >= ks[None, :])
-    cand = jnp.where(ok, graph.receivers[:, None], n_pad).astype(jnp.int32)  # [E, K]
-    first = jax.ops.segment_min(cand, graph.senders, num_segments=n_pad)
-    first = jnp.minimum(first, n_pad)
-    idx = jnp.arange(n_pad, dtype=jnp.int32)[:, None]
-    return jnp.where(st.is_sink[:, None], idx, first)
+    idx = jnp.arange(n_pad, dtype=jnp.int32)
+    ok = st.succ[:, :, None] & (stage[None, :, None] >= ks[None, None, :])  # [u, w, K]
+    first = jnp.min(jnp.where(ok, idx[None, :, None], n_pad), axis=1)
+    return jnp.where(st.is_sink[:, None], idx[:, None], first)
 
 
 def prefix_quantities(
@@ -216,28 +218,21 @@ def prefix_quantities(
     stage = jnp.where(mask, stage, 0).astype(jnp.int32)
     ks = jnp.arange(k_stages)
     onehot = ((stage[:, None] == ks[None, :]) & mask[:, None]).astype(jnp.float32)  # [N, K]
-
-    def exclusive_cumsum(x):
-        return jnp.cumsum(x, axis=0) - x
-
-    mem = exclusive_cumsum(onehot * st.par_b[:, None])
-    macs = exclusive_cumsum(onehot * st.macs[:, None])
-    count = exclusive_cumsum(onehot)
-    first = first_consumer_at_or_after(graph, st, stage, k_stages)  # [N, K]
+    # exclusive prefix sums over positions as matmuls with the strictly lower triangle (fast on CPU/GPU)
+    earlier = (jnp.arange(n_pad)[None, :] < jnp.arange(n_pad)[:, None]).astype(jnp.float32)  # [t, u]
+    loads = jnp.einsum("tu,ukc->tkc", earlier, onehot[:, :, None] * jnp.stack([st.par_b, st.macs, mask], -1)[:, None])
+    mem, macs, count = loads[..., 0], loads[..., 1], loads[..., 2]
+    first = first_consumer_at_or_after(st, stage, k_stages)  # [N, K]
     below = (stage[:, None] < ks[None, :]) & mask[:, None]  # s(u) < k
     contrib = jnp.where(below, st.out_b[:, None], 0.0)  # [N, K]
-    cols = jnp.broadcast_to(ks[None, :], (n_pad, k_stages))
-    # cross[t, k] = sum_u contrib[u, k] * [first[u, k] < t]: add at time first + 1, then cumsum
-    hist = jnp.zeros((n_pad + 1, k_stages), jnp.float32).at[first + 1, cols].add(contrib, mode="drop")
-    cross = jnp.cumsum(hist, axis=0)[:n_pad]
+    t_col = jnp.arange(n_pad)[:, None, None]  # [t, 1, 1] against [1, u, K]
+    # cross[t, k] = sum_u contrib[u, k] * [first[u, k] < t]
+    cross = jnp.sum(jnp.where(first[None] < t_col, contrib[None], 0.0), axis=1)
     # open[t, k] = sum_u contrib[u, k] * [u < t <= min(maxsucc[u], first[u, k])], u not a sink
     end = jnp.minimum(st.maxsucc[:, None], first)
-    live = ~st.is_sink[:, None] & (end >= jnp.arange(n_pad)[:, None] + 1)
-    c_open = jnp.where(live, contrib, 0.0)
-    rows = jnp.broadcast_to(jnp.arange(n_pad)[:, None] + 1, (n_pad, k_stages))
-    diff = jnp.zeros((n_pad + 2, k_stages), jnp.float32).at[rows, cols].add(c_open)
-    diff = diff.at[end + 1, cols].add(-c_open)
-    open_ = jnp.cumsum(diff, axis=0)[:n_pad]
+    u_row = jnp.arange(n_pad)[None, :, None]
+    awaited = (u_row < t_col) & (t_col <= end[None]) & ~st.is_sink[None, :, None]
+    open_ = jnp.sum(jnp.where(awaited, contrib[None], 0.0), axis=1)
     # predin[t, k] = sum_{p in pred(t)} out_p * [s(p) < k] * [first[p, k] >= t]
     p_first = first[graph.preds]  # [N, P, K]
     p_below = below[graph.preds]
@@ -245,16 +240,22 @@ def prefix_quantities(
     p_ok = graph.pred_mask[:, :, None] & p_below & (p_first >= t_idx)
     predin = jnp.sum(jnp.where(p_ok, st.out_b[graph.preds][:, :, None], 0.0), axis=1)
     low = jnp.max(jnp.where(graph.pred_mask, stage[graph.preds], 0), axis=1, initial=0)
-    emb = exclusive_cumsum(onehot[:, :, None] * h[:, None, :])
+    emb = jnp.einsum("tu,ukd->tkd", earlier, onehot[:, :, None] * h[:, None, :])
     # lb_t(w) = largest stage of w's ancestors placed before t: a running max over u < t
     anc_stage = jnp.where(st.desc & mask[:, None], stage[:, None] + 1, 0)  # [u, w]
     running = jax.lax.cummax(anc_stage, axis=0)
     lb = jnp.maximum(jnp.concatenate([jnp.zeros((1, n_pad), running.dtype), running[:-1]], axis=0) - 1, 0)  # [t, w]
     idx = jnp.arange(n_pad)
-    future = (idx[None, :] > idx[:, None]) & mask[None, :]  # [t, w]
-    forced_par, pushed_par, forced_macs, pushed_macs = jax.vmap(lookahead, in_axes=(0, 0, 0, None, None))(
-        lb, future, st.desc, st, k_stages
+    future = ((idx[None, :] > idx[:, None]) & mask[None, :]).astype(jnp.float32)  # [t, w]
+    weights = jnp.stack([st.par_b, st.macs], axis=-1)  # [w, 2]
+    at_or_above = (lb[:, :, None] >= ks[None, None, :]).astype(jnp.float32)  # [t, w, K]
+    forced = jnp.einsum("twk,tw,wc->tkc", at_or_above, future, weights)
+    pushed_from = future * st.desc.astype(jnp.float32)  # t's descendants after t
+    pushed = jnp.einsum("tw,wc->tc", pushed_from, weights)[:, None, :] - jnp.einsum(
+        "twk,tw,wc->tkc", at_or_above, pushed_from, weights
     )
+    forced_par, forced_macs = forced[..., 0], forced[..., 1]
+    pushed_par, pushed_macs = pushed[..., 0], pushed[..., 1]
     return StepQuantities(
         mem=mem,
         macs=macs,
