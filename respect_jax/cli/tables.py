@@ -1,0 +1,125 @@
+"""``respect-tables``: gather the runs of a sweep into one table.
+
+Example::
+
+    respect-train -m +ablation=encoder_depth          # writes runs/ablation/encoder_depth/<job>/
+    respect-tables runs=runs/ablation/encoder_depth   # -> runs/ablation/encoder_depth/summary.{md,json}
+
+A run is any folder under ``runs`` holding ``config.yaml`` and ``metrics.jsonl`` (what
+``respect-train`` writes). Columns: the config values that differ between the runs (the swept
+knobs, found automatically; bookkeeping keys such as ``run_dir`` are left out), then the run's final
+figures: steps, wall time, last training loss, peak training graphs/s and every value of its last
+evaluation. Rows are sorted by the swept values.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from respect_jax.cli.common import CONF_DIR, user_errors_exit
+
+PROG = "respect-tables"
+IGNORED_KEYS = ("run_dir", "progress", "resume", "train.kill_after_step")
+
+
+def flatten(doc, prefix: str = "") -> dict:
+    """Nested dict -> {'a.b.c': value}; lists are kept as values."""
+    out = {}
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Folders under ``root`` (itself included) that hold a respect-train run."""
+    runs = [p.parent for p in sorted(root.rglob("metrics.jsonl")) if (p.parent / "config.yaml").is_file()]
+    return [r for r in runs if "checkpoints" not in r.parts]
+
+
+def run_summary(run: Path) -> tuple[dict, dict]:
+    """(flattened config, final figures) of one run folder."""
+    config = flatten(OmegaConf.to_container(OmegaConf.load(run / "config.yaml"), resolve=False))
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    if not lines:
+        raise ValueError(f"{run}: metrics.jsonl is empty (the run has not logged yet)")
+    figures = {
+        "steps": lines[-1]["step"],
+        "wall_min": sum(float(r.get("wall_s", 0.0)) for r in lines) / 60.0,
+        "final_loss": next((r["loss"] for r in reversed(lines) if "loss" in r), None),
+        "graphs_per_s": max((r.get("graphs_per_s", 0.0) for r in lines[1:] or lines), default=None),
+    }
+    last_eval = next((r["eval"] for r in reversed(lines) if r.get("eval")), None)
+    if last_eval:
+        figures.update({f"eval.{k}": v for k, v in flatten(last_eval).items()})
+    return config, figures
+
+
+def gather(root: Path) -> dict:
+    """{'swept': [keys], 'rows': [{'run', key: value..., figures...}]} for every run under root."""
+    runs = find_runs(root)
+    if not runs:
+        raise ValueError(f"{root}: no respect-train runs (folders with config.yaml and metrics.jsonl) found")
+    summaries = [(run, *run_summary(run)) for run in runs]
+    keys = sorted({k for _, cfg, _ in summaries for k in cfg})
+    swept = [
+        k for k in keys
+        if k not in IGNORED_KEYS and len({json.dumps(cfg.get(k), sort_keys=True) for _, cfg, _ in summaries}) > 1
+    ]
+    rows = []
+    for run, cfg, figures in summaries:
+        row = {"run": str(run.relative_to(root)) if run != root else "."}
+        row.update({k: cfg.get(k) for k in swept})
+        row.update(figures)
+        rows.append(row)
+    rows.sort(key=lambda r: [json.dumps(r[k], sort_keys=True) for k in swept] + [r["run"]])
+    return {"root": str(root), "swept": swept, "rows": rows}
+
+
+def render(table: dict) -> str:
+    from respect_jax.experiments.report import markdown_table
+
+    columns = ["run"] + table["swept"]
+    for row in table["rows"]:
+        columns += [k for k in row if k not in columns]
+    body = [[row.get(c) if not isinstance(row.get(c), list) else str(row.get(c)) for c in columns]
+            for row in table["rows"]]
+    swept = ", ".join(f"`{k}`" for k in table["swept"]) or "none (the runs share one config)"
+    return "\n".join([
+        f"# Sweep summary: {table['root']}",
+        "",
+        f"{len(table['rows'])} runs; swept: {swept}.",
+        "",
+        markdown_table(columns, body),
+    ])
+
+
+@hydra.main(config_path=CONF_DIR, config_name="tables", version_base=None)
+@user_errors_exit(PROG)
+def main(cfg: DictConfig) -> None:
+    from respect_jax.graphs.graph import write_json_atomic
+
+    root = Path(cfg.runs)
+    if not root.is_dir():
+        raise ValueError(f"runs={root}: not a folder")
+    table = gather(root)
+    out = Path(cfg.out) if cfg.out else root / "summary.md"
+    md = render(table)
+    write_json_atomic(table, out.with_suffix(".json"))
+    tmp = out.with_suffix(".md.tmp")
+    tmp.write_text(md + "\n")
+    tmp.replace(out.with_suffix(".md"))
+    print(md)
+    print(f"{PROG}: {len(table['rows'])} runs -> {out.with_suffix('.md')}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Run one scheduling *method* (a solver name plus options) on one graph, timed and scored.
+
+A method is a config node ``{solver: <registered name>, options: {...}, warmup: bool}``; the
+experiments' configs (``conf/experiment/*.yaml``) list them by label, e.g.::
+
+    policy_best_of_64: {solver: policy, options: {decoding: best_of, samples: 64}, warmup: true}
+
+``warmup: true`` runs the method once untimed first, so the reported time of a JAX method is
+its schedule time after compilation (the compile time is reported separately). Every schedule
+is re-scored by the shared evaluator (:func:`respect_jax.solvers.run_solver`); none reports its
+own objective unchecked.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from respect_jax.costs import Hardware
+from respect_jax.graphs.graph import Graph
+
+POLICY_SOLVERS = ("policy", "respect_pointer")
+
+
+@dataclass(frozen=True)
+class Method:
+    """A labelled solver configuration.
+
+    Attributes:
+        label: the name in tables (``policy_best_of_64``).
+        solver: registered solver name (``respect_jax.solvers.available_solvers()``).
+        options: keyword options passed to the solver.
+        warmup: run once untimed before the timed run (JAX methods: exclude compilation).
+    """
+
+    label: str
+    solver: str
+    options: dict = field(default_factory=dict)
+    warmup: bool = False
+
+
+def methods_from_cfg(node) -> list[Method]:
+    """``{label: {solver, options, warmup}}`` (an OmegaConf or plain mapping) -> [Method]."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(node, DictConfig):
+        node = OmegaConf.to_container(node, resolve=True)
+    methods = []
+    for label, spec in (node or {}).items():
+        if not isinstance(spec, dict) or "solver" not in spec:
+            raise ValueError(f"method {label!r} needs a 'solver' entry, got {spec!r}")
+        unknown = set(spec) - {"solver", "options", "warmup"}
+        if unknown:
+            raise ValueError(f"method {label!r}: unknown keys {sorted(unknown)} (allowed: solver, options, warmup)")
+        methods.append(Method(label, str(spec["solver"]), dict(spec.get("options") or {}), bool(spec.get("warmup"))))
+    if not methods:
+        raise ValueError("an experiment needs at least one method")
+    return methods
+
+
+def ensure_registered(methods: list[Method]) -> None:
+    """Import the learned solvers' modules when used; raise a one-line error for unknown names."""
+    import respect_jax.solvers  # noqa: F401  (registers the non-learned solvers)
+    from respect_jax.solvers.base import available_solvers
+
+    solvers = {m.solver for m in methods}
+    if "policy" in solvers:
+        import respect_jax.policy.solver  # noqa: F401
+    if "respect_pointer" in solvers:
+        import respect_jax.respect_pointer.solver  # noqa: F401
+    missing = sorted(solvers - set(available_solvers()))
+    if missing:
+        raise ValueError(f"unknown solver(s) {', '.join(missing)}; available: {', '.join(available_solvers())}")
+
+
+def run_method(method: Method, graph: Graph, hw: Hardware, objective: str, lam: float) -> dict:
+    """Solve ``graph`` with ``method``; a flat record with objective, metrics and times.
+
+    ``solve_time_s`` excludes compilation when ``method.warmup``; ``first_call_s`` is the time
+    of the untimed warm-up call (compilation included), else None.
+    """
+    from respect_jax.solvers.base import run_solver
+
+    first = None
+    if method.warmup:
+        start = time.perf_counter()
+        run_solver(method.solver, graph, hw, objective, lam, **method.options)
+        first = time.perf_counter() - start
+    rec = run_solver(method.solver, graph, hw, objective, lam, **method.options)
+    m = rec["metrics"]
+    return {
+        "graph": graph.name,
+        "num_nodes": graph.num_nodes,
+        "stages": hw.stages,
+        "method": method.label,
+        "solver": method.solver,
+        "objective": rec["objective"],
+        "bottleneck_s": m["bottleneck_s"],
+        "latency_s": m["latency_s"],
+        "throughput_per_s": m["throughput_per_s"],
+        "spill_bytes": m["spill_bytes"],
+        "comm_bytes": m["comm_bytes"],
+        "mem_k": m["mem_k"],
+        "time_k": m["time_k"],
+        "solve_time_s": rec["solve_time_s"],
+        "first_call_s": first,
+        "optimal": rec["optimal"],
+        "gap": rec["gap"],
+        "assignment": rec["assignment"],
+    }

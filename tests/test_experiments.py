@@ -1,0 +1,183 @@
+"""Issue 6: every experiment config composes and runs end to end in a tiny setting; respect-tables
+gathers a real 2-job sweep; the ablation presets compose."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from respect_jax.cli.common import CONF_DIR
+from respect_jax.experiments import run_experiment
+from respect_jax.graphs.graph import load_graph
+from respect_jax.reference import reference_objective
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
+ABLATIONS = sorted(p.stem for p in (ROOT / "conf" / "ablation").glob("*.yaml"))
+
+
+def tiny_cfg(name: str, tmp_path: Path, overrides: list[str], keep_methods: tuple[str, ...] | None = None):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+        cfg = compose("paper", overrides=[f"experiment={name}", f"out_dir={tmp_path}", "progress=false", *overrides])
+    if keep_methods is not None:
+        OmegaConf.set_struct(cfg, False)
+        for label in list(cfg.experiment.methods):
+            if label not in keep_methods:
+                del cfg.experiment.methods[label]
+    return cfg
+
+
+def test_every_experiment_config_composes():
+    assert {"real_models", "generalisation", "warm_start", "training_curves"} <= set(EXPERIMENTS)
+    for name in EXPERIMENTS:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+            cfg = compose("paper", overrides=[f"experiment={name}"])
+        OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+        assert cfg.experiment.name == name
+
+
+def test_real_models_tiny_end_to_end(tmp_path):
+    cfg = tiny_cfg(
+        "real_models", tmp_path,
+        ["experiment.models=[vgg16]", "experiment.stages=[3]", "experiment.bar_models=[vgg16]",
+         "experiment.bar_stages=3", "experiment.methods.milp.options.time_limit_s=20"],
+        keep_methods=("compiler", "profiling", "policy_greedy", "milp"),
+    )
+    doc = run_experiment(cfg)
+    graph = load_graph(ROOT / "data" / "models" / "vgg16.json")
+    hw = OmegaConf.to_container(cfg.hardware, resolve=True)
+    from respect_jax.costs import hardware_from_dict
+
+    hw = hardware_from_dict({**hw, "stages": 3})
+    recs = {r["method"]: r for r in doc["records"]}
+    assert set(recs) == {"compiler", "profiling", "policy_greedy", "milp"}
+    assert recs["milp"]["optimal"] is True and recs["milp"]["gap_pct"] == 0.0
+    for r in recs.values():  # every figure re-derived with the loop reference evaluator
+        ref = reference_objective(graph, r["assignment"], hw, "paper")
+        assert r["objective"] == pytest.approx(ref, rel=1e-5)
+        assert r["gap_pct"] == pytest.approx(100 * (r["objective"] / recs["milp"]["objective"] - 1), abs=1e-9)
+        assert r["gap_pct"] >= -1e-4  # nobody beats a proven optimum
+        assert r["speedup"] == pytest.approx(recs["compiler"]["bottleneck_s"] / r["bottleneck_s"])
+        assert r["first_call_s"] is None or r["first_call_s"] > 0
+    for name in ("real_models.md", "real_models.json", "stage_memory.png", "pareto.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    md = (tmp_path / "real_models.md").read_text()
+    assert "| vgg16 | 19 | 3 | milp |" in md and "Table 2" in md
+    assert json.loads((tmp_path / "real_models.json").read_text())["machine"]["cpu_count"] >= 1
+
+
+def test_generalisation_tiny_end_to_end(tmp_path):
+    cfg = tiny_cfg(
+        "generalisation", tmp_path,
+        ["experiment.families=[respect,dnn]", "experiment.sizes=[10]", "experiment.graphs_per_size=2",
+         "hardware.stages=3", "experiment.methods.cpsat.options.time_limit_s=20"],
+        keep_methods=("compiler", "policy_greedy", "cpsat"),
+    )
+    doc = run_experiment(cfg)
+    assert len(doc["records"]) == 2 * 2 * 3
+    for graph in {r["graph"] for r in doc["records"]}:
+        recs = {r["method"]: r for r in doc["records"] if r["graph"] == graph}
+        assert recs["cpsat"]["optimal"] and recs["cpsat"]["gap_pct"] == 0.0  # 10 nodes: proven
+        assert min(r["gap_pct"] for r in recs.values()) == 0.0
+        assert all(r["reference_proven"] for r in recs.values())
+    assert (tmp_path / "generalisation.png").stat().st_size > 0
+    assert "| dnn | 10 | 2 (2) | cpsat |" in (tmp_path / "generalisation.md").read_text()
+
+
+def test_warm_start_tiny_end_to_end(tmp_path):
+    cfg = tiny_cfg(
+        "warm_start", tmp_path,
+        ["experiment.sizes=[10]", "experiment.graphs_per_size=1", "experiment.models=[]", "hardware.stages=3",
+         "experiment.start_method.options.samples=4"],
+    )
+    doc = run_experiment(cfg)
+    recs = doc["records"]
+    assert {(r["solver"], r["start"]) for r in recs} == {(s, t) for s in ("milp", "cpsat")
+                                                         for t in ("none", "heuristic", "policy")}
+    optimum = recs[0]["objective"]
+    for r in recs:  # every run proves the same optimum, never worse than its start
+        assert r["optimal"] and r["objective"] == pytest.approx(optimum, rel=1e-6)
+        assert r["objective"] <= r["start_objective"] * (1 + 1e-6)
+    assert "none/policy" in (tmp_path / "warm_start.md").read_text()
+
+
+def test_training_curves_from_shipped_checkpoint(tmp_path):
+    cfg = tiny_cfg("training_curves", tmp_path, [])
+    doc = run_experiment(cfg)
+    (metrics,) = doc["runs"].values()
+    assert metrics[-1]["step"] == max(r["step"] for r in metrics)
+    assert np.all(np.diff([r["cum_wall_s"] for r in metrics]) >= 0)
+    assert (tmp_path / "training_curves.png").stat().st_size > 0
+
+
+def run_main(main, argv: list[str], monkeypatch) -> int:
+    """Run a Hydra entry point in this process (no interpreter start-up); its exit status."""
+    monkeypatch.setattr(sys, "argv", ["prog", *argv])
+    monkeypatch.chdir(ROOT)
+    try:
+        main()
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
+
+
+def paper_main():
+    spec = importlib.util.spec_from_file_location("paper_script", ROOT / "experiments" / "paper.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_bad_experiment_input_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    argv = ["experiment=real_models", "experiment.models=[no_such_model]", f"out_dir={tmp_path / 'out'}"]
+    assert run_main(paper_main(), argv, monkeypatch) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "experiments/paper.py: error: model 'no_such_model': no graph file data/models/no_such_model.json"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ABLATIONS)
+def test_ablation_presets_compose_with_a_sweep(name):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+        cfg = compose("train", overrides=[f"+ablation={name}"], return_hydra_config=True)
+    params = cfg.hydra.sweeper.params
+    assert params and all("," in str(v) for v in params.values())  # each preset sweeps >= 2 values
+
+
+def test_respect_tables_on_a_two_job_sweep(tmp_path, monkeypatch, capsys):
+    """A real 2-job respect-train sweep (Hydra's basic launcher, in this process), then respect-tables."""
+    from respect_jax.cli import tables, train
+
+    runs = tmp_path / "runs"
+    argv = [
+        "-m", "policy=small", "policy.layers=0", "algorithm=imitation",
+        "train.seed=0,1", "train.steps=2", "train.steps_per_epoch=1", "train.batch_size=4", "train.checkpoint_every=2",
+        "train.eval_graphs=0", "dataset_limit=16", "progress=false",
+        f"run_dir={runs}/seed_${{train.seed}}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+    ]
+    assert run_main(train.main, argv, monkeypatch) == 0, capsys.readouterr().err[-2000:]
+    assert run_main(tables.main, [f"runs={runs}"], monkeypatch) == 0, capsys.readouterr().err[-2000:]
+    table = json.loads((runs / "summary.json").read_text())
+    assert table["swept"] == ["train.seed"]
+    assert [(r["run"], r["train.seed"], r["steps"]) for r in table["rows"]] == [("seed_0", 0, 2), ("seed_1", 1, 2)]
+    for row in table["rows"]:
+        assert row["final_loss"] > 0 and row["graphs_per_s"] > 0
+    md = (runs / "summary.md").read_text()
+    assert "| seed_0 | 0 | 2 |" in md and "| seed_1 | 1 | 2 |" in md
+
+
+def test_respect_tables_rejects_a_folder_without_runs(tmp_path, monkeypatch, capsys):
+    from respect_jax.cli import tables
+
+    assert run_main(tables.main, [f"runs={tmp_path}"], monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert "no respect-train runs" in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
