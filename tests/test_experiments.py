@@ -181,3 +181,26 @@ def test_respect_tables_rejects_a_folder_without_runs(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert "no respect-train runs" in err and len(err.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_ablation_preset_runs_under_submitit_local(tmp_path):
+    """The SLURM path without SLURM: an ablation preset through Hydra's submitit_local launcher."""
+    import subprocess
+
+    runs = tmp_path / "runs"
+    cmd = [
+        sys.executable, "-m", "respect_jax.cli.train", "-m", "+ablation=encoder_depth", "hydra/launcher=submitit_local",
+        "policy=small", "policy.layers=0,1", "train.steps=2", "train.steps_per_epoch=1", "train.batch_size=4",
+        "train.checkpoint_every=2", "train.eval_graphs=0", "eval_dataset=null", "dataset_limit=16", "progress=false",
+        f"run_dir={runs}/layers_${{policy.layers}}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = subprocess.run([sys.executable, "-m", "respect_jax.cli.tables", f"runs={runs}"], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = json.loads((runs / "summary.json").read_text())
+    assert table["swept"] == ["policy.layers"]
+    rows = [(r["run"], r["policy.layers"], r["steps"]) for r in table["rows"]]
+    assert rows == [("layers_0", 0, 2), ("layers_1", 1, 2)]

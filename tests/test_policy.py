@@ -49,10 +49,15 @@ def test_teacher_forced_logits_equal_step_by_step_decoding(mode, decoder):
     hw = make_hw(4)
     graphs = generated(mode, 4, seed=3)
     model = small_policy(decoder=decoder)
-    h, g = model.encode(graphs)
-    stage = rollout(model, graphs, h, g, hw, "paper", 1.0, jax.random.PRNGKey(1), 2, greedy=False)
-    parallel = model.teacher_logits(graphs, h, g, stage, hw, "paper", 1.0)
+    h, g = nnx.jit(lambda m, x: m.encode(x))(model, graphs)
+    stage = nnx.jit(lambda m, gr, h, g, key: rollout(m, gr, h, g, hw, "paper", 1.0, key, 2, greedy=False))(
+        model, graphs, h, g, jax.random.PRNGKey(1)
+    )
+    parallel = nnx.jit(lambda m, gr, h, g, s: m.teacher_logits(gr, h, g, s, hw, "paper", 1.0))(
+        model, graphs, h, g, stage
+    )
     hq, he, gq = model.decoder.project_nodes(h, g)
+    prefix_fn = jax.jit(prefix_quantities, static_argnums=4)
 
     @jax.jit
     def step(graph, statics, ds, t, hq_t, gq_b, he_t, action):
@@ -64,7 +69,7 @@ def test_teacher_forced_logits_equal_step_by_step_decoding(mode, decoder):
     for b in range(2):
         graph = jax.tree.map(lambda x, b=b: x[b], graphs)
         statics = graph_statics(graph, hw)
-        prefix = prefix_quantities(graph, statics, stage[b, 1], he[b], 4)
+        prefix = prefix_fn(graph, statics, stage[b, 1], he[b], 4)
         ds = init_decode_state(graph.params.shape[0], 4, he.shape[-1])
         for t in range(int(graph.num_nodes)):
             q, logits, allowed, ds = step(graph, statics, ds, t, hq[b, t], gq[b], he[b, t], stage[b, 1, t])
@@ -136,14 +141,17 @@ def test_rollout_objective_equals_environment_return():
     hw = make_hw(4)
     graphs = generated("respect", 6, seed=11)
     model = small_policy()
-    h, g = model.encode(graphs)
-    stage = rollout(model, graphs, h, g, hw, "paper", 1.0, jax.random.PRNGKey(2), 3, greedy=False)
+    h, g = nnx.jit(lambda m, x: m.encode(x))(model, graphs)
+    stage = nnx.jit(lambda m, gr, h, g, key: rollout(m, gr, h, g, hw, "paper", 1.0, key, 3, greedy=False))(
+        model, graphs, h, g, jax.random.PRNGKey(2)
+    )
     obj, valid = schedule_objectives(graphs, stage, hw, "paper", 1.0)
     env = SchedulingEnv(hw, objective="paper", normalise=False)
-    state, _ = env.batch_reset(graphs)
+    state, _ = jax.jit(env.batch_reset)(graphs)
+    batch_step = jax.jit(env.batch_step)
     total = jnp.zeros(6)
     for t in range(graphs.params.shape[-1]):
-        state, ts = env.batch_step(state, stage[:, 0, t])
+        state, ts = batch_step(state, stage[:, 0, t])
         total = total + ts.reward
     np.testing.assert_array_equal(np.asarray(state.assignment) * np.asarray(graphs.node_mask), stage[:, 0])
     np.testing.assert_allclose(-np.asarray(total), np.asarray(obj[:, 0]), rtol=1e-6)
