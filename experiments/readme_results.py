@@ -20,8 +20,12 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 # (title, result file, command, sections to keep (None: all, else headings to keep), figures)
 ENTRIES = [
     ("Simulator and generator speed", "experiments/results/bench_env.md", ".venv/bin/respect-bench", None, []),
-    ("Learned scheduler: quality and speed (issue 4)", "experiments/results/bench_policy.md",
-     ".venv/bin/python experiments/bench_policy.py", None, []),
+    ("Learned scheduler: quality (issue 4)", "experiments/results/bench_policy_quality.md",
+     ".venv/bin/python experiments/bench_policy.py --skip-training --out experiments/results/bench_policy_quality",
+     None, []),
+    ("Learned scheduler: training and scheduling speed (issue 4)", "experiments/results/bench_policy_speed.md",
+     ".venv/bin/python experiments/bench_policy.py --skip-quality --out experiments/results/bench_policy_speed",
+     None, []),
     ("Learned scheduler: latency objective (issue 4)", "experiments/results/bench_policy_latency.md",
      ".venv/bin/python experiments/bench_policy.py --objective latency --labels50 data/labels/respect50_k4_latency "
      "--skip-training --out experiments/results/bench_policy_latency", None, []),

@@ -1,5 +1,8 @@
 """``respect-eval``: a trained policy on a dataset, against the oracle labels and baseline solvers.
 
+The checkpoint may be a GNN policy run folder or a RESPECT-pointer one (``policy=respect_pointer``;
+told apart by its ``network.json``).
+
 Example::
 
     respect-eval checkpoint=data/checkpoints/respect_k4_paper dataset=data/labels/respect50_k4_paper \
@@ -94,12 +97,21 @@ def evaluate(cfg: DictConfig) -> dict:
     from respect_jax.costs import evaluate_assignment
     from respect_jax.graphs.padded import graph_at, to_original_order
     from respect_jax.policy.decoding import Decoding, make_decoder
+    from respect_jax.respect_pointer.checkpoints import checkpoint_kind
     from respect_jax.solvers import run_solver
     from respect_jax.train.checkpoints import load_policy
     from respect_jax.train.data import make_batches
     from respect_jax.train.evaluation import decode_set
 
-    model, doc = load_policy(cfg.checkpoint)
+    if checkpoint_kind(cfg.checkpoint) == "respect_pointer":  # the RESPECT-faithful baseline's run folder
+        from respect_jax.respect_pointer.checkpoints import load_pointer
+        from respect_jax.respect_pointer.decoding import make_decoder as make_pointer_decoder
+
+        model, doc = load_pointer(cfg.checkpoint)
+        make = make_pointer_decoder
+    else:
+        model, doc = load_policy(cfg.checkpoint)
+        make = make_decoder
     graphs, reference, ref_optimal, manifest = load_eval_graphs(str(cfg.dataset), cfg.limit)
     hw, objective, lam = resolve_problem(cfg, manifest, doc)
     n = len(graphs)
@@ -111,7 +123,7 @@ def evaluate(cfg: DictConfig) -> dict:
         dec = Decoding(
             strategy=str(name), samples=int(cfg.samples) if name == "best_of" else 1, temperature=float(cfg.temperature)
         )
-        decoder = make_decoder(model, hw, objective, lam, dec)
+        decoder = make(model, hw, objective, lam, dec)
         obj, valid, times = np.full(n, np.nan), np.zeros(n, bool), np.zeros(n)
         compile_s[dec.label] = 0.0
         for bi, (batch, idx) in enumerate(batches):
@@ -127,6 +139,9 @@ def evaluate(cfg: DictConfig) -> dict:
         log(f"{PROG}: {dec.label}: decoded {n} graphs")
     for name in cfg.baselines:
         options = _solver_options(str(name))
+        if name in ("policy", "respect_pointer"):  # the learned solvers register on import
+            import respect_jax.policy.solver  # noqa: F401
+            import respect_jax.respect_pointer.solver  # noqa: F401
         obj, valid, times = np.full(n, np.nan), np.zeros(n, bool), np.zeros(n)
         for i, g in enumerate(graphs):
             r = run_solver(str(name), g, hw, objective, lam, **options)

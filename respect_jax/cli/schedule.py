@@ -24,6 +24,8 @@ def schedule(cfg: DictConfig) -> dict:
 
     if cfg.solver.name == "policy":  # registered by the policy package (solvers never import it)
         import respect_jax.policy.solver  # noqa: F401
+    if cfg.solver.name == "respect_pointer":
+        import respect_jax.respect_pointer.solver  # noqa: F401
 
     if cfg.objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {cfg.objective!r}")

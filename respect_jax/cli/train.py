@@ -9,6 +9,9 @@ Writes ``run_dir/{network.json, config.yaml, metrics.jsonl, checkpoints/<step>/}
 command after a kill resumes from the latest checkpoint and ends exactly where an uninterrupted
 run would. Trains data-parallel over every visible device (``jax.distributed.initialize()`` first
 when launched as several SLURM tasks). Bad arguments exit 2 with one line on stderr.
+
+``policy=respect_pointer algorithm=reinforce`` trains the RESPECT-faithful pointer baseline instead
+(:mod:`respect_jax.respect_pointer.train`, same run-folder layout and resume).
 """
 
 from __future__ import annotations
@@ -70,6 +73,10 @@ def train(cfg: DictConfig) -> dict:
     """Build and fit; returns a summary (last metrics, last evaluation, run folder)."""
     from respect_jax.train.sharding import maybe_initialize_distributed
 
+    if cfg.policy.get("name") == "respect_pointer":  # the RESPECT-faithful baseline has its own loop
+        from respect_jax.respect_pointer.train import train_from_cfg
+
+        return train_from_cfg(cfg)
     maybe_initialize_distributed()
     trainer = build_trainer(cfg)
     result = trainer.fit(
