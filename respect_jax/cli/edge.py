@@ -1,0 +1,141 @@
+"""``respect-edge``: train and evaluate the ASET dispatcher of DNN inference queries (issue 7).
+
+Usage::
+
+    respect-edge train [overrides]   # DQN agent -> run_dir (network.json, orbax checkpoints, metrics.jsonl)
+    respect-edge eval [overrides]    # success ratio per policy x load level -> out_dir/<stem>.{md,png,json}
+
+Examples::
+
+    respect-edge train edge_scenario=small dqn.episodes=60 run_dir=runs/edge/small
+    respect-edge eval edge_scenario=small run_dir=runs/edge/small eval.traces=8
+    respect-edge eval edge_scenario=isp edge_scenario.pattern=diurnal eval.policies=[closest,fastest_expected]
+
+Scenarios are the ``conf/edge_scenario/`` presets (``small``, ``isp``); every field can be
+overridden (``edge_scenario.apps.0.rate=50``). Bad values print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from respect_jax.cli.common import CONF_DIR, check_group_choices, dump_json, machine_description, user_errors_exit
+
+PROG = "respect-edge"
+COMMANDS = ("train", "eval")
+USAGE = f"usage: {PROG} {{train,eval}} [key=value ...]  (see conf/edge.yaml; {PROG} train --help for Hydra's help)"
+
+
+def _scenario(cfg: DictConfig):
+    from respect_jax.edge_cluster.scenarios import scenario_from_dict
+
+    return scenario_from_dict(OmegaConf.to_container(cfg.edge_scenario, resolve=True), where="edge_scenario")
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def train(cfg: DictConfig) -> dict:
+    """Train the DQN agent on the configured scenario; returns a summary."""
+    from respect_jax.edge_cluster.dqn import DQNConfig, train_dqn
+
+    scn = _scenario(cfg)
+    dqn = DQNConfig.from_dict(OmegaConf.to_container(cfg.dqn, resolve=True))
+    if int(cfg.chunk) < 1:
+        raise ValueError(f"chunk must be >= 1, got {cfg.chunk}")
+    run_dir = Path(cfg.run_dir)
+    agent = train_dqn(scn, dqn, run_dir, chunk=int(cfg.chunk), log=_log if cfg.progress else None)
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    last = agent.history[-1]
+    summary = {"scenario": scn.name, "run_dir": str(run_dir), "episodes": dqn.episodes,
+               "env_steps": dqn.episodes * dqn.episode_steps * dqn.num_envs, "train_time_s": agent.train_time_s,
+               "final_success": last["success"], "machine": machine_description()}
+    (run_dir / "machine.json").write_text(dump_json(summary["machine"]))
+    _log(f"{PROG} train: {scn.name}: {summary['env_steps']:,} dispatches in {agent.train_time_s:.1f}s, "
+         f"last-episode success {last['success']:.3f} -> {run_dir}")
+    if cfg.eval.after_train:
+        evaluate(cfg)
+    return summary
+
+
+def evaluate(cfg: DictConfig) -> dict:
+    """Evaluate the configured policies at the configured load levels; write table, plot and JSON."""
+    import jax
+
+    from respect_jax.edge_cluster.dqn import NETWORK_FILE, load_agent
+    from respect_jax.edge_cluster.evaluation import compare, write_report
+    from respect_jax.edge_cluster.policies import get_policy
+    from respect_jax.edge_cluster.scenarios import describe
+    from respect_jax.edge_cluster.simulator import num_features
+
+    scn = _scenario(cfg)
+    names = list(cfg.eval.policies)
+    if not names:
+        raise ValueError("eval.policies is empty")
+    loads = list(cfg.eval.loads)
+    for load in loads:
+        scn.load_factor(load)  # unknown names fail here, in one line
+    if int(cfg.eval.traces) < 1:
+        raise ValueError(f"eval.traces must be >= 1, got {cfg.eval.traces}")
+    policies, header = {}, [f"Scenario `{scn.name}`:", "", "```", describe(scn), "```", ""]
+    for name in names:
+        if name != "aset":
+            policies[name] = get_policy(name)
+            continue
+        ckpt = Path(cfg.eval.checkpoint or cfg.run_dir)
+        if not (ckpt / NETWORK_FILE).is_file():
+            if cfg.eval.checkpoint:
+                raise FileNotFoundError(f"eval.checkpoint={ckpt}: no trained agent there (no {NETWORK_FILE})")
+            _log(f"{PROG} eval: no trained agent in {ckpt} (run `{PROG} train` first); static policies only")
+            continue
+        agent, trained_on = load_agent(ckpt)
+        shapes = (num_features(scn.params), scn.params.num_actions)
+        if (num_features(trained_on.params), trained_on.params.num_actions) != shapes:
+            raise ValueError(f"agent in {ckpt} was trained on scenario {trained_on.name!r} with other shapes; "
+                             f"evaluate it on a scenario with the same sources, sites, apps and variants")
+        policies["aset"] = agent.policy
+        header.append(f"ASET agent: `{ckpt}` ({agent.config.episodes} episodes x {agent.config.num_envs} envs x "
+                      f"{agent.config.episode_steps} dispatches, trained in {agent.train_time_s:.0f} s)")
+    t0 = time.perf_counter()
+    doc = compare(scn, policies, loads, jax.random.key(int(cfg.eval.seed)), int(cfg.eval.traces))
+    doc["machine"] = machine_description()
+    doc["wall_s"] = time.perf_counter() - t0
+    stem = cfg.eval.stem or f"success_{scn.name}"
+    paths = write_report(doc, cfg.out_dir, stem, "\n".join(header))
+    for load in loads:
+        best = max(doc["policies"], key=lambda p, ld=load: doc["success"][p][ld])
+        scores = "  ".join(f"{p}={doc['success'][p][load]:.3f}" for p in doc["policies"])
+        _log(f"{load:>9}: {scores}  best={best}")
+    _log(f"{PROG} eval: {sum(doc['queries'].values()):,} queries per policy in {doc['wall_s']:.1f}s -> {paths['md']}")
+    return doc
+
+
+@hydra.main(config_path=CONF_DIR, config_name="edge", version_base="1.3")
+@user_errors_exit(PROG)
+def _main(cfg: DictConfig) -> None:
+    if cfg.command not in COMMANDS:
+        raise ValueError(f"unknown command {cfg.command!r}; choose one of {', '.join(COMMANDS)}")
+    {"train": train, "eval": evaluate}[cfg.command](cfg)
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE + "\n\n" + __doc__.strip(), file=sys.stderr if not args else sys.stdout)
+        sys.exit(2 if not args else 0)
+    if args[0] not in COMMANDS:
+        print(f"{PROG}: error: unknown command {args[0]!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
+        sys.exit(2)
+    check_group_choices(PROG, ("edge_scenario",), args[1:])
+    sys.argv = [sys.argv[0], f"command={args[0]}", *args[1:]]
+    _main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,565 @@
+"""The ASET agent: deep Q-learning in pure JAX (replay buffer, target network, double DQN).
+
+PureJaxRL layout: :func:`make_train` returns pure functions; one *episode* of training is
+
+1. give every environment whose trace has fewer than ``episode_steps`` queries left a fresh trace
+   at a load multiplier drawn from ``cfg.loads`` (so the agent sees every load level and adapts
+   to it); the others continue their trace, so the agent also lives through sustained load,
+   not only through the first instants after an empty start,
+2. ``lax.scan`` over ``episode_steps`` dispatches of ``num_envs`` environments at once
+   (epsilon-greedy on the masked Q-values; an exploratory action is uniform or, with probability
+   ``explore_rules``, the choice of a random static rule), writing every transition into a circular replay
+   buffer and doing ``updates_per_step`` double-DQN updates (Huber loss, Adam, global-norm
+   clipping) per step once ``learning_starts`` transitions are stored,
+3. a hard target-network copy every ``target_period`` updates.
+
+A chunk of episodes is one jitted ``lax.scan`` (the carry is donated); :func:`train_dqn` is the
+thin host loop around it: it logs one JSON line per episode, writes orbax checkpoints with the
+project's :class:`respect_jax.train.checkpoints.Checkpointer` and a ``network.json`` from which
+:func:`load_agent` rebuilds the agent without retraining.
+
+Why not :class:`respect_jax.train.loop.Trainer`: that loop is built around the graph scheduler's
+``SchedulingPolicy`` (encoder/decoder, labelled buckets, REINFORCE over graphs) and has no
+off-policy pieces (replay buffer, target network, epsilon schedule); DQN keeps its own scanned
+update and reuses the shared checkpoint format instead.
+
+An "episode" here is a chunk of ``episode_steps`` dispatches; chunk boundaries are not terminal
+(the last transition bootstraps from the next observation and the environment goes on). A trace
+that runs out within a chunk ends (discount 0); its remaining steps are padding, masked out of
+the buffer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx, struct
+
+from respect_jax.edge_cluster.environment import EdgeEnv
+from respect_jax.edge_cluster.scenarios import Scenario, TraceConfig, query_slots, scenario_from_dict
+from respect_jax.edge_cluster.simulator import HINT_POLICIES, Policy, action_mask, features, num_features
+from respect_jax.edge_cluster.traces import generate_trace
+from respect_jax.edge_cluster.types import EdgeParams, SimState, State, TimeStep, Trace
+
+NETWORK_FILE = "network.json"
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+FORMAT = "respect-jax-edge-dqn/3"
+
+
+@dataclass(frozen=True)
+class DQNConfig:
+    """Settings of :func:`make_train` (every knob of the CLI's ``dqn`` node).
+
+    hidden: widths of the Q-network's global MLP (ReLU); action_width: width of its per-action
+        scorer (run once per action, so kept narrow).
+    gamma: discount per dispatched query (the effect of a dispatch on the queues lasts a few
+        dozen queries, so 0.9 looks about 10 queries ahead).
+    num_envs: environments stepped together; episode_steps: dispatches per environment per episode.
+    episodes: training episodes; loads: load multipliers drawn uniformly per environment and trace
+        (empty: the scenario's named load levels).
+    trace_horizon_s: simulated seconds of a training trace (null: the scenario's horizon); an
+        environment gets a new trace (and load) when its trace runs out.
+    buffer_size, batch_size, learning_starts: replay buffer (transitions).
+    updates_per_step: gradient updates per environment step (each of ``num_envs`` transitions).
+    target_period: updates between hard target-network copies.
+    eps_start, eps_end, eps_fraction: linear epsilon decay over that fraction of all steps.
+    explore_rules: share of the exploratory (epsilon) actions that follow a static rule of
+        :data:`~respect_jax.edge_cluster.simulator.HINT_POLICIES` drawn at random (the rest are
+        uniform over the allowed actions): the replay buffer then also holds the consequences of
+        sensible dispatches under sustained load, not only of random ones.
+    """
+
+    hidden: tuple[int, ...] = (128, 128)
+    action_width: int = 32
+    lr: float = 1e-3
+    gamma: float = 0.9
+    num_envs: int = 16
+    episode_steps: int = 256
+    episodes: int = 60
+    loads: tuple[float, ...] = ()
+    trace_horizon_s: float | None = None
+    buffer_size: int = 32768
+    batch_size: int = 128
+    learning_starts: int = 1024
+    updates_per_step: int = 1
+    target_period: int = 250
+    eps_start: float = 1.0
+    eps_end: float = 0.02
+    eps_fraction: float = 0.5
+    explore_rules: float = 0.8
+    double: bool = True
+    max_grad_norm: float = 10.0
+    seed: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        object.__setattr__(self, "loads", tuple(float(x) for x in self.loads))
+        checks = [
+            ("hidden", len(self.hidden) >= 1 and all(h >= 1 for h in self.hidden),
+             "a non-empty list of positive widths"),
+            ("action_width", self.action_width >= 1, ">= 1"),
+            ("lr", self.lr > 0, "> 0"),
+            ("gamma", 0.0 <= self.gamma < 1.0, "in [0, 1)"),
+            ("num_envs", self.num_envs >= 1, ">= 1"),
+            ("episode_steps", self.episode_steps >= 1, ">= 1"),
+            ("episodes", self.episodes >= 1, ">= 1"),
+            ("loads", all(x > 0 and math.isfinite(x) for x in self.loads), "positive numbers"),
+            ("trace_horizon_s", self.trace_horizon_s is None or 0 < self.trace_horizon_s <= 1000,
+             "in (0, 1000] or null"),
+            ("buffer_size", self.buffer_size >= self.num_envs, ">= num_envs"),
+            ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("learning_starts", self.learning_starts >= 0, ">= 0"),
+            ("updates_per_step", self.updates_per_step >= 1, ">= 1"),
+            ("target_period", self.target_period >= 1, ">= 1"),
+            ("eps_end", 0.0 <= self.eps_end <= self.eps_start <= 1.0, "0 <= eps_end <= eps_start <= 1"),
+            ("eps_fraction", 0.0 < self.eps_fraction <= 1.0, "in (0, 1]"),
+            ("explore_rules", 0.0 <= self.explore_rules <= 1.0, "in [0, 1]"),
+            ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
+        ]
+        for name, ok, rule in checks:
+            if not ok:
+                raise ValueError(f"dqn.{name} must be {rule}, got {getattr(self, name)!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> DQNConfig:
+        values = dict(values or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown dqn option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        doc = asdict(self)
+        return {**doc, "hidden": list(self.hidden), "loads": list(self.loads)}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Sizes that fix the blocks of the observation vector (:func:`~respect_jax.edge_cluster.simulator.features`)."""
+
+    num_apps: int
+    num_sources: int
+    num_sites: int
+    num_variants: int
+
+    @classmethod
+    def of(cls, params: EdgeParams) -> Layout:
+        return cls(params.num_apps, params.num_sources, params.num_sites, params.num_variants)
+
+    def split(self, x: jax.Array) -> dict[str, jax.Array]:
+        """The named blocks of ``x`` f32[..., F], in the order ``features`` writes them."""
+        a, n, s, v = self.num_apps, self.num_sources, self.num_sites, self.num_variants
+        sizes = {"app": a, "source": n, "backlog": s, "queue": s, "work": s, "rtt": s, "slack": s * v, "ok": v,
+                 "hint": len(HINT_POLICIES) * s * v, "rate": a, "success": a}
+        out, start = {}, 0
+        for name, size in sizes.items():
+            out[name] = x[..., start:start + size]
+            start += size
+        return out
+
+
+class QNetwork(nnx.Module):
+    """Factored Q-network ``f32[..., F] -> f32[..., S*V]`` (masking is done by the caller).
+
+    A global MLP embeds what concerns every action (app and source one-hots, per-app arrival rate
+    and success ratio, every site's load); one shared scorer then rates each action ``(s, v)``
+    from that embedding and the action's own features (site s's backlog, queue length, pending
+    work and RTT, the estimated slack of ``(s, v)``, whether ``v`` is accurate enough, one-hots of
+    ``s`` and ``v``). Sharing the scorer across actions lets what is learnt on one site transfer
+    to the others, which a flat ``F -> S*V`` head cannot do (it needed far more data on ``isp``).
+    """
+
+    def __init__(self, layout: Layout, hidden: tuple[int, ...], width: int, *, rngs: nnx.Rngs):
+        self.layout = layout
+        a, n, s, v = layout.num_apps, layout.num_sources, layout.num_sites, layout.num_variants
+        sizes = (n + 3 * a + 4 * s, *hidden)
+        self.glob = nnx.List([nnx.Linear(i, o, rngs=rngs) for i, o in zip(sizes[:-1], sizes[1:], strict=True)])
+        self.from_action = nnx.Linear(4 + 1 + 1 + len(HINT_POLICIES) + s + v, width, rngs=rngs)
+        self.from_state = nnx.Linear(hidden[-1], width, use_bias=False, rngs=rngs)
+        self.mix = nnx.Linear(width, width, rngs=rngs)
+        self.out = nnx.Linear(width, 1, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        lay = self.layout
+        s, v = lay.num_sites, lay.num_variants
+        b = lay.split(x)
+        site = jnp.stack([b["backlog"], b["queue"], b["work"], b["rtt"]], axis=-1)  # [..., S, 4]
+        h = jnp.concatenate([b["app"], b["source"], b["rate"], b["success"], site.reshape(*site.shape[:-2], 4 * s)], -1)
+        for layer in self.glob:
+            h = jax.nn.relu(layer(h))
+        batch = x.shape[:-1]
+        ids = jnp.concatenate([jnp.repeat(jnp.eye(s), v, axis=0), jnp.tile(jnp.eye(v), (s, 1))], axis=-1)  # [S*V, S+V]
+        per_action = jnp.concatenate([
+            jnp.repeat(site, v, axis=-2),  # [..., S*V, 4]
+            b["slack"][..., None],
+            jnp.tile(b["ok"], (1,) * len(batch) + (s,))[..., None],
+            jnp.swapaxes(b["hint"].reshape(*batch, len(HINT_POLICIES), s * v), -1, -2),  # [..., S*V, H]
+            jnp.broadcast_to(ids, (*batch, s * v, s + v)),
+        ], axis=-1)
+        z = jax.nn.relu(self.from_action(per_action) + self.from_state(h)[..., None, :])
+        z = jax.nn.relu(self.mix(z))
+        return self.out(z)[..., 0]
+
+
+def masked_argmax(q: jax.Array, mask: jax.Array) -> jax.Array:
+    """i32[...] best allowed action (action 0 when nothing is allowed)."""
+    return jnp.argmax(jnp.where(mask, q, -jnp.inf), axis=-1).astype(jnp.int32)
+
+
+@struct.dataclass
+class Replay:
+    """Circular buffer of transitions (leading axis = capacity)."""
+
+    obs: jax.Array  # f32[C, F]
+    action: jax.Array  # i32[C]
+    reward: jax.Array  # f32[C]
+    discount: jax.Array  # f32[C] gamma * (episode goes on)
+    next_obs: jax.Array  # f32[C, F]
+    next_mask: jax.Array  # bool[C, S*V]
+    valid: jax.Array  # bool[C]
+    pos: jax.Array  # i32[]
+    size: jax.Array  # i32[]
+
+
+@struct.dataclass
+class Carry:
+    params: Any
+    target: Any
+    opt_state: Any
+    replay: Replay
+    env: State  # [E] the environments (they continue across episodes)
+    timestep: TimeStep  # [E] their last time step
+    load: jax.Array  # f32[E] load multiplier of each environment's current trace
+    steps: jax.Array  # i32[] environment steps so far (of each env)
+    updates: jax.Array  # i32[]
+    key: jax.Array
+
+
+def _empty_replay(capacity: int, obs_size: int, num_actions: int) -> Replay:
+    return Replay(
+        obs=jnp.zeros((capacity, obs_size), jnp.float32),
+        action=jnp.zeros((capacity,), jnp.int32),
+        reward=jnp.zeros((capacity,), jnp.float32),
+        discount=jnp.zeros((capacity,), jnp.float32),
+        next_obs=jnp.zeros((capacity, obs_size), jnp.float32),
+        next_mask=jnp.zeros((capacity, num_actions), bool),
+        valid=jnp.zeros((capacity,), bool),
+        pos=jnp.int32(0),
+        size=jnp.int32(0),
+    )
+
+
+def _insert(replay: Replay, batch: dict) -> Replay:
+    n = batch["action"].shape[0]
+    capacity = replay.action.shape[0]
+    idx = (replay.pos + jnp.arange(n)) % capacity
+    updated = {k: getattr(replay, k).at[idx].set(v) for k, v in batch.items()}
+    return replay.replace(**updated, pos=(replay.pos + n) % capacity, size=jnp.minimum(replay.size + n, capacity))
+
+
+def training_trace_config(scn: Scenario, cfg: DQNConfig) -> TraceConfig:
+    """Trace settings of training: ``trace_horizon_s`` (default: the scenario's), at least two
+    episodes' worth of queries at the lowest load."""
+    loads = cfg.loads or tuple(scn.loads.values())
+    total = float(scn.base_rate.sum())
+    horizon = max(cfg.trace_horizon_s or scn.trace.horizon_s, 2.5 * cfg.episode_steps / (total * min(loads)))
+    q = max(query_slots(total * max(loads) * scn.trace.peak_factor * horizon), cfg.episode_steps + 128)
+    switches = 2 * int(math.ceil(horizon / (scn.trace.mean_burst_s + scn.trace.mean_calm_s) * 1.5)) + 16
+    return TraceConfig(**{**scn.trace.__dict__, "horizon_s": horizon, "max_queries": q, "max_switches": switches})
+
+
+def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Callable]:
+    """Build the agent and its pure training functions.
+
+    Returns:
+        ``(model, init, run)``: ``init(key) -> Carry``; ``run(carry, num_episodes) -> (carry, metrics)``
+        with metrics f32[num_episodes] arrays ``success`` (mean reward of the episode's valid steps),
+        ``loss``, ``epsilon``, ``load``. ``run`` is pure: jit it with ``static_argnums=1``.
+    """
+    params_env: EdgeParams = scn.params
+    env = EdgeEnv(training_trace_config(scn, cfg), scn.ring)
+    obs_size, num_actions = num_features(params_env), params_env.num_actions
+    layout = Layout.of(params_env)
+    model = QNetwork(layout, cfg.hidden, cfg.action_width, rngs=nnx.Rngs(cfg.seed))
+    graphdef, init_params = nnx.split(model)
+    optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr))
+    loads = jnp.asarray(cfg.loads or tuple(scn.loads.values()), jnp.float32)
+    base_rate = jnp.asarray(scn.base_rate, jnp.float32)
+    total_steps = cfg.episodes * cfg.episode_steps
+    e = cfg.num_envs
+
+    def q_values(params, obs):
+        return nnx.merge(graphdef, params)(obs)
+
+    batch_params = jax.tree.map(lambda x: jnp.broadcast_to(x, (e, *x.shape)), params_env)
+
+    def fresh(key: jax.Array) -> tuple[State, TimeStep, jax.Array]:
+        """New traces for all E environments at loads drawn from ``loads``."""
+        k_load, k_trace = jax.random.split(key)
+        load = loads[jax.random.randint(k_load, (e,), 0, loads.shape[0])]
+        rates = load[:, None, None] * base_rate[None]
+        traces = jax.vmap(lambda k, rt: generate_trace(k, rt, env.trace_cfg))(jax.random.split(k_trace, e), rates)
+        state, timestep = jax.vmap(env.reset_trace)(batch_params, traces)
+        return state, timestep, load
+
+    def init(key: jax.Array) -> Carry:
+        # placeholder environments with empty traces (zeros): the first episode renews every one of
+        # them, so trace generation is compiled once, inside ``run``, and ``init`` runs eagerly fast
+        state, timestep, load = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(fresh, key))
+        return Carry(
+            params=jax.tree.map(jnp.copy, init_params),
+            target=jax.tree.map(jnp.copy, init_params),  # distinct buffers: the carry is donated
+            opt_state=optimizer.init(init_params),
+            replay=_empty_replay(cfg.buffer_size, obs_size, num_actions),
+            env=state,
+            timestep=timestep,
+            load=load,
+            steps=jnp.int32(0),
+            updates=jnp.int32(0),
+            key=key,
+        )
+
+    def loss_fn(params, target, batch):
+        if cfg.double:  # one pass of the online network over obs and next_obs (a smaller program)
+            both = q_values(params, jnp.concatenate([batch["obs"], batch["next_obs"]]))
+            q, q_next_online = jnp.split(both, 2)
+        else:
+            q = q_values(params, batch["obs"])
+        q_taken = jnp.take_along_axis(q, batch["action"][:, None], axis=1)[:, 0]
+        q_next_target = q_values(target, batch["next_obs"])
+        if cfg.double:
+            best = masked_argmax(jax.lax.stop_gradient(q_next_online), batch["next_mask"])
+            q_next = jnp.take_along_axis(q_next_target, best[:, None], axis=1)[:, 0]
+        else:
+            q_next = jnp.max(jnp.where(batch["next_mask"], q_next_target, -jnp.inf), axis=1)
+        q_next = jnp.where(jnp.any(batch["next_mask"], axis=1), q_next, 0.0)
+        y = batch["reward"] + batch["discount"] * jax.lax.stop_gradient(q_next)
+        err = optax.huber_loss(q_taken, y)
+        w = batch["valid"].astype(jnp.float32)
+        return jnp.sum(err * w) / jnp.maximum(jnp.sum(w), 1.0)
+
+    def update(carry: Carry, key: jax.Array) -> tuple[Carry, jax.Array]:
+        r = carry.replay
+        idx = jax.random.randint(key, (cfg.batch_size,), 0, jnp.maximum(r.size, 1))
+        fields_ = ("obs", "action", "reward", "discount", "next_obs", "next_mask", "valid")
+        batch = {k: getattr(r, k)[idx] for k in fields_}
+        loss, grads = jax.value_and_grad(loss_fn)(carry.params, carry.target, batch)
+        upd, opt_state = optimizer.update(grads, carry.opt_state, carry.params)
+        params = optax.apply_updates(carry.params, upd)
+        updates = carry.updates + 1
+        target = jax.tree.map(lambda t, p: jnp.where(updates % cfg.target_period == 0, p, t), carry.target, params)
+        return carry.replace(params=params, target=target, opt_state=opt_state, updates=updates), loss
+
+    def epsilon(steps):
+        frac = jnp.minimum(steps / (cfg.eps_fraction * total_steps), 1.0)
+        return cfg.eps_start + frac * (cfg.eps_end - cfg.eps_start)
+
+    def env_step(inner, _):
+        carry, state, timestep = inner
+        key, k_eps, k_rand, k_rule, k_mix, k_upd = jax.random.split(carry.key, 6)
+        obs = timestep.observation
+        greedy = masked_argmax(q_values(carry.params, obs.features), obs.action_mask)
+        random_action = jax.random.categorical(k_rand, jnp.where(obs.action_mask, 0.0, -jnp.inf), axis=-1)
+        random_action = jnp.where(jnp.any(obs.action_mask, axis=-1), random_action, 0).astype(jnp.int32)
+        hints = layout.split(obs.features)["hint"].reshape(e, len(HINT_POLICIES), num_actions)
+        rule = jax.random.randint(k_rule, (e,), 0, len(HINT_POLICIES))
+        rule_action = jnp.argmax(jnp.sum(jnp.where((jnp.arange(len(HINT_POLICIES)) == rule[:, None])[..., None],
+                                                   hints, 0.0), axis=1), axis=-1).astype(jnp.int32)
+        random_action = jnp.where(jax.random.uniform(k_mix, (e,)) < cfg.explore_rules, rule_action, random_action)
+        eps = epsilon(carry.steps)
+        action = jnp.where(jax.random.uniform(k_eps, (e,)) < eps, random_action, greedy)
+        valid = state.index < state.trace.num_valid
+        state, nxt = env.batch_step(state, action)
+        replay = _insert(carry.replay, {
+            "obs": obs.features,
+            "action": action,
+            "reward": nxt.reward,
+            "discount": cfg.gamma * nxt.discount,
+            "next_obs": nxt.observation.features,
+            "next_mask": nxt.observation.action_mask,
+            "valid": valid,
+        })
+        carry = carry.replace(replay=replay, steps=carry.steps + 1, key=key)
+
+        def do_updates(c):
+            c, losses = jax.lax.scan(update, c, jax.random.split(k_upd, cfg.updates_per_step))
+            return c, jnp.mean(losses)
+
+        ready = carry.replay.size >= max(cfg.learning_starts, cfg.batch_size)
+        carry, loss = jax.lax.cond(ready, do_updates, lambda c: (c, jnp.float32(jnp.nan)), carry)
+        stats = (jnp.sum(nxt.reward * valid), jnp.sum(valid), loss, eps)
+        return (carry, state, nxt), stats
+
+    def episode(carry: Carry, _):
+        key, k_env = jax.random.split(carry.key)
+        renew = carry.env.trace.num_valid - carry.env.index < cfg.episode_steps  # [E] trace (nearly) used up
+        new_state, new_timestep, new_load = fresh(k_env)
+
+        def pick(new, old):
+            return jnp.where(renew.reshape((e,) + (1,) * (new.ndim - 1)), new, old)
+
+        state = jax.tree.map(pick, new_state, carry.env)
+        timestep = jax.tree.map(pick, new_timestep, carry.timestep)
+        load = jnp.where(renew, new_load, carry.load)
+        (carry, state, timestep), (succ, count, loss, eps) = jax.lax.scan(
+            env_step, (carry.replace(key=key), state, timestep), None, length=cfg.episode_steps
+        )
+        carry = carry.replace(env=state, timestep=timestep, load=load)
+        metrics = {
+            "success": jnp.sum(succ) / jnp.maximum(jnp.sum(count), 1),
+            "loss": jnp.nanmean(loss),
+            "epsilon": eps[-1],
+            "load": jnp.mean(load),
+        }
+        return carry, metrics
+
+    def run(carry: Carry, num_episodes: int) -> tuple[Carry, dict]:
+        return jax.lax.scan(episode, carry, None, length=num_episodes)
+
+    return model, init, run
+
+
+# ------------------------------------------------------------------------------ agent as a policy
+def agent_policy(graphdef: nnx.GraphDef, params: Any) -> Policy:
+    """The greedy (masked argmax) policy of trained Q-network parameters."""
+
+    def policy(env_params: EdgeParams, sim: SimState, query: Trace) -> jax.Array:
+        q = nnx.merge(graphdef, params)(features(env_params, sim, query))
+        return masked_argmax(q, action_mask(env_params, query) | ~query.valid)
+
+    policy.needs_history = True  # simulate with the scenario's ring (features need it)
+    return policy
+
+
+@dataclass
+class Agent:
+    """A trained agent: network, parameters and where they came from."""
+
+    graphdef: nnx.GraphDef
+    params: Any
+    config: DQNConfig
+    scenario_doc: dict
+    history: list[dict] = field(default_factory=list)
+    train_time_s: float = 0.0
+
+    @property
+    def policy(self) -> Policy:
+        return agent_policy(self.graphdef, self.params)
+
+
+def train_dqn(
+    scn: Scenario,
+    cfg: DQNConfig,
+    run_dir: str | Path | None = None,
+    chunk: int = 10,
+    log: Callable[[str], None] | None = None,
+) -> Agent:
+    """Train on a scenario; with ``run_dir``, write network.json, metrics.jsonl and orbax checkpoints.
+
+    The first chunk includes compilation; ``train_time_s`` and the metrics report both.
+    """
+    model, init, run = make_train(scn, cfg)
+    graphdef, _ = nnx.split(model)
+    run_jit = jax.jit(run, static_argnums=1, donate_argnums=0)
+    carry = init(jax.random.key(cfg.seed))
+    ckpt = None
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _write_network(run_dir, scn, cfg, num_features(scn.params))
+        (run_dir / METRICS_FILE).write_text("")
+        from respect_jax.train.checkpoints import Checkpointer
+
+        ckpt = Checkpointer(run_dir, max_to_keep=2)
+    history: list[dict] = []
+    start = time.perf_counter()
+    done = 0
+    try:
+        while done < cfg.episodes:
+            n = min(chunk, cfg.episodes - done)
+            t0 = time.perf_counter()
+            carry, metrics = run_jit(carry, n)
+            metrics = jax.device_get(metrics)
+            dt = time.perf_counter() - t0
+            steps_per_s = n * cfg.episode_steps * cfg.num_envs / dt
+            for i in range(n):
+                record = {"episode": done + i + 1, **{k: float(v[i]) for k, v in metrics.items()},
+                          "env_steps_per_s": steps_per_s}
+                history.append(record)
+            done += n
+            if run_dir is not None:
+                with open(run_dir / METRICS_FILE, "a") as fh:
+                    for record in history[-n:]:
+                        fh.write(json.dumps(record) + "\n")
+                ckpt.save(done, carry.params, {"episode": jnp.int32(done)})
+            if log is not None:
+                last = history[-1]
+                log(f"episode {done}/{cfg.episodes}: success {last['success']:.3f} loss {last['loss']:.4f} "
+                    f"eps {last['epsilon']:.2f} ({steps_per_s:,.0f} env steps/s)")
+    finally:
+        if ckpt is not None:
+            ckpt.wait()
+            ckpt.close()
+    params = jax.device_get(carry.params)
+    agent = Agent(graphdef, params, cfg, scn.doc, history, time.perf_counter() - start)
+    if run_dir is not None:
+        from respect_jax.graphs.graph import write_json_atomic
+
+        write_json_atomic({"scenario": scn.name, "episodes": cfg.episodes,
+                           "env_steps": cfg.episodes * cfg.episode_steps * cfg.num_envs,
+                           "train_time_s": agent.train_time_s, "final_success": history[-1]["success"]},
+                          run_dir / SUMMARY_FILE)
+    return agent
+
+
+def _write_network(run_dir: Path, scn: Scenario, cfg: DQNConfig, obs_size: int) -> None:
+    from respect_jax.graphs.graph import write_json_atomic
+
+    doc = {"format": FORMAT, "dqn": cfg.to_dict(), "obs_size": obs_size, "num_actions": scn.params.num_actions,
+           "layout": asdict(Layout.of(scn.params)), "scenario": scn.doc}
+    write_json_atomic(doc, run_dir / NETWORK_FILE)
+
+
+def load_agent(path: str | Path, step: int | None = None) -> tuple[Agent, Scenario]:
+    """Rebuild a trained agent (and its scenario) from a run folder written by :func:`train_dqn`."""
+    from respect_jax.train.checkpoints import Checkpointer
+
+    run_dir = Path(path)
+    if not (run_dir / NETWORK_FILE).is_file():
+        raise FileNotFoundError(f"{run_dir}: not an edge agent run folder (no {NETWORK_FILE})")
+    doc = json.loads((run_dir / NETWORK_FILE).read_text())
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"{run_dir}/{NETWORK_FILE}: unknown format {doc.get('format')!r} (expected {FORMAT})")
+    cfg = DQNConfig.from_dict(doc["dqn"])
+    scn = scenario_from_dict(doc["scenario"])
+    model = QNetwork(Layout(**doc["layout"]), cfg.hidden, cfg.action_width, rngs=nnx.Rngs(0))
+    graphdef, params = nnx.split(model)
+    ckpt = Checkpointer(run_dir, max_to_keep=None)
+    try:
+        params, _ = ckpt.restore(params, None, step)
+    finally:
+        ckpt.close()
+    history = []
+    if (run_dir / METRICS_FILE).is_file():
+        history = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text().splitlines() if line.strip()]
+    summary = json.loads((run_dir / SUMMARY_FILE).read_text()) if (run_dir / SUMMARY_FILE).is_file() else {}
+    return Agent(graphdef, params, cfg, doc["scenario"], history, float(summary.get("train_time_s", 0.0))), scn
+
+
+def greedy_success(agent: Agent, scn: Scenario, load: float, key: jax.Array, traces: int = 4) -> float:
+    """Mean success ratio of the greedy agent on fresh traces at one load multiplier (a quick check)."""
+    from respect_jax.edge_cluster.evaluation import evaluate_policy
+
+    return float(np.mean(evaluate_policy(scn, agent.policy, load, key, traces)["success"]))

@@ -1,0 +1,99 @@
+"""The ASET agent: it learns a load-dependent dispatch that beats every static policy; checkpoints round-trip.
+
+Scenario ``small``: AR queries (25 ms) only fit on the edge site, video queries (60 ms) fit on both
+edge and cloud. At low load the edge is best for everything (``closest`` is optimal); under load
+the edge must be kept for AR and video sent to the cloud, which no static rule does. The default
+run trains a tiny agent for a few seconds (deterministic from its seed); the longer training and
+the end-to-end CLI run are ``slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from respect_jax.edge_cluster.dqn import DQNConfig, load_agent, train_dqn
+from respect_jax.edge_cluster.evaluation import best_static, compare
+from respect_jax.edge_cluster.policies import STATIC_POLICIES
+from respect_jax.edge_cluster.scenarios import load_preset
+
+BIN = Path(sys.executable).parent
+FAST = dict(hidden=(32, 32), action_width=16, num_envs=8, episode_steps=64, episodes=12, batch_size=64,
+            learning_starts=256, target_period=50, seed=0)
+LONG = dict(hidden=(64, 64), num_envs=8, episode_steps=128, episodes=24, batch_size=64, learning_starts=512,
+            target_period=100, seed=0)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    scn = load_preset("small", horizon_s=1.0)
+    run_dir = tmp_path_factory.mktemp("edge_agent")
+    agent = train_dqn(scn, DQNConfig(**FAST), run_dir, chunk=FAST["episodes"])
+    return scn, agent, run_dir
+
+
+def test_agent_beats_every_static_policy_under_load(trained):
+    """Short deterministic learning test: ~6k transitions, then the greedy agent on fresh traces."""
+    scn, agent, _ = trained
+    doc = compare(scn, {**STATIC_POLICIES, "aset": agent.policy}, ["low", "overload"], jax.random.key(99), traces=2)
+    aset = doc["success"]["aset"]
+    assert best_static(doc, "low")[1] > 0.99 and aset["low"] >= best_static(doc, "low")[1] - 0.005, doc["success"]
+    name, best = best_static(doc, "overload")
+    assert aset["overload"] > best + 0.02, (aset, name, best)
+    assert all(np.isfinite(h["loss"]) for h in agent.history[1:])
+
+
+def test_checkpoint_round_trip(trained):
+    scn, agent, run_dir = trained
+    loaded, trained_on = load_agent(run_dir)
+    assert trained_on.doc == scn.doc and loaded.config == agent.config
+    assert loaded.train_time_s == pytest.approx(agent.train_time_s)
+    assert json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])["episode"] == FAST["episodes"]
+    leaves, loaded_leaves = jax.tree.leaves(agent.params), jax.tree.leaves(loaded.params)
+    assert len(leaves) == len(loaded_leaves) > 0
+    for x, y in zip(leaves, loaded_leaves, strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.slow
+def test_longer_training_beats_every_static_policy_at_every_load():
+    scn = load_preset("small", horizon_s=2.0)
+    agent = train_dqn(scn, DQNConfig(**LONG), chunk=12)
+    loads = ["low", "medium", "high", "overload"]
+    doc = compare(scn, {**STATIC_POLICIES, "aset": agent.policy}, loads, jax.random.key(99), traces=4)
+    aset = doc["success"]["aset"]
+    for load in loads:
+        assert aset[load] >= best_static(doc, load)[1] - 0.01, (load, doc["success"])
+    assert aset["overload"] > best_static(doc, "overload")[1] + 0.03, doc["success"]
+
+
+@pytest.mark.slow
+def test_training_is_reproducible_from_the_seed():
+    scn = load_preset("small", horizon_s=1.0)
+    cfg = DQNConfig(**{**FAST, "episodes": 3, "learning_starts": 128})
+    first, second = train_dqn(scn, cfg), train_dqn(scn, cfg)
+    assert [h["success"] for h in first.history] == [h["success"] for h in second.history]
+    assert [h["loss"] for h in first.history][1:] == [h["loss"] for h in second.history][1:]
+
+
+@pytest.mark.slow
+def test_cli_train_then_eval(tmp_path):
+    """``respect-edge train`` then ``respect-edge eval`` through the console script (Hydra)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    common = ["edge_scenario.horizon_s=1.0", f"run_dir={tmp_path / 'agent'}", f"out_dir={tmp_path / 'out'}"]
+    dqn = ["dqn.hidden=[32,32]", "dqn.action_width=16", "dqn.num_envs=8", "dqn.episode_steps=64", "dqn.episodes=4",
+           "dqn.learning_starts=256", "dqn.batch_size=64", "chunk=2"]
+    for args in (["train", *common, *dqn], ["eval", *common, "eval.traces=2", "eval.loads=[low,overload]"]):
+        proc = subprocess.run([str(BIN / "respect-edge"), *args], cwd=tmp_path, capture_output=True, text=True,
+                              env=env, timeout=900)
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "agent" / "network.json").is_file() and (tmp_path / "agent" / "config.yaml").is_file()
+    doc = json.loads((tmp_path / "out" / "success_small.json").read_text())
+    assert doc["policies"][-1] == "aset" and set(doc["success"]["aset"]) == {"low", "overload"}
