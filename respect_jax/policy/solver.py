@@ -13,6 +13,7 @@ graph and hardware), even when they differ from those it was trained on; ``info`
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -40,6 +41,43 @@ def _decoder(checkpoint: str, hw: Hardware, objective: str, lam: float, decoding
     return make_decoder(model, hw, objective, lam, decoding)
 
 
+def schedule_with_checkpoint(
+    graph: Graph,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    checkpoint: str,
+    decoding: str,
+    samples: int,
+    temperature: float,
+    seed: int,
+    load: Callable,
+    decoder: Callable,
+) -> SolveResult:
+    """Schedule one graph with a learned model's run folder (shared by ``policy`` and ``respect_pointer``).
+
+    ``load(checkpoint) -> (model, doc)`` and ``decoder(checkpoint, hw, objective, lam, Decoding) ->
+    (run, params)`` are the model family's cached loader and batched decoder factory.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    dec = Decoding(strategy=decoding, samples=int(samples) if decoding == "best_of" else 1, temperature=temperature)
+    _, doc = load(checkpoint)
+    run, params = decoder(checkpoint, hw, objective, float(lam), dec)
+    padded = pad_graph(graph)
+    batch = jax.tree.map(lambda x: np.asarray(x)[None], padded)
+    out = jax.device_get(run(params, batch, jax.random.PRNGKey(seed)))
+    assignment = to_original_order(padded, np.asarray(out.stage)[0])
+    info = {
+        "checkpoint": checkpoint,
+        "checkpoint_step": doc.get("step"),
+        "decoding": dec.label,
+        "temperature": temperature,
+        "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
+    }
+    return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
+
+
 @register_solver("policy")
 def solve_policy(
     graph: Graph,
@@ -53,21 +91,7 @@ def solve_policy(
     seed: int = 0,
 ) -> SolveResult:
     """Schedule ``graph`` with a trained policy (valid by construction; not a proof of optimality)."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     checkpoint = str(Path(checkpoint if checkpoint else DEFAULT_CHECKPOINT).resolve())
-    dec = Decoding(strategy=decoding, samples=int(samples) if decoding == "best_of" else 1, temperature=temperature)
-    _, doc = _load(checkpoint)
-    run, params = _decoder(checkpoint, hw, objective, float(lam), dec)
-    padded = pad_graph(graph)
-    batch = jax.tree.map(lambda x: np.asarray(x)[None], padded)
-    out = jax.device_get(run(params, batch, jax.random.PRNGKey(seed)))
-    assignment = to_original_order(padded, np.asarray(out.stage)[0])
-    info = {
-        "checkpoint": checkpoint,
-        "checkpoint_step": doc.get("step"),
-        "decoding": dec.label,
-        "temperature": temperature,
-        "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
-    }
-    return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
+    return schedule_with_checkpoint(
+        graph, hw, objective, lam, checkpoint, decoding, samples, temperature, seed, _load, _decoder
+    )

@@ -12,13 +12,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import jax
-import numpy as np
-
-from respect_jax.costs import OBJECTIVES, Hardware
+from respect_jax.costs import Hardware
 from respect_jax.graphs.graph import Graph
-from respect_jax.graphs.padded import pad_graph, to_original_order
 from respect_jax.policy.decoding import Decoding
+from respect_jax.policy.solver import schedule_with_checkpoint
 from respect_jax.respect_pointer.decoding import make_decoder
 from respect_jax.solvers.base import SolveResult, register_solver
 
@@ -51,21 +48,7 @@ def solve_respect_pointer(
     seed: int = 0,
 ) -> SolveResult:
     """Schedule ``graph`` with a trained RESPECT pointer network (never claims optimality)."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     checkpoint = str(Path(checkpoint if checkpoint else DEFAULT_CHECKPOINT).resolve())
-    dec = Decoding(strategy=decoding, samples=int(samples) if decoding == "best_of" else 1, temperature=temperature)
-    _, doc = _load(checkpoint)
-    run, params = _decoder(checkpoint, hw, objective, float(lam), dec)
-    padded = pad_graph(graph)
-    batch = jax.tree.map(lambda x: np.asarray(x)[None], padded)
-    out = jax.device_get(run(params, batch, jax.random.PRNGKey(seed)))
-    assignment = to_original_order(padded, np.asarray(out.stage)[0])
-    info = {
-        "checkpoint": checkpoint,
-        "checkpoint_step": doc.get("step"),
-        "decoding": dec.label,
-        "temperature": temperature,
-        "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
-    }
-    return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
+    return schedule_with_checkpoint(
+        graph, hw, objective, lam, checkpoint, decoding, samples, temperature, seed, _load, _decoder
+    )
