@@ -16,8 +16,6 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,11 +35,11 @@ from respect_jax.respect_pointer.decoding import make_decoder, schedules
 from respect_jax.respect_pointer.features import respect_features
 from respect_jax.respect_pointer.model import PointerNetwork, batched_rollout
 from respect_jax.respect_pointer.reward import cosine_cost
-from respect_jax.train.checkpoints import CONFIG_FILE, METRICS_FILE, Checkpointer
+from respect_jax.train.checkpoints import Checkpointer
 from respect_jax.train.config import TrainConfig
 from respect_jax.train.data import LabelledBatch
 from respect_jax.train.evaluation import decode_set, summarise
-from respect_jax.train.loop import _append_jsonl, _progress, _truncate_metrics
+from respect_jax.train.loop import host_loop
 
 
 @struct.dataclass
@@ -247,55 +245,29 @@ class PointerTrainer:
         progress: bool = True,
     ) -> PointerFitResult:
         """Train until ``train.steps`` into ``run_dir``; resume from its latest checkpoint."""
-        log = log or (lambda msg: print(msg, file=sys.stderr))
-        run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        tcfg = self.tcfg
-        ckpt = Checkpointer(run_dir, max_to_keep=tcfg.max_to_keep)
-        state = self.init_state()
-        latest = ckpt.latest_step()
-        metrics_path = run_dir / METRICS_FILE
-        if latest is not None and not resume:
-            ckpt.close()
-            raise ValueError(f"{run_dir} already holds checkpoints (step {latest}); use resume=true or a new run_dir")
-        write_network(run_dir, self.cfg, self.hw, self.objective, self.lam)
-        if resolved_config is not None:
-            (run_dir / CONFIG_FILE).write_text(resolved_config)
-        history: list[dict] = []
-        if latest is not None:
-            params, train = ckpt.restore(state.params, _train_item(state), latest)
-            state = PointerState(params=params, **train)
-            history = _truncate_metrics(metrics_path, latest)
-            log(f"resumed from {ckpt.directory}/{latest}")
-        elif metrics_path.exists():
-            metrics_path.unlink()
-        bar = _progress(tcfg.steps, int(state.step), progress)
-        try:
-            while int(state.step) < tcfg.steps:
-                t0 = time.perf_counter()
-                state, means = self.run_epoch(state)
-                jax.block_until_ready(state.params)
-                wall = time.perf_counter() - t0
-                step = int(state.step)
-                record = {"step": step, "phase": "reinforce", **means}
-                record.update(wall_s=wall, graphs_per_s=tcfg.steps_per_epoch * tcfg.batch_size / wall)
-                if tcfg.eval_graphs > 0 or self.eval_sets:
-                    if step % tcfg.eval_every == 0 or step == tcfg.steps:
-                        record["eval"] = self.evaluate(state.params)
-                history.append(record)
-                _append_jsonl(metrics_path, record)
-                if bar is not None:
-                    bar.update(tcfg.steps_per_epoch)
-                    bar.set_postfix_str(_short(record))
-                if "eval" in record:
-                    log(f"step {step} {_short(record)} eval: {_short(record['eval'])}")
-                if step % tcfg.checkpoint_every == 0 or step == tcfg.steps:
-                    ckpt.save(step, state.params, _train_item(state))
-            ckpt.wait()
-        finally:
-            if bar is not None:
-                bar.close()
-            ckpt.close()
+
+        def restore(ckpt: Checkpointer, state: PointerState, step: int) -> PointerState:
+            params, train = ckpt.restore(state.params, _train_item(state), step)
+            return PointerState(params=params, **train)
+
+        def epoch(state: PointerState) -> tuple[PointerState, dict]:
+            state, means = self.run_epoch(state)
+            return state, {"phase": "reinforce", **means}
+
+        state, history = host_loop(
+            run_dir,
+            self.tcfg,
+            init_state=self.init_state,
+            write_network=lambda d: write_network(d, self.cfg, self.hw, self.objective, self.lam),
+            restore=restore,
+            run_epoch=epoch,
+            evaluate=self.evaluate if (self.tcfg.eval_graphs > 0 or self.eval_sets) else None,
+            train_item=_train_item,
+            resume=resume,
+            resolved_config=resolved_config,
+            log=log,
+            progress=progress,
+        )
         return PointerFitResult(state=state, history=history)
 
 
@@ -307,11 +279,6 @@ def _train_item(state: PointerState) -> dict:
         "baseline": state.baseline,
         "ema": state.ema,
     }
-
-
-def _short(record: dict) -> str:
-    keys = ("loss", "cost", "baseline", "bl_candidate", "graphs_per_s", "gap_mean_pct", "valid_pct")
-    return " ".join(f"{k}={record[k]:.4g}" for k in keys if isinstance(record.get(k), float))
 
 
 def train_from_cfg(cfg) -> dict:

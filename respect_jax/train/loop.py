@@ -246,62 +246,109 @@ class Trainer:
         progress: bool = True,
     ) -> FitResult:
         """Train until ``train.steps``, checkpointing into ``run_dir``; resume from its latest checkpoint."""
-        log = log or (lambda msg: print(msg, file=sys.stderr))
-        run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        tcfg = self.tcfg
-        ckpt = Checkpointer(run_dir, max_to_keep=tcfg.max_to_keep)
-        state = self.init_state()
-        latest = ckpt.latest_step()
-        metrics_path = run_dir / METRICS_FILE
-        if latest is not None and not resume:
-            ckpt.close()
-            raise ValueError(f"{run_dir} already holds checkpoints (step {latest}); use resume=true or a new run_dir")
-        write_network(run_dir, self.policy_cfg, self.hw, self.objective, self.lam)
-        if resolved_config is not None:
-            (run_dir / CONFIG_FILE).write_text(resolved_config)
-        history: list[dict] = []
-        if latest is not None:
+
+        def restore(ckpt: Checkpointer, state: TrainState, step: int) -> TrainState:
             train_like = {"opt_state": state.opt_state, "step": state.step, "key": state.key}
-            params, train = ckpt.restore(state.params, train_like, latest)
-            state = jax.device_put(
+            params, train = ckpt.restore(state.params, train_like, step)
+            return jax.device_put(
                 TrainState(params=params, opt_state=train["opt_state"], step=train["step"], key=train["key"]),
                 replicated(self.mesh),
             )
-            history = _truncate_metrics(metrics_path, latest)
-            log(f"resumed from {ckpt.directory}/{latest}")
-        elif metrics_path.exists():
-            metrics_path.unlink()
-        bar = _progress(tcfg.steps, int(state.step), progress)
-        try:
-            while int(state.step) < tcfg.steps:
-                t0 = time.perf_counter()
-                state, means, phase, bucket = self.run_epoch(state)
-                jax.block_until_ready(state.params)
-                wall = time.perf_counter() - t0
-                step = int(state.step)
-                record = {"step": step, "phase": phase, "bucket": bucket, **means}
-                record.update(wall_s=wall, graphs_per_s=tcfg.steps_per_epoch * tcfg.batch_size / wall)
-                if self.evaluates and (step % tcfg.eval_every == 0 or step == tcfg.steps):
-                    record["eval"] = self.evaluate(state.params)
-                history.append(record)
-                _append_jsonl(metrics_path, record)
-                if bar is not None:
-                    bar.update(tcfg.steps_per_epoch)
-                    bar.set_postfix_str(_short(record))
-                if "eval" in record:
-                    log(f"step {step} [{phase}] {_short(record)} eval: {_short(record['eval'])}")
-                if step % tcfg.checkpoint_every == 0 or step == tcfg.steps:
-                    ckpt.save(step, state.params, {"opt_state": state.opt_state, "step": state.step, "key": state.key})
-                    if tcfg.kill_after_step is not None and step == tcfg.kill_after_step:
-                        ckpt.wait()
-                        os.kill(os.getpid(), signal.SIGKILL)
-            ckpt.wait()
-        finally:
-            if bar is not None:
-                bar.close()
-            ckpt.close()
+
+        def epoch(state: TrainState) -> tuple[TrainState, dict]:
+            state, means, phase, bucket = self.run_epoch(state)
+            return state, {"phase": phase, "bucket": bucket, **means}
+
+        state, history = host_loop(
+            run_dir,
+            self.tcfg,
+            init_state=self.init_state,
+            write_network=lambda d: write_network(d, self.policy_cfg, self.hw, self.objective, self.lam),
+            restore=restore,
+            run_epoch=epoch,
+            evaluate=self.evaluate if self.evaluates else None,
+            train_item=lambda st: {"opt_state": st.opt_state, "step": st.step, "key": st.key},
+            resume=resume,
+            resolved_config=resolved_config,
+            log=log,
+            progress=progress,
+        )
         return FitResult(state=state, history=history)
+
+
+def host_loop(
+    run_dir: str | Path,
+    tcfg: TrainConfig,
+    *,
+    init_state: Callable[[], Any],
+    write_network: Callable[[Path], None],
+    restore: Callable[[Checkpointer, Any, int], Any],
+    run_epoch: Callable[[Any], tuple[Any, dict]],
+    evaluate: Callable[[Any], dict] | None,
+    train_item: Callable[[Any], dict],
+    resume: bool = True,
+    resolved_config: str | None = None,
+    log: Callable[[str], None] | None = None,
+    progress: bool = True,
+) -> tuple[Any, list[dict]]:
+    """The host side of training, shared by every trainer: run folder, resume, epochs, logs, checkpoints.
+
+    ``state`` is any pytree with ``params`` and ``step``; ``run_epoch(state) -> (state, fields)`` runs
+    one compiled epoch (``fields``: its metrics); ``restore(ckpt, template, step)`` rebuilds a state
+    from a checkpoint; ``train_item(state)`` is what is checkpointed beside the parameters;
+    ``evaluate(params)`` (None: never) runs every ``eval_every`` steps and at the end. Returns the
+    final state and the metrics history (earlier records of a resumed run included).
+    """
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt = Checkpointer(run_dir, max_to_keep=tcfg.max_to_keep)
+    state = init_state()
+    latest = ckpt.latest_step()
+    metrics_path = run_dir / METRICS_FILE
+    if latest is not None and not resume:
+        ckpt.close()
+        raise ValueError(f"{run_dir} already holds checkpoints (step {latest}); use resume=true or a new run_dir")
+    write_network(run_dir)
+    if resolved_config is not None:
+        (run_dir / CONFIG_FILE).write_text(resolved_config)
+    history: list[dict] = []
+    if latest is not None:
+        state = restore(ckpt, state, latest)
+        history = _truncate_metrics(metrics_path, latest)
+        log(f"resumed from {ckpt.directory}/{latest}")
+    elif metrics_path.exists():
+        metrics_path.unlink()
+    bar = _progress(tcfg.steps, int(state.step), progress)
+    try:
+        while int(state.step) < tcfg.steps:
+            t0 = time.perf_counter()
+            state, fields = run_epoch(state)
+            jax.block_until_ready(state.params)
+            wall = time.perf_counter() - t0
+            step = int(state.step)
+            record = {"step": step, **fields}
+            record.update(wall_s=wall, graphs_per_s=tcfg.steps_per_epoch * tcfg.batch_size / wall)
+            if evaluate is not None and (step % tcfg.eval_every == 0 or step == tcfg.steps):
+                record["eval"] = evaluate(state.params)
+            history.append(record)
+            _append_jsonl(metrics_path, record)
+            if bar is not None:
+                bar.update(tcfg.steps_per_epoch)
+                bar.set_postfix_str(_short(record))
+            if "eval" in record:
+                log(f"step {step} [{record.get('phase', '')}] {_short(record)} eval: {_short(record['eval'])}")
+            if step % tcfg.checkpoint_every == 0 or step == tcfg.steps:
+                ckpt.save(step, state.params, train_item(state))
+                if tcfg.kill_after_step is not None and step == tcfg.kill_after_step:
+                    ckpt.wait()
+                    os.kill(os.getpid(), signal.SIGKILL)
+        ckpt.wait()
+    finally:
+        if bar is not None:
+            bar.close()
+        ckpt.close()
+    return state, history
 
 
 def _progress(total: int, start: int, enabled: bool):
@@ -313,7 +360,10 @@ def _progress(total: int, start: int, enabled: bool):
 
 
 def _short(record: dict) -> str:
-    keys = ("loss", "accuracy", "ratio", "best_ratio", "entropy", "graphs_per_s", "ratio_to_bound", "gap_mean_pct")
+    keys = (
+        "loss", "accuracy", "ratio", "best_ratio", "entropy", "cost", "baseline", "bl_candidate", "graphs_per_s",
+        "ratio_to_bound", "gap_mean_pct", "valid_pct",
+    )
     return " ".join(f"{k}={record[k]:.4g}" for k in keys if isinstance(record.get(k), float))
 
 
