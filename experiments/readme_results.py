@@ -42,6 +42,9 @@ ENTRIES = [
      ".venv/bin/python experiments/paper.py experiment=real_models objective=latency "
      "out_dir=experiments/results/real_models_latency", ["Summary per K and method"],
      ["experiments/results/real_models_latency/stage_memory.png"]),
+    ("Real models on the Coral USB preset: compiler split vs MILP, and a LiteRT CPU pipeline (issue 5)",
+     "data/models/README.md", "the script in data/models/README.md; respect-deploy model=mobilenetv2 ...",
+     ["Compiler split versus MILP", "Segmenting a real model"], []),
     ("Table 3: generalisation to larger graphs", "experiments/results/generalisation/generalisation.md",
      ".venv/bin/python experiments/paper.py experiment=generalisation", None,
      ["experiments/results/generalisation/generalisation.png"]),
