@@ -29,7 +29,7 @@ def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
     methods = methods_from_cfg(exp.methods)
     ensure_registered(methods)
     labels = [m.label for m in methods]
-    for key in ("reference", "baseline"):
+    for key in ("reference", "baseline", "timed_method"):
         if exp[key] not in labels:
             raise ValueError(f"experiment.{key}={exp[key]!r} is not one of the methods ({', '.join(labels)})")
     models_dir = Path(exp.models_dir)
@@ -52,6 +52,7 @@ def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
         "hardware": hw.to_dict(),
         "reference": exp.reference,
         "baseline": exp.baseline,
+        "timed_method": exp.timed_method,
         "methods": {m.label: {"solver": m.solver, "options": m.options, "warmup": m.warmup} for m in methods},
         "records": records,
     }
@@ -155,8 +156,8 @@ def table2(doc: dict) -> str:
     records, ref = doc["records"], doc["reference"]
     labels = list(doc["methods"])
     k0 = min(r["stages"] for r in records)
-    learned = [m for m, spec in doc["methods"].items() if spec["solver"] in ("policy", "respect_pointer")]
-    fast = learned[0] if learned else None
+    fast = doc.get("timed_method")
+    fast = fast if fast in labels else None
     graphs = list(dict.fromkeys(r["graph"] for r in records))
     header = ["model", "nodes"] + [f"{m} s" for m in labels]
     if fast:
