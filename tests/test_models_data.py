@@ -110,3 +110,27 @@ def test_top_level_macs_are_plausible():
     for name, expected in approx.items():
         total = load_graph(DATA / f"{name}.json").macs.sum()
         assert abs(total - expected) / expected < 0.03, (name, total)
+
+
+@pytest.mark.slow
+def test_every_bundled_model_with_every_solver():
+    """Issue 5: every bundled model schedules validly with every registered solver (exact ones with a
+    short time limit), and no solver beats a proven optimum."""
+    import yaml
+
+    import respect_jax.policy.solver  # noqa: F401  (registers solver=policy)
+    import respect_jax.respect_pointer.solver  # noqa: F401
+    from respect_jax.costs import hardware_from_dict
+    from respect_jax.solvers import available_solvers, run_solver
+
+    base = yaml.safe_load((DATA.parents[1] / "conf" / "hardware" / "coral_usb.yaml").read_text())
+    hw = hardware_from_dict({**base, "stages": 4})
+    limits = {"milp": {"time_limit_s": 5.0}, "cpsat": {"time_limit_s": 5.0}, "gumbel": {"steps": 20, "samples": 8}}
+    for path in _json_files():
+        graph = load_graph(path)
+        results = {s: run_solver(s, graph, hw, "paper", **limits.get(s, {})) for s in available_solvers()}
+        proven = [r["objective"] for r in results.values() if r["optimal"]]
+        for name, r in results.items():  # run_solver raises on an invalid schedule
+            assert len(r["assignment"]) == graph.num_nodes, (path.name, name)
+            if proven:
+                assert r["objective"] >= min(proven) * (1 - 1e-5), (path.name, name)
