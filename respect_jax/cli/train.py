@@ -73,12 +73,13 @@ def train(cfg: DictConfig) -> dict:
     """Build and fit; returns a summary (last metrics, last evaluation, run folder)."""
     from respect_jax.train.sharding import maybe_initialize_distributed
 
-    if cfg.policy.get("name") == "respect_pointer":  # the RESPECT-faithful baseline has its own loop
-        from respect_jax.respect_pointer.train import train_from_cfg
+    if cfg.policy.get("name") == "respect_pointer":  # the RESPECT-faithful baseline has its own trainer
+        from respect_jax.respect_pointer.train import build_pointer_trainer
 
-        return train_from_cfg(cfg)
-    maybe_initialize_distributed()
-    trainer = build_trainer(cfg)
+        trainer = build_pointer_trainer(cfg)
+    else:
+        maybe_initialize_distributed()
+        trainer = build_trainer(cfg)
     result = trainer.fit(
         cfg.run_dir,
         resume=bool(cfg.resume),

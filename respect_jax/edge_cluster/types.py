@@ -17,7 +17,10 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-FIRST, MID, LAST = 0, 1, 2
+# The graph scheduler's TimeStep (step_type FIRST/MID/LAST, reward, discount, observation, extras):
+# here reward is 1 when the query just dispatched succeeds (ASET's success ratio is the mean reward) and
+# extras holds that query's Outcome fields and the running counts i32[A, 5].
+from respect_jax.env.types import FIRST, LAST, MID, TimeStep  # noqa: F401
 
 # per-query outcome codes (INVALID marks trace padding)
 INVALID = -1
@@ -215,22 +218,3 @@ class State:
     trace: Trace
     sim: SimState
     index: jax.Array
-
-
-@struct.dataclass
-class TimeStep:
-    """Result of reset/step; ``step_type`` is FIRST, MID or LAST (0/1/2).
-
-    ``reward`` is 1 when the query just dispatched succeeds, else 0 (ASET's reward: the success
-    ratio is the mean reward). ``extras`` holds the :class:`Outcome` fields of that query
-    (``code`` INVALID on reset and after the end) and the running ``counts`` i32[A, 5].
-    """
-
-    step_type: jax.Array
-    reward: jax.Array
-    discount: jax.Array
-    observation: Observation
-    extras: dict
-
-    def last(self) -> jax.Array:
-        return self.step_type == LAST

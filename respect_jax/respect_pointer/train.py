@@ -281,8 +281,8 @@ def _train_item(state: PointerState) -> dict:
     }
 
 
-def train_from_cfg(cfg) -> dict:
-    """``respect-train policy=respect_pointer algorithm=reinforce ...``: build, fit, summarise."""
+def build_pointer_trainer(cfg) -> PointerTrainer:
+    """``respect-train policy=respect_pointer algorithm=reinforce ...``: the trainer of a resolved config."""
     from omegaconf import OmegaConf
 
     from respect_jax.cli.common import hardware_from_cfg
@@ -305,18 +305,4 @@ def train_from_cfg(cfg) -> dict:
     eval_sets = []
     if cfg.eval_dataset:
         eval_sets = load_labelled_batches([cfg.eval_dataset], hw, cfg.objective, lam, cfg.eval_limit)
-    trainer = PointerTrainer(pcfg, hw, cfg.objective, lam, tcfg, datasets, eval_sets)
-    result = trainer.fit(
-        cfg.run_dir,
-        resume=bool(cfg.resume),
-        resolved_config=OmegaConf.to_yaml(cfg, resolve=True),
-        progress=cfg.progress,
-    )
-    last = result.history[-1] if result.history else {}
-    evals = [r["eval"] for r in result.history if "eval" in r]
-    return {
-        "run_dir": str(cfg.run_dir),
-        "step": int(result.state.step),
-        "last": last,
-        "eval": evals[-1] if evals else None,
-    }
+    return PointerTrainer(pcfg, hw, cfg.objective, lam, tcfg, datasets, eval_sets)
