@@ -15,7 +15,7 @@ from respect_jax.costs import Hardware
 from respect_jax.graphs.graph import write_json_atomic
 from respect_jax.respect_pointer.config import PointerConfig
 from respect_jax.respect_pointer.model import PointerNetwork
-from respect_jax.train.checkpoints import CHECKPOINT_DIR, NETWORK_FILE, Checkpointer, find_run_dir
+from respect_jax.train.checkpoints import NETWORK_FILE, find_run_dir, load_network
 
 FORMAT = "respect-jax-pointer/1"
 KIND = "respect_pointer"
@@ -36,19 +36,15 @@ def checkpoint_kind(path: str | Path) -> str:
 
 def load_pointer(path: str | Path, step: int | None = None) -> tuple[PointerNetwork, dict]:
     """The trained pointer network of a run folder (or its checkpoints folder or one step folder)."""
-    path = Path(path)
-    run_dir = find_run_dir(path)
-    if step is None and path.name.isdigit() and path.parent.name == CHECKPOINT_DIR:
-        step = int(path.name)
-    doc = json.loads((run_dir / NETWORK_FILE).read_text())
-    if doc.get("format") != FORMAT:
-        raise ValueError(f"{run_dir}/{NETWORK_FILE}: not a respect_pointer checkpoint (format {doc.get('format')!r})")
-    model = PointerNetwork(PointerConfig.from_dict(doc["policy"]), rngs=nnx.Rngs(0))
-    graphdef, params = nnx.split(model)
-    ckpt = Checkpointer(run_dir, max_to_keep=None)
-    try:
-        step = ckpt.latest_step() if step is None else step
-        params, _ = ckpt.restore(params, None, step)
-    finally:
-        ckpt.close()
-    return nnx.merge(graphdef, params), {**doc, "step": step, "run_dir": str(run_dir)}
+
+    def read_doc(run_dir: Path) -> dict:
+        doc = json.loads((run_dir / NETWORK_FILE).read_text())
+        if doc.get("format") != FORMAT:
+            fmt = doc.get("format")
+            raise ValueError(f"{run_dir}/{NETWORK_FILE}: not a respect_pointer checkpoint (format {fmt!r})")
+        return doc
+
+    def build(doc: dict) -> PointerNetwork:
+        return PointerNetwork(PointerConfig.from_dict(doc["policy"]), rngs=nnx.Rngs(0))
+
+    return load_network(path, step, read_doc, build)

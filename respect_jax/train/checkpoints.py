@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -106,21 +107,28 @@ def load_policy(path: str | Path, step: int | None = None) -> tuple[SchedulingPo
     ``path`` may be the run folder, its ``checkpoints`` folder or one step folder of it (that step
     is then loaded).
     """
+    return load_network(path, step, read_network, build_policy)
+
+
+def load_network(
+    path: str | Path, step: int | None, read_doc: Callable[[Path], dict], build: Callable[[dict], nnx.Module]
+) -> tuple[nnx.Module, dict]:
+    """Any trained network of a run folder: ``read_doc(run_dir)`` reads (and checks) its network
+    document, ``build(doc)`` makes an untrained module of that architecture, whose parameters are then
+    restored from ``step`` (the latest when None, or the step folder ``path`` names)."""
     path = Path(path)
     run_dir = find_run_dir(path)
     if step is None and path.name.isdigit() and path.parent.name == CHECKPOINT_DIR:
         step = int(path.name)
-    doc = read_network(run_dir)
-    model = build_policy(doc)
-    graphdef, params = nnx.split(model)
+    doc = read_doc(run_dir)
+    graphdef, params = nnx.split(build(doc))
     ckpt = Checkpointer(run_dir, max_to_keep=None)
     try:
         step = ckpt.latest_step() if step is None else step
         params, _ = ckpt.restore(params, None, step)
     finally:
         ckpt.close()
-    doc = {**doc, "step": step, "run_dir": str(run_dir)}
-    return nnx.merge(graphdef, params), doc
+    return nnx.merge(graphdef, params), {**doc, "step": step, "run_dir": str(run_dir)}
 
 
 def hardware_of(doc: dict) -> Hardware:
