@@ -28,7 +28,7 @@ ENTRIES = [
      None, []),
     ("Learned scheduler: latency objective (issue 4)", "experiments/results/bench_policy_latency.md",
      ".venv/bin/python experiments/bench_policy.py --objective latency --labels50 data/labels/respect50_k4_latency "
-     "--skip-training --out experiments/results/bench_policy_latency", None, []),
+     "--dnn-graphs 40 --skip-training --out experiments/results/bench_policy_latency", None, []),
     ("Policy evaluation against proven optima (respect-eval)",
      "experiments/results/eval_respect_k4_paper_respect50.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper dataset=data/labels/respect50_k4_paper",
@@ -65,7 +65,12 @@ ENTRIES = [
      ".venv/bin/python experiments/rt_sweep.py   # = respect-rt eval run_dir=experiments/results/rt/policy", None,
      ["experiments/results/rt/rt_hrt_schedulability.png"]),
     ("Exact oracles and baselines (issue 3)", "experiments/results/bench_solvers.md",
-     ".venv/bin/python experiments/bench_solvers.py", None, []),
+     ".venv/bin/python experiments/bench_solvers.py --n30 100 --n100 8 --n300 1 --n700 1 --time-limit 30 "
+     "--big-time-limit 60", None, []),
+    ("Exact oracles and baselines on 100 random 100-node graphs (issue 3)",
+     "experiments/results/bench_solvers_100/bench_solvers.md",
+     ".venv/bin/python experiments/bench_solvers.py --n30 0 --n100 100 --n300 0 --n700 0 --time-limit 60 "
+     "--out-dir experiments/results/bench_solvers_100", None, []),
     ("Batched Gumbel-softmax solver (issue 3)", "experiments/results/bench_gumbel.md",
      ".venv/bin/python experiments/bench_gumbel.py", None, []),
 ]
