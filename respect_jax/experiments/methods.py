@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from respect_jax.costs import Hardware
 from respect_jax.graphs.graph import Graph
 
-POLICY_SOLVERS = ("policy", "respect_pointer")
-
 
 @dataclass(frozen=True)
 class Method:
@@ -65,7 +63,7 @@ def ensure_registered(methods: list[Method]) -> None:
 
     solvers = {m.solver for m in methods}
     if "policy" in solvers:
-        import respect_jax.policy.solver  # noqa: F401
+        import respect_jax.policy.solver  # noqa: F401  (the learned solvers register on import)
     if "respect_pointer" in solvers:
         import respect_jax.respect_pointer.solver  # noqa: F401
     missing = sorted(solvers - set(available_solvers()))
