@@ -71,8 +71,12 @@ ENTRIES = [
      "experiments/results/bench_solvers_100/bench_solvers.md",
      ".venv/bin/python experiments/bench_solvers.py --n30 0 --n100 100 --n300 0 --n700 0 --time-limit 60 "
      "--out-dir experiments/results/bench_solvers_100", None, []),
-    ("Batched Gumbel-softmax solver (issue 3)", "experiments/results/bench_gumbel.md",
+    ("Batched Gumbel-softmax solver, 300-node DNN graphs (issue 3)", "experiments/results/bench_gumbel.md",
      ".venv/bin/python experiments/bench_gumbel.py", None, []),
+    ("Batched Gumbel-softmax solver, 700-node DNN graphs (issue 3)",
+     "experiments/results/bench_gumbel_700/bench_gumbel.md",
+     ".venv/bin/python experiments/bench_gumbel.py --graphs 4 --nodes 700 "
+     "--out-dir experiments/results/bench_gumbel_700", None, []),
 ]
 
 
