@@ -104,35 +104,15 @@ def test_eval_writes_table_json_and_plots(tmp_path, monkeypatch, capsys):
 def test_train_then_eval_rl(tmp_path):
     run_dir, out = tmp_path / "run", tmp_path / "res"
     common = ["rt_scenario=tiny", f"run_dir={run_dir}"]
-    proc = _run(
-        [
-            "train",
-            *common,
-            "train.presets=[tiny]",
-            "train.scenarios_per_preset=16",
-            "train.updates=4",
-            "train.updates_per_epoch=2",
-            "train.batch=2",
-            "train.samples=2",
-        ],
-        tmp_path,
-    )
+    train = [
+        "train", *common, "train.presets=[tiny]", "train.scenarios_per_preset=16", "train.updates=4",
+        "train.updates_per_epoch=2", "train.batch=2", "train.samples=2",
+    ]
+    proc = _run(train, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (run_dir / "network.json").is_file() and len((run_dir / "metrics.jsonl").read_text().splitlines()) == 2
     # resuming a finished run trains nothing more
-    proc = _run(
-        [
-            "train",
-            *common,
-            "train.presets=[tiny]",
-            "train.scenarios_per_preset=16",
-            "train.updates=4",
-            "train.updates_per_epoch=2",
-            "train.batch=2",
-            "train.samples=2",
-        ],
-        tmp_path,
-    )
+    proc = _run(train, tmp_path)
     assert proc.returncode == 0 and "resumed from step 4" in proc.stderr
     proc = _run(
         [
