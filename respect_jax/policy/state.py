@@ -240,7 +240,10 @@ def prefix_quantities(
     p_ok = graph.pred_mask[:, :, None] & p_below & (p_first >= t_idx)
     predin = jnp.sum(jnp.where(p_ok, st.out_b[graph.preds][:, :, None], 0.0), axis=1)
     low = jnp.max(jnp.where(graph.pred_mask, stage[graph.preds], 0), axis=1, initial=0)
-    emb = jnp.einsum("tu,ukd->tkd", earlier, onehot[:, :, None] * h[:, None, :])
+    # emb[t, k] = sum_u earlier[t, u] onehot[u, k] h[u]: one [t*K, u] @ [u, e] matmul (its gradient
+    # with respect to h is a matmul too, not a reduction over a [u, K, e] product)
+    placed_on = (earlier[:, None, :] * onehot.T[None, :, :]).reshape(n_pad * k_stages, n_pad)
+    emb = (placed_on @ h).reshape(n_pad, k_stages, h.shape[-1])
     # lb_t(w) = largest stage of w's ancestors placed before t: a running max over u < t
     anc_stage = jnp.where(st.desc & mask[:, None], stage[:, None] + 1, 0)  # [u, w]
     running = jax.lax.cummax(anc_stage, axis=0)
