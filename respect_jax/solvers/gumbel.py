@@ -4,9 +4,10 @@ The ICML'24 idea ("Differentiable Combinatorial Scheduling at Scale", NOTES.md) 
 graph of a batch gets its own logits, each optimisation step draws ``samples`` hard schedules per
 graph with precedence-respecting samplers, scores a differentiable surrogate of the SPEC objective
 whose forward value on a hard sample is the exact cost, and takes one optax Adam step on the
-mean surrogate. Every hard sample is also scored with the **shared evaluator**
-:func:`respect_jax.costs.evaluate`; the best one per graph is returned (the reported value is
-always the evaluator's). One jitted call, :func:`solve_batch`, solves a whole batch (``vmap`` over
+mean surrogate. The surrogate's forward value on a hard sample is its exact objective, so it
+picks each step's best sample; that one is scored with the **shared evaluator**
+:func:`respect_jax.costs.evaluate`, which decides whether it replaces the best schedule so far
+(the reported value is always the evaluator's). One jitted call, :func:`solve_batch`, solves a whole batch (``vmap`` over
 graphs) on one device; it compiles once per padded shape, K and static option set (steps, samples,
 sampler, init, restart_every, particles); the objective, lam and the float hyper-parameters are
 traced values, so changing them does not recompile.
@@ -433,7 +434,7 @@ def _solve_one(graph, key, stage0, theta0, hw, lam, latency, hp, *, steps, sampl
     def loss_fn(params, step_key, tau):
         stage, cum = draw(params, step_key, tau)
         surr = jax.vmap(lambda c: surrogate_objective(graph, c, hw, latency, lam, hp["beta"] * norm))(cum)
-        return jnp.mean(surr) / norm, stage
+        return jnp.mean(surr) / norm, (stage, surr)
 
     opt = optax.adam(hp["lr"])
     t = jnp.arange(steps)
@@ -444,12 +445,13 @@ def _solve_one(graph, key, stage0, theta0, hw, lam, latency, hp, *, steps, sampl
     def step(carry, xs):
         params, opt_state, best_obj, best_stage = carry
         step_key, tau, restart = xs
-        (_, stage), grad = jax.value_and_grad(loss_fn, has_aux=True)(params, step_key, tau)
-        objs, stages = jax.vmap(score)(stage)
-        i = jnp.argmin(objs)
-        better = objs[i] < best_obj
-        best_obj = jnp.where(better, objs[i], best_obj)
-        best_stage = jnp.where(better, stages[i], best_stage)
+        (_, (stage, surr)), grad = jax.value_and_grad(loss_fn, has_aux=True)(params, step_key, tau)
+        # the surrogate's forward value is the exact objective of each hard sample (up to float
+        # rounding): it picks the step's best sample, which the shared evaluator then scores
+        obj_i, stage_i = score(stage[jnp.argmin(surr)])
+        better = obj_i < best_obj
+        best_obj = jnp.where(better, obj_i, best_obj)
+        best_stage = jnp.where(better, stage_i, best_stage)
         updates, opt_state = opt.update(grad, opt_state, params)
         params = optax.apply_updates(params, updates)
         # restart: logits back to the best schedule found so far, fresh optimiser state
