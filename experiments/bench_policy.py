@@ -9,11 +9,14 @@ average before and after (the figures depend on how busy the machine was).
 
 * training throughput (graphs/s, after compilation) of one imitation and one REINFORCE update
   epoch on 30-node graphs (bucket 32), and the compile time of each update epoch per bucket;
-* time to schedule one 350-node graph (ResNet-101, 347 nodes) with greedy decoding, after
+* time to schedule one 350-node graph (ResNet-101, 345 nodes) with greedy decoding, after
   compilation, and the compile time of that bucket;
 * quality: greedy and best-of-N gaps of a checkpoint on the held-out 50-node labelled set (gap to
   the proven optimum) and on generated 300-node DNN-like graphs (gap to the best schedule found by
   any of: the policy, the compiler partitioner, the greedy solver).
+
+The speed figures come from :mod:`respect_jax.train.speed` (``respect-bench benchmarks=[policy]``
+measures the same ones).
 """
 
 from __future__ import annotations
@@ -21,11 +24,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,92 +34,18 @@ sys.path.insert(0, str(ROOT))
 
 from respect_jax.cli.common import machine_description  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
-from respect_jax.graphs import GeneratorConfig, generate_dataset, load_graph, pad_graph  # noqa: E402
+from respect_jax.graphs import GeneratorConfig, generate_dataset  # noqa: E402
 from respect_jax.graphs.graph import write_json_atomic  # noqa: E402
 from respect_jax.policy.config import PolicyConfig  # noqa: E402
-from respect_jax.policy.decoding import Decoding, make_decoder  # noqa: E402
+from respect_jax.policy.decoding import Decoding  # noqa: E402
 from respect_jax.solvers import run_solver  # noqa: E402
 from respect_jax.solvers.gumbel import solve_batch  # noqa: E402
 from respect_jax.train.checkpoints import load_policy  # noqa: E402
-from respect_jax.train.config import AlgorithmConfig, TrainConfig  # noqa: E402
 from respect_jax.train.data import load_labelled_batches, make_batches  # noqa: E402
 from respect_jax.train.evaluation import decode_set, summarise  # noqa: E402
-from respect_jax.train.loop import Trainer  # noqa: E402
+from respect_jax.train.speed import bench_compile_bucket, bench_latency, bench_training  # noqa: E402
 
 RESULTS = ROOT / "experiments" / "results"
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(fn())
-    return out, time.perf_counter() - t0
-
-
-def bench_training(policy: PolicyConfig, hw, labels: str, batch: int, steps: int, samples: int) -> dict:
-    """Imitation and REINFORCE update epochs on 30-node graphs: compile time and graphs/s."""
-    out = {}
-    data = load_labelled_batches([labels], hw, "paper", 1.0, limit=1024)
-    for name, algo in (
-        ("imitation", AlgorithmConfig("imitation")),
-        ("reinforce", AlgorithmConfig.from_dict({"name": "reinforce", "reinforce": {"samples": samples}})),
-    ):
-        tcfg = TrainConfig(
-            steps=steps * 3,
-            batch_size=batch,
-            steps_per_epoch=steps,
-            checkpoint_every=steps * 3,
-            eval_every=steps * 3,
-            eval_graphs=0,
-        )
-        gens = [GeneratorConfig(min_nodes=30, max_nodes=30)]
-        trainer = Trainer(policy, hw, "paper", 1.0, algo, tcfg, generators=gens, datasets=data[:1])
-        state = trainer.init_state()
-        (state, *_), first = timed(lambda state=state, trainer=trainer: trainer.run_epoch(state))
-        runs = []
-        for _ in range(2):
-            (state, *_), t = timed(lambda state=state, trainer=trainer: trainer.run_epoch(state))
-            runs.append(t)
-        best = min(runs)
-        out[name] = {
-            "bucket_nodes": int(data[0].graphs.params.shape[-1]),
-            "batch_size": batch,
-            "samples_per_graph": samples if name == "reinforce" else None,
-            "steps_timed": steps,
-            "graphs_per_s": steps * batch / best,
-            "compile_s": max(first - best, 0.0),
-        }
-        print(name, out[name], flush=True)
-    return out
-
-
-def bench_compile_bucket(policy: PolicyConfig, hw, labels: str, batch: int) -> dict:
-    """Compile time of the imitation update epoch on the 50-node bucket (64 padded nodes)."""
-    data = load_labelled_batches([labels], hw, "paper", 1.0, limit=256)
-    tcfg = TrainConfig(steps=2, batch_size=batch, steps_per_epoch=2, checkpoint_every=2, eval_every=2, eval_graphs=0)
-    trainer = Trainer(policy, hw, "paper", 1.0, AlgorithmConfig("imitation"), tcfg, datasets=data[:1])
-    state = trainer.init_state()
-    fn = trainer.epoch_fn("imitation", 0)
-    t0 = time.perf_counter()
-    fn.lower(state, trainer.datasets[0]).compile()
-    return {"bucket_nodes": int(data[0].graphs.params.shape[-1]), "imitation_compile_s": time.perf_counter() - t0}
-
-
-def bench_latency(model, doc, graph_path: Path, repeats: int) -> dict:
-    """Greedy scheduling of one large graph (batch of 1) after compilation."""
-    hw = hardware_from_dict(doc["hardware"])
-    graph = load_graph(graph_path)
-    padded = jax.tree.map(lambda x: jnp.asarray(x)[None], pad_graph(graph))
-    run, params = make_decoder(model, hw, doc["objective"], doc["lam"], Decoding("greedy"))
-    _, compile_s = timed(lambda: run(params, padded, jax.random.PRNGKey(0)))
-    times = [timed(lambda i=i: run(params, padded, jax.random.PRNGKey(i)))[1] for i in range(repeats)]
-    return {
-        "graph": graph.name,
-        "num_nodes": graph.num_nodes,
-        "bucket_nodes": int(padded.params.shape[-1]),
-        "greedy_ms_best": 1000 * min(times),
-        "greedy_ms_median": 1000 * float(np.median(times)),
-        "compile_s": compile_s,
-    }
 
 
 def bench_quality(
@@ -151,8 +78,7 @@ def bench_quality(
             for b, idx in batches:
                 for lo in range(0, len(idx), 8):
                     sub = jax.tree.map(lambda x, lo=lo: x[lo : lo + 8], b.graphs)
-                    _, best_obj = solve_batch(sub, hw, obj, lam, jax.random.PRNGKey(lo), steps=gumbel_steps,
-                                              samples=64)
+                    _, best_obj = solve_batch(sub, hw, obj, lam, jax.random.PRNGKey(lo), steps=gumbel_steps, samples=64)
                     vals[idx[lo : lo + 8]] = np.asarray(best_obj)
             per_method["solver_gumbel"] = vals
         best = np.min(np.stack(list(per_method.values())), axis=0)
@@ -263,7 +189,9 @@ def main() -> None:
         "args": vars(args),
     }
     if not args.skip_training:
-        doc["training"] = bench_training(policy, hw, args.labels30, args.batch, args.steps, args.rl_samples)
+        doc["training"] = bench_training(
+            policy, hw, args.labels30, args.batch, args.steps, args.rl_samples, log=lambda m: print(m, flush=True)
+        )
         doc["compile_64"] = bench_compile_bucket(policy, hw, args.labels50, args.batch)
     doc["latency"] = bench_latency(model, doc_ckpt, Path(args.graph350), args.repeats)
     print("latency", doc["latency"], flush=True)

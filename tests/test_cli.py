@@ -117,3 +117,56 @@ def test_bench_runs_small_and_writes_results(tmp_path):
     assert result["env"]["jax_env_steps_per_s"] > 0 and result["env"]["loop_env_steps_per_s"] > 0
     assert result["machine"]["cpu_count"] >= 1
     assert "ratio" in (tmp_path / "bench_env.md").read_text()
+
+
+POLICY_ARGS = [
+    "benchmarks=[policy]",
+    f"policy.checkpoint={ROOT / 'data' / 'checkpoints' / 'respect_k4_paper'}",
+    f"policy.labels={ROOT / 'data' / 'labels' / 'respect30_k4_paper'}",
+    f"policy.labels_large={ROOT / 'data' / 'labels' / 'respect50_k4_paper'}",
+    f"policy.graph={ROOT / 'data' / 'models' / 'resnet101.json'}",
+    "policy.batch=8",
+    "policy.steps=2",
+    "policy.rl_samples=2",
+    "policy.repeats=1",
+    "out_name=bench_policy_speed",
+]
+
+
+def test_bench_policy_writes_speed_figures(tmp_path):
+    proc = run(["respect-bench", *POLICY_ARGS, f"out_dir={tmp_path}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench_policy_speed.json", "bench_policy_speed.md"]
+    result = json.loads((tmp_path / "bench_policy_speed.json").read_text())
+    assert "env" not in result and "generator" not in result
+    assert len(result["load_before"]) == 3 and len(result["load_after"]) == 3
+    p = result["policy"]
+    for algo in ("imitation", "reinforce"):
+        assert p["training"][algo]["graphs_per_s"] > 0 and p["training"][algo]["compile_s"] >= 0
+        assert p["training"][algo]["batch_size"] == 8
+    assert p["training"]["reinforce"]["samples_per_graph"] == 2
+    assert p["compile_large"]["bucket_nodes"] >= 50 and p["compile_large"]["imitation_compile_s"] > 0
+    graph = load_graph(ROOT / "data" / "models" / "resnet101.json")
+    lat = p["latency"]
+    assert lat["graph"] == graph.name and lat["num_nodes"] == graph.num_nodes > 300
+    assert lat["bucket_nodes"] >= graph.num_nodes
+    assert 0 < lat["greedy_ms_best"] <= lat["greedy_ms_median"] and lat["compile_s"] > 0
+    markdown = (tmp_path / "bench_policy_speed.md").read_text()
+    assert "## Learned scheduler" in markdown and "load average" in markdown
+    assert "| imitation |" in markdown and "| reinforce |" in markdown and f"{graph.num_nodes} nodes" in markdown
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["policy.checkpoint=/no/such/run"], "policy.checkpoint /no/such/run does not exist"),
+        (["benchmarks=[policy,nope]"], "choose from env, generator, policy"),
+    ],
+)
+def test_bench_policy_user_errors_are_one_line_and_write_nothing(tmp_path, args, message):
+    out = tmp_path / "out"
+    proc = run(["respect-bench", *POLICY_ARGS, *args, f"out_dir={out}"], tmp_path)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -1,11 +1,19 @@
-"""``respect-bench``: speed figures (env steps/s vs a Python loop env, generator graphs/s).
+"""``respect-bench``: speed figures (env steps/s vs a Python loop env, generator graphs/s, and the
+learned scheduler's training throughput, compile time and scheduling latency).
 
-Every ratio is measured in one run on one machine; the machine description is written beside the
-figures in ``experiments/results/bench_env.{md,json}``.
+Every ratio is measured in one run on one machine; the machine description and the load average
+before/after are written beside the figures in ``experiments/results/<out_name>.{md,json}``
+(``bench_env`` by default).
+
+    respect-bench                                                  # env + generator
+    respect-bench benchmarks=[policy] out_name=bench_policy_speed  # the learned scheduler
 """
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +35,8 @@ from respect_jax.costs import Hardware
 from respect_jax.env import SchedulingEnv, random_rollout
 from respect_jax.graphs import GeneratorConfig, make_jax_generator, padded_to_graph, write_json_atomic
 from respect_jax.reference import LoopEnv
+
+BENCHMARKS = ("env", "generator", "policy")
 
 
 def best_time(fn, repeats: int) -> float:
@@ -106,7 +116,13 @@ def bench_generator(batch: int, nodes: int, modes, repeats: int, seed: int) -> d
 def to_markdown(results: dict) -> str:
     lines = ["# respect-bench", ""]
     m = results["machine"]
-    lines.append(f"Machine: {m['platform']}, {m['cpu_count']} CPUs, JAX {m['jax']} on {m['jax_backend']}.")
+    load = ""
+    if "load_before" in results and "load_after" in results:
+        load = (
+            f"; load average {results['load_before'][0]:.1f} before / {results['load_after'][0]:.1f} after "
+            "(on a shared machine the figures are lower bounds)"
+        )
+    lines.append(f"Machine: {m['platform']}, {m['cpu_count']} CPUs, JAX {m['jax']} on {m['jax_backend']}{load}.")
     lines.append("")
     if "env" in results:
         e = results["env"]
@@ -127,27 +143,114 @@ def to_markdown(results: dict) -> str:
         for mode, g in results["generator"].items():
             lines.append(f"| {mode} | {g['nodes']} | {g['graphs_per_s']:,.0f} |")
         lines.append("")
+    if "policy" in results:
+        lines += policy_markdown(results["policy"])
     return "\n".join(lines)
+
+
+def policy_markdown(p: dict) -> list[str]:
+    """The "Learned scheduler" section of :func:`to_markdown` (lines)."""
+    lines = [
+        f"## Learned scheduler (`{p['checkpoint']}`, step {p['checkpoint_step']})",
+        "",
+        f"| training ({p['training_nodes']}-node graphs, bucket {p['training']['imitation']['bucket_nodes']}) "
+        "| graphs/s | compile s | batch | samples/graph |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, r in p["training"].items():
+        lines.append(
+            f"| {name} | {r['graphs_per_s']:,.0f} | {r['compile_s']:.1f} | {r['batch_size']} | "
+            f"{r['samples_per_graph'] or '-'} |"
+        )
+    c, r = p["compile_large"], p["latency"]
+    lines += [
+        "",
+        f"Imitation update epoch compile time, {c['bucket_nodes']}-node bucket: {c['imitation_compile_s']:.1f} s.",
+        "",
+        f"Greedy schedule of {r['graph']} ({r['num_nodes']} nodes, bucket {r['bucket_nodes']}): "
+        f"{r['greedy_ms_best']:.1f} ms best / {r['greedy_ms_median']:.1f} ms median after compilation "
+        f"(compile {r['compile_s']:.1f} s).",
+        "",
+    ]
+    return lines
+
+
+def load_policy_inputs(p: DictConfig) -> dict:
+    """Check the ``policy`` group and load its inputs before anything is measured.
+
+    Raises a user error (one line) for a bad count, a missing or foreign checkpoint, a labelled set
+    that is missing or made for another problem, or an unreadable graph.
+    """
+    from respect_jax.costs import hardware_from_dict
+    from respect_jax.graphs import load_graph
+    from respect_jax.policy.config import PolicyConfig
+    from respect_jax.train.checkpoints import load_policy
+    from respect_jax.train.data import check_manifest
+
+    for key in ("batch", "steps", "rl_samples", "repeats"):
+        value = p[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"policy.{key} must be an integer >= 1, got {value!r}")
+    if not Path(p.checkpoint).exists():
+        raise FileNotFoundError(f"policy.checkpoint {p.checkpoint} does not exist")
+    model, doc = load_policy(p.checkpoint)
+    hw = hardware_from_dict(doc["hardware"])
+    for key in ("labels", "labels_large"):
+        check_manifest(p[key], hw, "paper", 1.0)  # the training benchmarks use the paper objective, lam 1
+    graph = load_graph(p.graph)
+    return {"model": model, "doc": doc, "policy": PolicyConfig.from_dict(doc["policy"]), "hw": hw, "graph": graph}
+
+
+def bench_policy(p: DictConfig, inputs: dict) -> dict:
+    """The learned scheduler's speed figures (see :mod:`respect_jax.train.speed`)."""
+    from respect_jax.train.speed import RL_NODES, bench_compile_bucket, bench_latency, bench_training
+
+    def log(message: str) -> None:
+        print(f"respect-bench: policy {message}", file=sys.stderr, flush=True)
+
+    policy, hw, doc = inputs["policy"], inputs["hw"], inputs["doc"]
+    training = bench_training(policy, hw, p.labels, p.batch, p.steps, p.rl_samples, log=log)
+    compile_large = bench_compile_bucket(policy, hw, p.labels_large, p.batch)
+    log(f"compile {compile_large}")
+    latency = bench_latency(inputs["model"], doc, p.graph, p.repeats)
+    log(f"latency {latency}")
+    return {
+        "checkpoint": str(p.checkpoint),
+        "checkpoint_step": doc["step"],
+        "policy": policy.to_dict(),
+        "labels": str(p.labels),
+        "labels_large": str(p.labels_large),
+        "training_nodes": RL_NODES,
+        "training": training,
+        "compile_large": compile_large,
+        "latency": latency,
+    }
 
 
 @hydra.main(config_path=CONF_DIR, config_name="bench", version_base="1.3")
 @user_errors_exit("respect-bench")
 def _main(cfg: DictConfig) -> None:
     hw = hardware_from_cfg(cfg.hardware)
-    unknown = set(cfg.benchmarks) - {"env", "generator"}
+    unknown = set(cfg.benchmarks) - set(BENCHMARKS)
     if unknown:
-        raise ValueError(f"unknown benchmarks {sorted(unknown)}; choose from env, generator")
-    results: dict = {"machine": machine_description()}
+        raise ValueError(f"unknown benchmarks {sorted(unknown)}; choose from {', '.join(BENCHMARKS)}")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(cfg.out_name)):
+        raise ValueError(f"out_name must be a file name stem (letters, digits, _ . -), got {cfg.out_name!r}")
+    policy_inputs = load_policy_inputs(cfg.policy) if "policy" in cfg.benchmarks else None
+    results: dict = {"machine": machine_description(), "load_before": list(os.getloadavg())}
     if "env" in cfg.benchmarks:
         e = cfg.env
         results["env"] = bench_env(hw, cfg.objective, e.batch, e.nodes, e.mode, e.repeats, e.loop_graphs, cfg.seed)
     if "generator" in cfg.benchmarks:
         g = cfg.generator
         results["generator"] = bench_generator(g.batch, g.nodes, list(g.modes), g.repeats, cfg.seed)
+    if policy_inputs is not None:
+        results["policy"] = bench_policy(cfg.policy, policy_inputs)
+    results["load_after"] = list(os.getloadavg())
     out = Path(cfg.out_dir)
-    write_json_atomic(results, out / "bench_env.json")
+    write_json_atomic(results, out / f"{cfg.out_name}.json")
     markdown = to_markdown(results)
-    (out / "bench_env.md").write_text(markdown + "\n")
+    (out / f"{cfg.out_name}.md").write_text(markdown + "\n")
     Console().print(markdown)
 
 

@@ -1,0 +1,157 @@
+"""Speed figures of the learned scheduler: training throughput, compile time, scheduling latency.
+
+Used by ``respect-bench benchmarks=[policy]`` and ``experiments/bench_policy.py``. Every figure is
+wall time on the default JAX device, measured after compilation unless it is a compile time; the
+machine (and how busy it was) belongs beside the figures, which the callers write.
+
+* :func:`bench_training`: graphs/s of one imitation and one REINFORCE update epoch on a labelled
+  set's first size bucket (30-node graphs: bucket 32), and the compile time of each epoch;
+* :func:`bench_compile_bucket`: compile time of the imitation update epoch on a labelled set's
+  first bucket (50-node graphs: bucket 64);
+* :func:`bench_latency`: greedy scheduling time of one graph (a batch of 1), and its compile time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from respect_jax.costs import Hardware, hardware_from_dict
+from respect_jax.graphs import GeneratorConfig, load_graph, pad_graph
+from respect_jax.policy.config import PolicyConfig
+from respect_jax.policy.decoding import Decoding, make_decoder
+from respect_jax.policy.model import SchedulingPolicy
+from respect_jax.train.config import AlgorithmConfig, TrainConfig
+from respect_jax.train.data import load_labelled_batches
+from respect_jax.train.loop import Trainer
+
+RL_NODES = 30  # nodes of the generated graphs of the REINFORCE throughput epochs
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``(fn(), seconds)``: the result of ``fn()`` and its wall time, waiting for device arrays."""
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    return out, time.perf_counter() - t0
+
+
+def bench_training(
+    policy: PolicyConfig,
+    hw: Hardware,
+    labels: str | Path,
+    batch: int,
+    steps: int,
+    samples: int,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Imitation and REINFORCE update epochs on 30-node graphs: compile time and graphs/s.
+
+    Args:
+        policy: architecture of the (freshly initialised) policy being trained.
+        hw: the hardware of the problem (objective ``paper``, lam 1).
+        labels: labelled dataset folder (its first 1024 graphs; the first size bucket is used for
+            imitation, ``RL_NODES``-node generated graphs for REINFORCE).
+        batch: graphs per update step (imitation: labelled graphs; REINFORCE: generated graphs,
+            each sampled ``samples`` times).
+        steps: update steps per timed epoch (one jitted ``lax.scan``).
+        samples: REINFORCE samples per graph.
+        log: called with one line (``"<algorithm> <figures dict>"``) after each algorithm (None: silent).
+
+    Returns:
+        ``{"imitation": r, "reinforce": r}``, each ``r`` with ``bucket_nodes`` (padded nodes of the
+        labelled bucket), ``batch_size``, ``samples_per_graph`` (None for imitation),
+        ``steps_timed``, ``graphs_per_s`` (``steps * batch`` / best of two epochs after the first,
+        in seconds) and ``compile_s`` (first epoch minus best epoch, s, >= 0).
+    """
+    out = {}
+    data = load_labelled_batches([labels], hw, "paper", 1.0, limit=1024)
+    for name, algo in (
+        ("imitation", AlgorithmConfig("imitation")),
+        ("reinforce", AlgorithmConfig.from_dict({"name": "reinforce", "reinforce": {"samples": samples}})),
+    ):
+        tcfg = TrainConfig(
+            steps=steps * 3,
+            batch_size=batch,
+            steps_per_epoch=steps,
+            checkpoint_every=steps * 3,
+            eval_every=steps * 3,
+            eval_graphs=0,
+        )
+        gens = [GeneratorConfig(min_nodes=RL_NODES, max_nodes=RL_NODES)]
+        trainer = Trainer(policy, hw, "paper", 1.0, algo, tcfg, generators=gens, datasets=data[:1])
+        state = trainer.init_state()
+        (state, *_), first = timed(lambda state=state, trainer=trainer: trainer.run_epoch(state))
+        runs = []
+        for _ in range(2):
+            (state, *_), t = timed(lambda state=state, trainer=trainer: trainer.run_epoch(state))
+            runs.append(t)
+        best = min(runs)
+        out[name] = {
+            "bucket_nodes": int(data[0].graphs.params.shape[-1]),
+            "batch_size": batch,
+            "samples_per_graph": samples if name == "reinforce" else None,
+            "steps_timed": steps,
+            "graphs_per_s": steps * batch / best,
+            "compile_s": max(first - best, 0.0),
+        }
+        if log is not None:
+            log(f"{name} {out[name]}")
+    return out
+
+
+def bench_compile_bucket(policy: PolicyConfig, hw: Hardware, labels: str | Path, batch: int) -> dict:
+    """Compile time of the imitation update epoch (2 steps) on a labelled set's first bucket.
+
+    Args:
+        policy: architecture of the policy.
+        hw: the hardware of the problem (objective ``paper``, lam 1).
+        labels: labelled dataset folder (its first 256 graphs; 50-node graphs: the 64-node bucket).
+        batch: graphs per update step.
+
+    Returns:
+        ``{"bucket_nodes": padded nodes of the bucket, "imitation_compile_s": lower + compile, s}``.
+    """
+    data = load_labelled_batches([labels], hw, "paper", 1.0, limit=256)
+    tcfg = TrainConfig(steps=2, batch_size=batch, steps_per_epoch=2, checkpoint_every=2, eval_every=2, eval_graphs=0)
+    trainer = Trainer(policy, hw, "paper", 1.0, AlgorithmConfig("imitation"), tcfg, datasets=data[:1])
+    state = trainer.init_state()
+    fn = trainer.epoch_fn("imitation", 0)
+    t0 = time.perf_counter()
+    fn.lower(state, trainer.datasets[0]).compile()
+    return {"bucket_nodes": int(data[0].graphs.params.shape[-1]), "imitation_compile_s": time.perf_counter() - t0}
+
+
+def bench_latency(model: SchedulingPolicy, doc: dict, graph_path: str | Path, repeats: int) -> dict:
+    """Greedy scheduling of one large graph (batch of 1) after compilation.
+
+    Args:
+        model: the trained policy.
+        doc: its checkpoint document (``hardware``, ``objective``, ``lam``), as :func:`load_policy`
+            returns it.
+        graph_path: SPEC graph JSON file (padded to its own size bucket, batch of 1).
+        repeats: timed decodings after the first (compiling) one, each with a fresh key.
+
+    Returns:
+        ``graph`` (name), ``num_nodes``, ``bucket_nodes`` (padded), ``greedy_ms_best`` and
+        ``greedy_ms_median`` (ms per decoding of the one graph) and ``compile_s`` (first call, s).
+    """
+    hw = hardware_from_dict(doc["hardware"])
+    graph = load_graph(graph_path)
+    padded = jax.tree.map(lambda x: jnp.asarray(x)[None], pad_graph(graph))
+    run, params = make_decoder(model, hw, doc["objective"], doc["lam"], Decoding("greedy"))
+    _, compile_s = timed(lambda: run(params, padded, jax.random.PRNGKey(0)))
+    times = [timed(lambda i=i: run(params, padded, jax.random.PRNGKey(i)))[1] for i in range(repeats)]
+    return {
+        "graph": graph.name,
+        "num_nodes": graph.num_nodes,
+        "bucket_nodes": int(padded.params.shape[-1]),
+        "greedy_ms_best": 1000 * min(times),
+        "greedy_ms_median": 1000 * float(np.median(times)),
+        "compile_s": compile_s,
+    }
