@@ -7,10 +7,10 @@ whose forward value on a hard sample is the exact cost, and takes one optax Adam
 mean surrogate. The surrogate's forward value on a hard sample is its exact objective, so it
 picks each step's best sample; that one is scored with the **shared evaluator**
 :func:`respect_jax.costs.evaluate`, which decides whether it replaces the best schedule so far
-(the reported value is always the evaluator's). One jitted call, :func:`solve_batch`, solves a whole batch (``vmap`` over
-graphs) on one device; it compiles once per padded shape, K and static option set (steps, samples,
-sampler, init, restart_every, particles); the objective, lam and the float hyper-parameters are
-traced values, so changing them does not recompile.
+(the reported value is always the evaluator's). One jitted call, :func:`solve_batch`, solves a
+whole batch (``vmap`` over graphs) on one device; it compiles once per padded shape, K and static
+option set (steps, samples, sampler, init, restart_every, particles); the objective, lam and the
+float hyper-parameters are traced values, so changing them does not recompile.
 
 Parameters per graph: node logits ``theta[N, K]`` and cut logits ``phi[K-1, N+1]``.
 
