@@ -121,7 +121,10 @@ def evaluate(cfg: DictConfig) -> dict:
     batches = make_batches(graphs, None, reference)
     for name in cfg.decodings:
         dec = Decoding(
-            strategy=str(name), samples=int(cfg.samples) if name == "best_of" else 1, temperature=float(cfg.temperature)
+            strategy=str(name),
+            samples=int(cfg.samples) if name == "best_of" else 1,
+            temperature=float(cfg.temperature),
+            local_search=int(cfg.local_search),
         )
         decoder = make(model, hw, objective, lam, dec)
         obj, valid, times = np.full(n, np.nan), np.zeros(n, bool), np.zeros(n)

@@ -1,4 +1,5 @@
-"""Decoding strategies (all batched): greedy, sampling with a temperature, best-of-N samples.
+"""Decoding strategies (all batched): greedy, sampling with a temperature, best-of-N samples,
+each optionally followed by a local search (:mod:`respect_jax.solvers.local_search`).
 
 :func:`make_decoder` returns one jitted function ``(params, graphs, key) -> DecodeResult`` per
 strategy; it compiles once per padded bucket shape. Every schedule it returns is valid by
@@ -17,6 +18,7 @@ from flax import nnx, struct
 from respect_jax.costs import Hardware
 from respect_jax.graphs.padded import PaddedGraph
 from respect_jax.policy.model import SchedulingPolicy, rollout, schedule_objectives
+from respect_jax.solvers.local_search import improve
 
 STRATEGIES = ("greedy", "sample", "best_of")
 
@@ -32,12 +34,15 @@ class Decoding:
         samples: candidates of ``best_of`` (ignored otherwise).
         temperature: sampling temperature.
         include_greedy: ``best_of`` makes the greedy schedule one of its ``samples`` candidates.
+        local_search: at most this many hill-climbing moves on every candidate before the best is
+            kept (0: none), see :func:`respect_jax.solvers.local_search.improve`; label ``+ls``.
     """
 
     strategy: str = "greedy"
     samples: int = 1
     temperature: float = 1.0
     include_greedy: bool = True
+    local_search: int = 0
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -46,10 +51,13 @@ class Decoding:
             raise ValueError(f"decoding samples must be >= 1, got {self.samples}")
         if not self.temperature > 0:
             raise ValueError(f"decoding temperature must be > 0, got {self.temperature}")
+        if self.local_search < 0:
+            raise ValueError(f"decoding local_search must be >= 0, got {self.local_search}")
 
     @property
     def label(self) -> str:
-        return f"best_of_{self.samples}" if self.strategy == "best_of" else self.strategy
+        base = f"best_of_{self.samples}" if self.strategy == "best_of" else self.strategy
+        return f"{base}+ls" if self.local_search else base
 
 
 @struct.dataclass
@@ -85,9 +93,24 @@ def decode(
             parts.append(rollout(model, graphs, h, g, hw, objective, lam, key, n_sampled, False, decoding.temperature))
         stage = jnp.concatenate(parts, axis=1)
     obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
+    if decoding.local_search:
+        stage, obj, valid = refine(graphs, stage, hw, objective, lam, decoding.local_search)
     best = jnp.argmin(jnp.where(valid, obj, jnp.inf), axis=1)
     pick = lambda x: jnp.take_along_axis(x, best.reshape((-1,) + (1,) * (x.ndim - 1)), axis=1)[:, 0]
     return DecodeResult(stage=pick(stage), objective=pick(obj), valid=pick(valid))
+
+
+def refine(
+    graphs: PaddedGraph, stage: jax.Array, hw: Hardware, objective: str, lam: float, max_steps: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Hill-climb every candidate schedule i32[B, S, N] (valid ones) of a batch of B graphs.
+
+    Returns (stage i32[B, S, N], objective f32[B, S] from the shared evaluator, valid bool[B, S]);
+    each improved schedule is valid and never worse than its start.
+    """
+    per_graph = lambda g, st: jax.vmap(lambda s: improve(g, s, hw, objective, lam, max_steps)[:2])(st)
+    better, obj = jax.vmap(per_graph)(graphs, stage)
+    return better, obj, jnp.isfinite(obj)
 
 
 def make_decoder(model: SchedulingPolicy, hw: Hardware, objective: str, lam: float, decoding: Decoding):

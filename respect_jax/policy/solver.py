@@ -4,7 +4,8 @@ Importing this module registers it (``respect_jax.solvers`` never imports the po
 imports this module before looking solvers up). Options (conf/solver/policy.yaml):
 
 * ``checkpoint``: a run folder written by ``respect-train`` (default: the shipped checkpoint);
-* ``decoding``: ``greedy`` | ``sample`` | ``best_of``; ``samples``; ``temperature``; ``seed``.
+* ``decoding``: ``greedy`` | ``sample`` | ``best_of``; ``samples``; ``temperature``; ``seed``;
+  ``local_search`` (hill-climbing moves on every candidate, 0: none).
 
 The policy runs under the caller's hardware and objective (its features are normalised per
 graph and hardware), even when they differ from those it was trained on; ``info`` records both.
@@ -53,6 +54,7 @@ def schedule_with_checkpoint(
     seed: int,
     load: Callable,
     decoder: Callable,
+    local_search: int = 0,
 ) -> SolveResult:
     """Schedule one graph with a learned model's run folder (shared by ``policy`` and ``respect_pointer``).
 
@@ -61,7 +63,12 @@ def schedule_with_checkpoint(
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
-    dec = Decoding(strategy=decoding, samples=int(samples) if decoding == "best_of" else 1, temperature=temperature)
+    dec = Decoding(
+        strategy=decoding,
+        samples=int(samples) if decoding == "best_of" else 1,
+        temperature=temperature,
+        local_search=int(local_search),
+    )
     _, doc = load(checkpoint)
     run, params = decoder(checkpoint, hw, objective, float(lam), dec)
     padded = pad_graph(graph)
@@ -73,6 +80,7 @@ def schedule_with_checkpoint(
         "checkpoint_step": doc.get("step"),
         "decoding": dec.label,
         "temperature": temperature,
+        "local_search": int(local_search),
         "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
     }
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
@@ -89,9 +97,10 @@ def solve_policy(
     samples: int = 64,
     temperature: float = 1.0,
     seed: int = 0,
+    local_search: int = 0,
 ) -> SolveResult:
     """Schedule ``graph`` with a trained policy (valid by construction; not a proof of optimality)."""
     checkpoint = str(Path(checkpoint if checkpoint else DEFAULT_CHECKPOINT).resolve())
     return schedule_with_checkpoint(
-        graph, hw, objective, lam, checkpoint, decoding, samples, temperature, seed, _load, _decoder
+        graph, hw, objective, lam, checkpoint, decoding, samples, temperature, seed, _load, _decoder, local_search
     )
