@@ -24,11 +24,11 @@ ENTRIES = [
      ".venv/bin/python experiments/bench_policy.py --skip-training --out experiments/results/bench_policy_quality",
      None, []),
     ("Learned scheduler: training and scheduling speed (issue 4)", "experiments/results/bench_policy_speed.md",
-     ".venv/bin/python experiments/bench_policy.py --skip-quality --out experiments/results/bench_policy_speed",
-     None, []),
+     ".venv/bin/respect-bench benchmarks=[policy] out_name=bench_policy_speed", None, []),
     ("Learned scheduler: latency objective (issue 4)", "experiments/results/bench_policy_latency.md",
-     ".venv/bin/python experiments/bench_policy.py --objective latency --labels50 data/labels/respect50_k4_latency "
-     "--dnn-graphs 40 --skip-training --out experiments/results/bench_policy_latency", None, []),
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_latency "
+     "--labels50 data/labels/respect50_k4_latency --dnn-graphs 40 --skip-training "
+     "--out experiments/results/bench_policy_latency", None, []),
     ("Policy evaluation against proven optima (respect-eval)",
      "experiments/results/eval_respect_k4_paper_respect50.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper dataset=data/labels/respect50_k4_paper",
