@@ -56,10 +56,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lam", type=float, default=1.0, help="communication weight of the paper objective")
     p.add_argument("--hardware", default="conf/hardware/coral_usb.yaml", help="hardware YAML (stages overridden)")
     p.add_argument("--seed", type=int, default=0, help="graph and solver seed")
-    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--steps", type=int, default=100)
     p.add_argument("--samples", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--particles", type=int, default=1)
+    p.add_argument("--local-search", type=int, default=300, help="hill-climbing moves on each best schedule (0: none)")
     p.add_argument("--sampler", default="mixed")
     p.add_argument(
         "--pad-multiple",
@@ -112,7 +113,14 @@ def run_objective(args, graphs, hw, objective: str, oracles: list[str]) -> dict:
     shape = batch_shape(graphs, args.pad_multiple)
     batch = stack_graphs(graphs, shape)
     key = jax.random.PRNGKey(args.seed)
-    opts = dict(steps=args.steps, samples=args.samples, lr=args.lr, particles=args.particles, sampler=args.sampler)
+    opts = dict(
+        steps=args.steps,
+        samples=args.samples,
+        lr=args.lr,
+        particles=args.particles,
+        sampler=args.sampler,
+        local_search=args.local_search,
+    )
     t0 = time.perf_counter()
     assign, obj = solve_batch(batch, hw, objective, args.lam, key, **opts)
     obj.block_until_ready()
@@ -189,7 +197,8 @@ def write_markdown(path: Path, meta: dict, results: list[dict], solvers: list[st
         "",
         f"{a['graphs']} DNN-mode graphs of {a['nodes']} nodes, K = {a['stages']}, hardware `{a['hardware']}`, "
         f"lam = {a['lam']}, seed {a['seed']}. Gumbel: steps {a['steps']}, samples {a['samples']}, lr {a['lr']}, "
-        f"particles {a['particles']}, sampler `{a['sampler']}`, one batched call per objective. Oracles: "
+        f"particles {a['particles']}, sampler `{a['sampler']}`, local search {a.get('local_search', 0)} moves, "
+        "one batched call per objective. Oracles: "
         f"{', '.join(meta['oracles']) or 'none registered'} with a {a['time_limit']} s limit. "
         f"Wall time of the whole run: {meta['wall_s']:.0f} s.",
         "",

@@ -10,12 +10,11 @@ from conftest import make_hw, random_graphs, random_valid_schedule
 from flax import nnx
 
 from respect_jax.graphs import pad_graph, stack_graphs
-from respect_jax.graphs.padded import to_original_order, to_position_order
+from respect_jax.graphs.padded import reachability, to_original_order, to_position_order
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy
 from respect_jax.reference import enumerate_valid_schedules, reference_objective
-from respect_jax.solvers.gumbel import reachability
 from respect_jax.solvers.local_search import improve, neighbours
 
 SHAPE = (16, 96, 8)  # one padded shape for every small graph: one compilation per function
@@ -114,3 +113,22 @@ def test_best_of_with_local_search_is_never_worse_than_best_of():
     assert Decoding("best_of", samples=4, local_search=20).label == "best_of_4+ls"
     with pytest.raises(ValueError, match="local_search"):
         Decoding("greedy", local_search=-1)
+
+
+@pytest.mark.parametrize("objective", ["paper", "latency"])
+def test_gumbel_solver_with_local_search_is_never_worse(objective):
+    """solve_batch hill-climbs each best schedule in the same call: valid, evaluator-scored, never worse."""
+    from respect_jax.costs import evaluate_assignment
+    from respect_jax.solvers.gumbel import solve_batch
+
+    hw = make_hw(3)
+    graphs = random_graphs(4, seed=13, min_nodes=8, max_nodes=16)
+    batch = stack_graphs(graphs, SHAPE)
+    key = jax.random.PRNGKey(4)
+    _, raw = solve_batch(batch, hw, objective, 1.0, key, steps=3, samples=4, local_search=0)
+    assign, polished = solve_batch(batch, hw, objective, 1.0, key, steps=3, samples=4, local_search=20)
+    assert np.all(np.asarray(polished) <= np.asarray(raw) * (1 + 1e-6))
+    for i, graph in enumerate(graphs):
+        assignment = to_original_order(pad_graph(graph, SHAPE), np.asarray(assign[i]))
+        ref = evaluate_assignment(graph, assignment, hw, objective)
+        assert ref["valid"] and float(polished[i]) == pytest.approx(ref["objective"], rel=1e-5)

@@ -171,3 +171,20 @@ def to_position_order(graph: PaddedGraph, assignment_by_id) -> np.ndarray:
     out = np.zeros(graph.max_nodes, dtype=np.int32)
     out[:n] = np.asarray(assignment_by_id)[np.asarray(graph.node_ids)[:n]]
     return out
+
+
+def reachability(graph: PaddedGraph) -> jax.Array:
+    """f32[N, N] ``R[u, v] = 1`` iff u is an ancestor of v or u == v (one graph).
+
+    Built column by column in SPEC order with ``lax.scan`` (predecessors have lower positions):
+    ``R[:, v] = e_v OR (OR over preds p of R[:, p])``. Padding nodes only reach themselves.
+    """
+    n = graph.params.shape[-1]
+
+    def body(r, v):
+        cols = r[:, graph.preds[v]]  # [N, P]
+        col = jnp.any(cols & graph.pred_mask[v][None, :], axis=1) | (jnp.arange(n) == v)
+        return r.at[:, v].set(col), None
+
+    r, _ = jax.lax.scan(body, jnp.zeros((n, n), bool), jnp.arange(n))
+    return r.astype(jnp.float32)

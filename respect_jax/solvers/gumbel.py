@@ -9,8 +9,10 @@ picks each step's best sample; that one is scored with the **shared evaluator**
 :func:`respect_jax.costs.evaluate`, which decides whether it replaces the best schedule so far
 (the reported value is always the evaluator's). One jitted call, :func:`solve_batch`, solves a
 whole batch (``vmap`` over graphs) on one device; it compiles once per padded shape, K and static
-option set (steps, samples, sampler, init, restart_every, particles); the objective, lam and the
-float hyper-parameters are traced values, so changing them does not recompile.
+option set (steps, samples, sampler, init, restart_every, particles, local_search); the objective,
+lam and the float hyper-parameters are traced values, so changing them does not recompile.
+Optionally (``local_search``) each graph's best schedule is then hill-climbed by
+:func:`respect_jax.solvers.local_search.improve` inside the same call.
 
 Parameters per graph: node logits ``theta[N, K]`` and cut logits ``phi[K-1, N+1]``.
 
@@ -80,8 +82,9 @@ import optax
 
 from respect_jax.costs import OBJECTIVES, Hardware, evaluate, objective_lower_bound, objective_value
 from respect_jax.graphs.graph import Graph
-from respect_jax.graphs.padded import PaddedGraph, pad_graph, to_original_order, to_position_order
+from respect_jax.graphs.padded import PaddedGraph, pad_graph, reachability, to_original_order, to_position_order
 from respect_jax.solvers.base import SolveResult, register_solver
+from respect_jax.solvers.local_search import improve
 
 SAMPLERS = ("mixed", "both", "raise", "lower", "masked", "cuts")
 INITS = ("compiler", "uniform")
@@ -91,23 +94,6 @@ TRACE_COUNTER: Counter = Counter()
 
 
 # ============================================================================ graph helpers
-
-
-def reachability(graph: PaddedGraph) -> jax.Array:
-    """f32[N, N] ``R[u, v] = 1`` iff u is an ancestor of v or u == v (one graph).
-
-    Built column by column in SPEC order with ``lax.scan`` (predecessors have lower positions):
-    ``R[:, v] = e_v OR (OR over preds p of R[:, p])``. Padding nodes only reach themselves.
-    """
-    n = graph.params.shape[-1]
-
-    def body(r, v):
-        cols = r[:, graph.preds[v]]  # [N, P]
-        col = jnp.any(cols & graph.pred_mask[v][None, :], axis=1) | (jnp.arange(n) == v)
-        return r.at[:, v].set(col), None
-
-    r, _ = jax.lax.scan(body, jnp.zeros((n, n), bool), jnp.arange(n))
-    return r.astype(jnp.float32)
 
 
 def compiler_split(graph: PaddedGraph, num_stages: int) -> jax.Array:
@@ -477,7 +463,8 @@ def _initial_schedule(graph, hw, init, warm_start):
 
 
 def _solve_batch_impl(
-    batch, hw, lam, latency, keys, warm_start, hp, *, steps, samples, init, sampler, restart_every, particles
+    batch, hw, lam, latency, keys, warm_start, hp, *, steps, samples, init, sampler, restart_every, particles,
+    local_search,
 ):
     TRACE_COUNTER["solve_batch"] += 1  # runs only while tracing
     k = hw.stages
@@ -498,6 +485,8 @@ def _solve_batch_impl(
         )  # fmt: skip
         stages, objs = jax.vmap(run)(jax.random.split(key, particles))  # independent runs
         i = jnp.argmin(objs)
+        if local_search > 0:  # hill-climb the best schedule (never worse; evaluator's value)
+            return improve(g, stages[i], hw, latency, lam, local_search)[:2]
         return stages[i], objs[i]
 
     return jax.vmap(one)(batch, keys, warm_start)
@@ -505,7 +494,7 @@ def _solve_batch_impl(
 
 _solve_batch_jit = jax.jit(
     _solve_batch_impl,
-    static_argnames=("steps", "samples", "init", "sampler", "restart_every", "particles"),
+    static_argnames=("steps", "samples", "init", "sampler", "restart_every", "particles", "local_search"),
 )
 
 
@@ -516,7 +505,7 @@ def solve_batch(
     lam: float,
     key: jax.Array,
     *,
-    steps: int = 200,
+    steps: int = 100,
     samples: int = 64,
     lr: float = 0.1,
     tau_start: float = 2.0,
@@ -528,6 +517,7 @@ def solve_batch(
     restart_every: int = 10,
     cut_alpha: float = 1.5,
     particles: int = 1,
+    local_search: int = 300,
     warm_start: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Solve a batch of graphs in one jitted call (see the module docstring for the method).
@@ -550,6 +540,8 @@ def solve_batch(
         restart_every: every this many steps the logits restart from the best schedule (0: never).
         cut_alpha: sharpness of the cut logits around the current cuts (``cuts`` sampler).
         particles: independent optimisation runs per graph (own keys and logits); the best wins.
+        local_search: at most this many hill-climbing moves on each graph's best schedule
+            (:func:`respect_jax.solvers.local_search.improve`; 0: none).
         warm_start: optional i32[B, N] initial assignment by position (SPEC order).
 
     Returns:
@@ -564,6 +556,8 @@ def solve_batch(
         raise ValueError(f"unknown init {init!r}; choose one of {', '.join(INITS)}")
     if particles < 1:
         raise ValueError(f"need particles >= 1, got {particles}")
+    if local_search < 0:
+        raise ValueError(f"need local_search >= 0, got {local_search}")
     if steps < 0 or samples < 1 or restart_every < 0:
         raise ValueError(f"need steps >= 0, samples >= 1, restart_every >= 0; got {steps}, {samples}, {restart_every}")
     if not (tau_start > 0 and tau_end > 0 and beta > 0 and cut_alpha > 0):
@@ -589,7 +583,7 @@ def solve_batch(
     return _solve_batch_jit(
         batch, hw, jnp.float32(lam), jnp.bool_(objective == "latency"), keys, warm_start, hp,
         steps=int(steps), samples=int(samples), init=init, sampler=sampler,
-        restart_every=int(restart_every), particles=int(particles),
+        restart_every=int(restart_every), particles=int(particles), local_search=int(local_search),
     )  # fmt: skip
 
 
@@ -603,11 +597,12 @@ def solve_gumbel(
     objective: str = "paper",
     lam: float = 1.0,
     *,
-    steps: int = 200,
+    steps: int = 100,
     samples: int = 64,
     lr: float = 0.1,
     seed: int = 0,
     init: str = "compiler",
+    local_search: int = 300,
     warm_start=None,
     **options,
 ) -> SolveResult:
@@ -627,10 +622,17 @@ def solve_gumbel(
         warm = to_position_order(padded, warm_arr)[None]
     assignment, objective_val = solve_batch(
         batch, hw, objective, lam, jax.random.PRNGKey(seed),
-        steps=steps, samples=samples, lr=lr, init=init, warm_start=warm, **options,
+        steps=steps, samples=samples, lr=lr, init=init, local_search=local_search, warm_start=warm, **options,
     )  # fmt: skip
     result = to_original_order(padded, np.asarray(assignment[0]))
-    info = {"objective_reported": float(objective_val[0]), "steps": steps, "samples": samples, "lr": lr, "init": init}
+    info = {
+        "objective_reported": float(objective_val[0]),
+        "steps": steps,
+        "samples": samples,
+        "lr": lr,
+        "init": init,
+        "local_search": local_search,
+    }
     if not math.isfinite(info["objective_reported"]):
         raise RuntimeError(f"gumbel solver found no valid schedule for graph {graph.name!r}")
     return SolveResult(result, optimal=None, gap=None, info=info)

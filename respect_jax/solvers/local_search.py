@@ -30,8 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from respect_jax.costs import Hardware, evaluate, objective_value
-from respect_jax.graphs.padded import PaddedGraph
-from respect_jax.solvers.gumbel import reachability
+from respect_jax.graphs.padded import PaddedGraph, reachability
 
 #: Relative improvement of the search score a move must bring (guards against float-rounding cycles).
 MIN_IMPROVEMENT = 1e-7
@@ -59,7 +58,7 @@ def improve(
     graph: PaddedGraph,
     stage: jax.Array,
     hw: Hardware,
-    objective: str,
+    objective: str | jax.Array,
     lam: float,
     max_steps: int,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -68,7 +67,8 @@ def improve(
     Args:
         graph: one PaddedGraph (N padded nodes).
         stage: i32[N] valid schedule by position (padding entries are ignored).
-        hw, objective, lam: the problem (``hw.stages`` = K).
+        hw, objective, lam: the problem (``hw.stages`` = K); ``objective`` may also be a traced
+            bool[] (True: ``latency``) so one compilation serves both objectives.
         max_steps: at most this many moves (a Python int; 0 returns the start).
 
     Returns:
@@ -77,10 +77,13 @@ def improve(
     k = hw.stages
     stage = jnp.where(graph.node_mask, stage, 0).astype(jnp.int32)
 
+    latency = objective == "latency" if isinstance(objective, str) else objective
+
     def value(s):  # (objective, search score): the score breaks the objective's plateaus
         m = evaluate(graph, s, hw)
-        obj = jnp.where(m.valid, objective_value(m, objective, lam), jnp.inf)
-        loads = m.time_k if objective == "latency" else m.mem_k
+        obj = jnp.where(latency, objective_value(m, "latency"), objective_value(m, "paper", lam))
+        obj = jnp.where(m.valid, obj, jnp.inf)
+        loads = jnp.where(latency, m.time_k, m.mem_k)
         balance = jnp.mean((loads / jnp.maximum(jnp.max(loads), 1e-30)) ** 4)
         return obj, obj * (1.0 + TIE_BREAK * balance)
 
