@@ -270,13 +270,14 @@ def markdown(summary1, summary2, meta) -> str:
             f"{fmt(r['mean_ratio'])} | {fmt(r['max_ratio'])} | {fmt(r['pct_reaching_optimum'], '.0f')} | "
             f"{fmt(r['pct_proven_optimal'], '.0f')} | {fmt(r['median_time_s'], '.3f')} |"
         )
-    lines += [
-        "",
-        "## DNN-like graphs: time to proven optimality or gap at the limit",
-        "",
-        "| graph | objective | solver | optimal | gap | time (s) | ratio to best found |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    if summary2:
+        lines += [
+            "",
+            "## DNN-like graphs: time to proven optimality or gap at the limit",
+            "",
+            "| graph | objective | solver | optimal | gap | time (s) | ratio to best found |",
+            "|---|---|---|---|---|---|---|",
+        ]
     for r in summary2:
         lines.append(
             f"| {r['graph']} | {r['objective']} | {r['solver']} | {fmt(r['optimal'])} | {fmt(r['gap'], '.2e')} | "

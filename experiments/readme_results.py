@@ -67,9 +67,9 @@ ENTRIES = [
     ("Exact oracles and baselines (issue 3)", "experiments/results/bench_solvers.md",
      ".venv/bin/python experiments/bench_solvers.py --n30 100 --n100 8 --n300 1 --n700 1 --time-limit 30 "
      "--big-time-limit 60", None, []),
-    ("Exact oracles and baselines on 25 random 100-node graphs (issue 3)",
+    ("Exact oracles and baselines on 100 random 100-node graphs (issue 3)",
      "experiments/results/bench_solvers_100/bench_solvers.md",
-     ".venv/bin/python experiments/bench_solvers.py --n30 0 --n100 25 --n300 0 --n700 0 --time-limit 60 "
+     ".venv/bin/python experiments/bench_solvers.py --n30 0 --n100 100 --n300 0 --n700 0 --time-limit 60 "
      "--out-dir experiments/results/bench_solvers_100", None, []),
     ("Batched Gumbel-softmax solver, 300-node DNN graphs (issue 3)", "experiments/results/bench_gumbel.md",
      ".venv/bin/python experiments/bench_gumbel.py", None, []),
