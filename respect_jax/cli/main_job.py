@@ -45,7 +45,7 @@ def model_rows(cfg: DictConfig, run_dir: Path, out: Path) -> list[dict]:
         results = {}
         for solver, extra in (
             ("compiler", []),
-            ("policy", [f"solver.options.checkpoint={run_dir}"]),
+            ("policy", [f"solver.options.checkpoint={run_dir}", f"solver.options.local_search={cfg.local_search}"]),
             ("cpsat", [f"solver.options.time_limit_s={cfg.cpsat_time_limit_s}"]),
         ):
             result = out / f"{model}_{solver}.json"
@@ -88,7 +88,8 @@ def main(cfg: DictConfig) -> None:
     )
     rows = model_rows(cfg, run_dir, out)
     table = Table(title=f"Real models, K=4, paper objective (ratio to CP-SAT, {cfg.cpsat_time_limit_s} s limit)")
-    for col in ("model", "nodes", "compiler", "policy", "CP-SAT", "CP-SAT optimal", "policy time (s)"):
+    policy_col = f"policy greedy{'+ls' if cfg.local_search else ''}"
+    for col in ("model", "nodes", "compiler", policy_col, "CP-SAT", "CP-SAT optimal", "policy time (s)"):
         table.add_column(col)
     for r in rows:
         best = r["cpsat"]["objective"]
