@@ -36,6 +36,13 @@ ENTRIES = [
     ("Table 1: real models, paper objective", "experiments/results/real_models/real_models.md",
      ".venv/bin/python experiments/paper.py experiment=real_models", ["Summary per K and method"],
      ["experiments/results/real_models/stage_memory.png", "experiments/results/real_models/pareto.png"]),
+    ("Table 1 at K = 4 with the policy's greedy schedule + local search",
+     "experiments/results/real_models_ls/real_models.md",
+     ".venv/bin/python experiments/paper.py experiment=real_models experiment.stages=[4] "
+     "'~experiment.methods.profiling' '~experiment.methods.respect_pointer' "
+     "'~experiment.methods.policy_best_of_64' '~experiment.methods.gumbel' "
+     "experiment.methods.milp.options.time_limit_s=30 experiment.bar_models=[resnet50] "
+     "out_dir=experiments/results/real_models_ls", ["Summary per K and method"], []),
     ("Table 2: schedule time", "experiments/results/real_models/real_models.md",
      ".venv/bin/python experiments/paper.py experiment=real_models", ["Table 2"], []),
     ("Table 1 under the latency objective (throughput)", "experiments/results/real_models_latency/real_models.md",
