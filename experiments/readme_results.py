@@ -33,6 +33,11 @@ ENTRIES = [
      "experiments/results/eval_respect_k4_paper_respect50.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper dataset=data/labels/respect50_k4_paper",
      None, []),
+    ("Policy + local search, best-of-64 at temperature 1.5 (respect-eval)",
+     "experiments/results/eval_respect_k4_paper_respect50_ls_t15.md",
+     ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper dataset=data/labels/respect50_k4_paper "
+     "decodings=[best_of] temperature=1.5 local_search=300 baselines=[] "
+     "out=experiments/results/eval_respect_k4_paper_respect50_ls_t15.json", None, []),
     ("Table 1: real models, paper objective", "experiments/results/real_models/real_models.md",
      ".venv/bin/python experiments/paper.py experiment=real_models", ["Summary per K and method"],
      ["experiments/results/real_models/stage_memory.png", "experiments/results/real_models/pareto.png"]),
