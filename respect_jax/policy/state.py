@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from respect_jax.costs import OBJECTIVES, Hardware
-from respect_jax.graphs.padded import PaddedGraph
+from respect_jax.graphs.padded import PaddedGraph, reachability
 
 NUM_STAGE_FEATURES = 23
 NUM_CONTEXT_FEATURES = 17
@@ -146,23 +146,9 @@ def graph_statics(graph: PaddedGraph, hw: Hardware) -> GraphStatics:
         macs_scale=jnp.maximum(total_macs / k, 1.0),
         time_scale=jnp.maximum(time_lb, 1e-9),
         n=jnp.maximum(graph.num_nodes, 1).astype(jnp.float32),
-        desc=ancestors(graph).T,
+        desc=(reachability(graph) > 0) & ~jnp.eye(n_pad, dtype=bool),
         succ=jnp.zeros((n_pad, n_pad), bool).at[graph.senders, graph.receivers].max(graph.edge_mask),
     )
-
-
-def ancestors(graph: PaddedGraph) -> jax.Array:
-    """bool[N, N] ``anc[w, u]``: u is an ancestor of w (positions are a topological order)."""
-    n_pad = graph.params.shape[-1]
-    idx = jnp.arange(n_pad)
-
-    def body(anc, v):
-        preds, pmask = graph.preds[v], graph.pred_mask[v]
-        rows = anc[preds] | (preds[:, None] == idx[None, :])
-        return anc.at[v].set(jnp.any(rows & pmask[:, None], axis=0)), None
-
-    anc, _ = jax.lax.scan(body, jnp.zeros((n_pad, n_pad), bool), idx)
-    return anc
 
 
 def lookahead(

@@ -345,11 +345,12 @@ def sample_groups(sampler: str, samples: int, num_stages: int) -> list[tuple[str
 # ============================================================================ solver
 
 
-def _solve_one(graph, key, stage0, theta0, hw, lam, latency, hp, *, steps, samples, sampler, restart_every):
+def _solve_one(graph, reach, key, stage0, theta0, hw, lam, latency, hp, *, steps, samples, sampler, restart_every):
     """Optimise the logits of one graph; returns (best stage i32[N], best objective f32[]).
 
     Args:
         graph: one PaddedGraph (N nodes).
+        reach: f32[N, N] its reachability matrix (:func:`respect_jax.graphs.padded.reachability`).
         key: PRNG key of this graph.
         stage0: i32[N] initial schedule (sets the cut logits; node logits are ``theta0``).
         theta0: f32[N, K] initial node logits.
@@ -359,8 +360,6 @@ def _solve_one(graph, key, stage0, theta0, hw, lam, latency, hp, *, steps, sampl
     n, k = theta0.shape
     groups = sample_groups(sampler, samples, k)
     kinds = {kind for kind, _ in groups}
-    needs_reach = bool(kinds & {"raise", "lower"})
-    reach = reachability(graph) if needs_reach else jnp.zeros((1, 1), jnp.float32)
     real = graph.node_mask
 
     def score(stage):  # the shared evaluator; inf for an invalid schedule (never expected)
@@ -477,16 +476,17 @@ def _solve_batch_impl(
             theta0 = jnp.zeros((g.params.shape[-1], k), jnp.float32)
         else:
             theta0 = scale * jax.nn.one_hot(stage0, k, dtype=jnp.float32)
+        reach = reachability(g)  # computed once per graph, shared by the particles and the local search
         # an invalid warm start is repaired by the noise-free raise decode
-        stage0 = jnp.max(reachability(g) * stage0[:, None].astype(jnp.float32), axis=0).astype(jnp.int32)
+        stage0 = jnp.max(reach * stage0[:, None].astype(jnp.float32), axis=0).astype(jnp.int32)
         run = lambda pkey: _solve_one(
-            g, pkey, stage0, theta0, hw, lam, latency, dict(hp, scale=scale),
+            g, reach, pkey, stage0, theta0, hw, lam, latency, dict(hp, scale=scale),
             steps=steps, samples=samples, sampler=sampler, restart_every=restart_every,
         )  # fmt: skip
         stages, objs = jax.vmap(run)(jax.random.split(key, particles))  # independent runs
         i = jnp.argmin(objs)
         if local_search > 0:  # hill-climb the best schedule (never worse; evaluator's value)
-            return improve(g, stages[i], hw, latency, lam, local_search)[:2]
+            return improve(g, stages[i], hw, latency, lam, local_search, reach=reach > 0)[:2]
         return stages[i], objs[i]
 
     return jax.vmap(one)(batch, keys, warm_start)

@@ -61,6 +61,7 @@ def improve(
     objective: str | jax.Array,
     lam: float,
     max_steps: int,
+    reach: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Best-improvement hill climbing from a valid schedule of one graph.
 
@@ -70,6 +71,7 @@ def improve(
         hw, objective, lam: the problem (``hw.stages`` = K); ``objective`` may also be a traced
             bool[] (True: ``latency``) so one compilation serves both objectives.
         max_steps: at most this many moves (a Python int; 0 returns the start).
+        reach: optional bool[N, N] ``reachability(graph) > 0`` when the caller already has it.
 
     Returns:
         (stage i32[N] with 0 on padding, objective f32[] from the shared evaluator, moves i32[] taken).
@@ -90,7 +92,7 @@ def improve(
     start, start_score = value(stage)
     if max_steps <= 0 or k == 1:
         return stage, start, jnp.int32(0)
-    reach = reachability(graph) > 0
+    reach = reachability(graph) > 0 if reach is None else reach
 
     def body(carry):
         s, score, best_s, best_obj, steps, _ = carry
