@@ -14,6 +14,7 @@ import jax
 import numpy as np
 import pytest
 from conftest import make_hw, random_valid_schedule
+from flax import nnx
 from hydra import compose, initialize_config_dir
 from test_train_learning import exact_paper_schedule
 
@@ -21,6 +22,7 @@ from respect_jax.cli.common import CONF_DIR
 from respect_jax.graphs import GeneratorConfig, generate_dataset
 from respect_jax.labels.dataset import LabelledGraph, write_manifest, write_shard
 from respect_jax.policy.config import PolicyConfig
+from respect_jax.train.checkpoints import load_policy
 from respect_jax.train.config import AlgorithmConfig, TrainConfig
 from respect_jax.train.data import make_batches
 from respect_jax.train.loop import Trainer, without_timing
@@ -225,6 +227,30 @@ def test_eval_rebuilds_policy_from_run_folder(trained_run, tmp_path):
     assert "| greedy |" in markdown(doc)
 
 
+def test_init_from_starts_from_the_trained_parameters_and_architecture(trained_run):
+    """``init_from=<run folder>``: the new run's step-0 parameters are the folder's latest ones and its
+    architecture comes from the folder's network.json (the policy group is ignored)."""
+    from respect_jax.cli.train import build_trainer
+
+    root, _, _, _ = trained_run
+    source, doc = load_policy(root / "full")
+    wider = [o.replace("policy.width=16", "policy.width=32") for o in TINY_OVERRIDES]
+    cfg = compose_cfg(
+        "train",
+        [f"run_dir={root / 'fine'}", f"init_from={root / 'full'}", "algorithm=self_improvement", *wider]
+        + [f"hardware.{k}={v}" for k, v in make_hw(3).to_dict().items()],
+    )
+    trainer = build_trainer(cfg)
+    assert trainer.policy_cfg.to_dict() == doc["policy"] and trainer.policy_cfg.width == TINY.width
+    state = trainer.init_state()
+    want = jax.tree.leaves(nnx.split(source)[1])
+    got = jax.tree.leaves(state.params)
+    assert len(want) == len(got)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert int(state.step) == 0
+
+
 def run_cli(args, cwd):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     return subprocess.run(
@@ -238,6 +264,7 @@ def run_cli(args, cwd):
         (["respect-train", "policy=nope"], "unknown policy 'nope'"),
         (["respect-train", "algorithm=imitation", "datasets=[]"], "needs datasets"),
         (["respect-train", "train.steps=7", "train.steps_per_epoch=5"], "multiple of train.steps_per_epoch"),
+        (["respect-train", "init_from=/nonexistent", "algorithm=self_improvement"], "not a policy checkpoint"),
         (["respect-eval"], "dataset"),
         (["respect-eval", "checkpoint=/nonexistent", "dataset=data/graphs/dnn40.json"], "not a policy checkpoint"),
     ],

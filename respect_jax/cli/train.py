@@ -1,4 +1,5 @@
-"""``respect-train``: train the scheduling policy (imitation, REINFORCE, or imitation then REINFORCE).
+"""``respect-train``: train the scheduling policy (imitation, REINFORCE, self-improvement, or imitation
+then one of the other two); ``init_from=<run folder>`` fine-tunes a trained policy.
 
 Example::
 
@@ -54,6 +55,15 @@ def build_trainer(cfg: DictConfig):
     hw = hardware_from_cfg(cfg.hardware)
     lam = float(cfg.lam)
     policy = PolicyConfig.from_dict(OmegaConf.to_container(cfg.policy, resolve=True))
+    init_params = None
+    if cfg.get("init_from"):  # fine-tuning: the architecture and parameters come from that run folder
+        from flax import nnx
+
+        from respect_jax.train.checkpoints import load_policy
+
+        model, doc = load_policy(cfg.init_from)
+        policy = PolicyConfig.from_dict(doc["policy"])
+        init_params = nnx.split(model)[1]
     algo = AlgorithmConfig.from_dict(OmegaConf.to_container(cfg.algorithm, resolve=True))
     tcfg = TrainConfig.from_dict(OmegaConf.to_container(cfg.train, resolve=True))
     datasets = []
@@ -65,8 +75,19 @@ def build_trainer(cfg: DictConfig):
     eval_sets = []
     if cfg.eval_dataset:
         eval_sets = load_labelled_batches([cfg.eval_dataset], hw, cfg.objective, lam, cfg.eval_limit)
-    gens = _generators(cfg) if algo.name != "imitation" else []
-    return Trainer(policy, hw, cfg.objective, lam, algo, tcfg, generators=gens, datasets=datasets, eval_sets=eval_sets)
+    gens = _generators(cfg) if algo.needs_generator else []
+    return Trainer(
+        policy,
+        hw,
+        cfg.objective,
+        lam,
+        algo,
+        tcfg,
+        generators=gens,
+        datasets=datasets,
+        eval_sets=eval_sets,
+        init_params=init_params,
+    )
 
 
 def train(cfg: DictConfig) -> dict:

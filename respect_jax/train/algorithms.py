@@ -1,4 +1,5 @@
-"""Training losses: imitation (parallel teacher forcing) and REINFORCE (POMO / greedy baselines).
+"""Training losses: imitation (parallel teacher forcing), REINFORCE (POMO / greedy baselines) and
+self-improvement (imitation of the policy's own best sampled schedule after local search).
 
 Both are pure functions of ``(params, batch, key)`` returning ``(loss, metrics)``; the update step
 (:mod:`respect_jax.train.step`) differentiates them.
@@ -15,7 +16,8 @@ from flax import nnx
 from respect_jax.costs import Hardware, objective_lower_bound
 from respect_jax.graphs.padded import PaddedGraph
 from respect_jax.policy.model import SchedulingPolicy, log_probs_and_entropy, rollout, schedule_objectives
-from respect_jax.train.config import ImitationConfig, ReinforceConfig
+from respect_jax.solvers.local_search import improve
+from respect_jax.train.config import ImitationConfig, ReinforceConfig, SelfImprovementConfig
 
 
 def imitation_loss(
@@ -37,14 +39,29 @@ def imitation_loss(
         the loss and metrics ``loss``, ``accuracy`` (per node) and ``exact`` (whole schedule).
     """
     h, g = model.encode(graphs, feats)
+    return teacher_cross_entropy(model, graphs, h, g, labels, hw, objective, lam, cfg.label_smoothing)
+
+
+def teacher_cross_entropy(
+    model: SchedulingPolicy,
+    graphs: PaddedGraph,
+    h: jax.Array,
+    g: jax.Array,
+    labels: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    label_smoothing: float,
+) -> tuple[jax.Array, dict]:
+    """Cross-entropy of the teacher-forced logits to labels i32[B, N] given embeddings h, g."""
     logits = model.teacher_logits(graphs, h, g, labels[:, None], hw, objective, lam)[:, 0]  # [B, N, K]
     logp = jax.nn.log_softmax(logits, axis=-1)
     k = logits.shape[-1]
     onehot = jax.nn.one_hot(labels, k)
-    if cfg.label_smoothing:
+    if label_smoothing:
         allowed = (logits > -1e8).astype(jnp.float32)
         spread = allowed / jnp.maximum(jnp.sum(allowed, axis=-1, keepdims=True), 1.0)
-        target = (1.0 - cfg.label_smoothing) * onehot + cfg.label_smoothing * spread
+        target = (1.0 - label_smoothing) * onehot + label_smoothing * spread
     else:
         target = onehot
     ce = -jnp.sum(jnp.where(target > 0, target * logp, 0.0), axis=-1)  # [B, N]
@@ -112,6 +129,81 @@ def reinforce_loss(
         entropy=entropy,
         valid=jnp.mean(valid.astype(jnp.float32)),
     )
+    return loss, metrics
+
+
+def self_improvement_targets(
+    frozen: SchedulingPolicy,
+    graphs: PaddedGraph,
+    h: jax.Array,
+    g: jax.Array,
+    key: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    cfg: SelfImprovementConfig,
+) -> dict:
+    """The policy's own improved schedule of every graph of the batch (no gradient).
+
+    ``frozen`` decodes ``cfg.samples`` schedules per graph (the greedy one first when
+    ``cfg.include_greedy``) from embeddings h f32[B, N, d], g f32[B, d]; the best by the shared
+    evaluator is hill-climbed for at most ``cfg.local_search`` moves.
+
+    Returns ``target`` i32[B, N] (valid schedule by position, 0 on padding), ``teacher`` f32[B] (its
+    objective), ``sample`` f32[B] (best sample before the local search), ``greedy`` f32[B] (NaN
+    without ``include_greedy``) and ``valid`` bool[B] (every sample was valid).
+    """
+    k_greedy, k_sample = jax.random.split(key)
+    parts = []
+    if cfg.include_greedy:
+        parts.append(rollout(frozen, graphs, h, g, hw, objective, lam, k_greedy, 1, True))
+    n_sampled = cfg.samples - len(parts)
+    if n_sampled:
+        parts.append(rollout(frozen, graphs, h, g, hw, objective, lam, k_sample, n_sampled, False, cfg.temperature))
+    stage = jnp.concatenate(parts, axis=1)  # [B, S, N]
+    obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
+    obj = jnp.where(valid, obj, jnp.inf)
+    best = jnp.argmin(obj, axis=1)
+    target = jnp.take_along_axis(stage, best[:, None, None], axis=1)[:, 0]
+    sample = jnp.min(obj, axis=1)
+    teacher = sample
+    if cfg.local_search:
+        polish = lambda graph, s: improve(graph, s, hw, objective, lam, cfg.local_search)[:2]
+        target, teacher = jax.vmap(polish)(graphs, target)
+    greedy = obj[:, 0] if cfg.include_greedy else jnp.full_like(sample, jnp.nan)
+    out = {"target": target, "teacher": teacher, "sample": sample, "greedy": greedy, "valid": jnp.all(valid, axis=1)}
+    return jax.lax.stop_gradient(out)
+
+
+def self_improvement_loss(
+    model: SchedulingPolicy,
+    frozen: SchedulingPolicy,
+    graphs: PaddedGraph,
+    key: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    cfg: SelfImprovementConfig,
+    feats: jax.Array | None = None,
+) -> tuple[jax.Array, dict]:
+    """Cross-entropy towards :func:`self_improvement_targets` (one parallel teacher-forced pass).
+
+    Metrics: imitation ``loss``/``accuracy``/``exact``, and the mean ratio to the lower bound of the
+    label (``teacher_ratio``), of the best sample before the local search (``sample_ratio``) and of
+    the greedy schedule (``greedy_ratio``, with ``include_greedy``).
+    """
+    h, g = model.encode(graphs, feats)
+    hs, gs = jax.lax.stop_gradient(h), jax.lax.stop_gradient(g)
+    t = self_improvement_targets(frozen, graphs, hs, gs, key, hw, objective, lam, cfg)
+    loss, metrics = teacher_cross_entropy(model, graphs, h, g, t["target"], hw, objective, lam, cfg.label_smoothing)
+    bound = jax.vmap(objective_lower_bound, in_axes=(0, None, None))(graphs, hw, objective)
+    metrics.update(
+        teacher_ratio=jnp.mean(t["teacher"] / bound),
+        sample_ratio=jnp.mean(t["sample"] / bound),
+        valid=jnp.mean(t["valid"].astype(jnp.float32)),
+    )
+    if cfg.include_greedy:
+        metrics["greedy_ratio"] = jnp.mean(t["greedy"] / bound)
     return loss, metrics
 
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-ALGORITHMS = ("imitation", "reinforce", "imitation_then_reinforce")
+ALGORITHMS = (
+    "imitation",
+    "reinforce",
+    "self_improvement",
+    "imitation_then_reinforce",
+    "imitation_then_self_improvement",
+)
+#: what an update step does; a two-phase algorithm runs ``imitation`` first, then its second phase
+PHASES = ("imitation", "reinforce", "self_improvement")
 BASELINES = ("pomo", "greedy", "mean", "none")
 SCHEDULES = ("constant", "cosine")
 
@@ -65,10 +73,43 @@ class ReinforceConfig:
 
 
 @dataclass(frozen=True)
-class AlgorithmConfig:
-    """Which phases run: ``imitation``, ``reinforce`` or ``imitation_then_reinforce``.
+class SelfImprovementConfig:
+    """Self-improvement (expert iteration): imitate the policy's own improved schedules.
 
-    imitation_steps: length of the imitation phase of ``imitation_then_reinforce`` (a multiple of
+    Every step draws fresh graphs, decodes ``samples`` schedules per graph with the current policy
+    (the greedy one among them when ``include_greedy``) at ``temperature``, keeps the best (shared
+    evaluator), hill-climbs it for at most ``local_search`` moves
+    (:func:`respect_jax.solvers.local_search.improve`) and takes one cross-entropy step towards it
+    (parallel teacher forcing, as imitation). The teacher is never worse than the greedy schedule, so
+    the greedy policy chases its own sampled-and-polished best.
+
+    label_smoothing: as :class:`ImitationConfig`. lr: learning rate of this phase (null: ``train.lr``).
+    """
+
+    samples: int = 16
+    temperature: float = 1.0
+    include_greedy: bool = True
+    local_search: int = 50
+    label_smoothing: float = 0.0
+    lr: float | None = None
+
+    def __post_init__(self):
+        if self.samples < 1:
+            raise ValueError(f"self_improvement.samples must be >= 1, got {self.samples}")
+        if not self.temperature > 0:
+            raise ValueError(f"self_improvement.temperature must be > 0, got {self.temperature}")
+        if self.local_search < 0:
+            raise ValueError(f"self_improvement.local_search must be >= 0, got {self.local_search}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"self_improvement.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """Which phases run: ``imitation``, ``reinforce``, ``self_improvement``, or imitation then one of
+    the other two (``imitation_then_reinforce``, ``imitation_then_self_improvement``).
+
+    imitation_steps: length of the imitation phase of a two-phase algorithm (a multiple of
         ``train.steps_per_epoch``).
     """
 
@@ -76,6 +117,7 @@ class AlgorithmConfig:
     imitation_steps: int = 0
     imitation: ImitationConfig = field(default_factory=ImitationConfig)
     reinforce: ReinforceConfig = field(default_factory=ReinforceConfig)
+    self_improvement: SelfImprovementConfig = field(default_factory=SelfImprovementConfig)
 
     def __post_init__(self):
         if self.name not in ALGORITHMS:
@@ -86,17 +128,29 @@ class AlgorithmConfig:
         values = dict(values)
         imitation = _from_dict(ImitationConfig, values.pop("imitation", None), "algorithm.imitation")
         reinforce = _from_dict(ReinforceConfig, values.pop("reinforce", None), "algorithm.reinforce")
-        return _from_dict(cls, {**values, "imitation": imitation, "reinforce": reinforce}, "algorithm")
+        improvement = _from_dict(
+            SelfImprovementConfig, values.pop("self_improvement", None), "algorithm.self_improvement"
+        )
+        phases = {"imitation": imitation, "reinforce": reinforce, "self_improvement": improvement}
+        return _from_dict(cls, {**values, **phases}, "algorithm")
+
+    @property
+    def two_phase(self) -> bool:
+        return self.name.startswith("imitation_then_")
 
     def phase(self, step: int) -> str:
-        """``imitation`` or ``reinforce``: what the update at global step ``step`` does."""
-        if self.name == "imitation_then_reinforce":
-            return "imitation" if step < self.imitation_steps else "reinforce"
+        """One of :data:`PHASES`: what the update at global step ``step`` does."""
+        if self.two_phase:
+            return "imitation" if step < self.imitation_steps else self.name.removeprefix("imitation_then_")
         return self.name
 
     @property
     def needs_labels(self) -> bool:
-        return self.name != "reinforce"
+        return self.name == "imitation" or self.two_phase
+
+    @property
+    def needs_generator(self) -> bool:
+        return self.name != "imitation"
 
     def to_dict(self) -> dict:
         return asdict(self)

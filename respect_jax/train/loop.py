@@ -34,9 +34,9 @@ from respect_jax.graphs.generators import GeneratorConfig, make_jax_generator
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy, batch_features
-from respect_jax.train.algorithms import frozen_copy, imitation_loss, reinforce_loss
+from respect_jax.train.algorithms import frozen_copy, imitation_loss, reinforce_loss, self_improvement_loss
 from respect_jax.train.checkpoints import CONFIG_FILE, METRICS_FILE, Checkpointer, write_network
-from respect_jax.train.config import AlgorithmConfig, TrainConfig
+from respect_jax.train.config import PHASES, AlgorithmConfig, TrainConfig
 from respect_jax.train.data import LabelledBatch
 from respect_jax.train.evaluation import decode_set, summarise
 from respect_jax.train.sharding import check_batch_size, constrain_batch, make_mesh, replicated
@@ -56,16 +56,16 @@ class TrainState:
 
 def make_optimizer(tcfg: TrainConfig, algo: AlgorithmConfig) -> optax.GradientTransformation:
     """Adam(W) with global-norm clipping; per-phase learning rates, optional warmup and cosine decay."""
-    lr_imitation = algo.imitation.lr if algo.imitation.lr is not None else tcfg.lr
-    lr_reinforce = algo.reinforce.lr if algo.reinforce.lr is not None else tcfg.lr
+    phase_lr = {
+        phase: getattr(algo, phase).lr if getattr(algo, phase).lr is not None else tcfg.lr for phase in PHASES
+    }
 
     def schedule(step):
-        if algo.name == "imitation":
-            lr = jnp.float32(lr_imitation)
-        elif algo.name == "reinforce":
-            lr = jnp.float32(lr_reinforce)
+        if algo.two_phase:
+            second = phase_lr[algo.phase(algo.imitation_steps)]
+            lr = jnp.where(step < algo.imitation_steps, phase_lr["imitation"], second).astype(jnp.float32)
         else:
-            lr = jnp.where(step < algo.imitation_steps, lr_imitation, lr_reinforce).astype(jnp.float32)
+            lr = jnp.float32(phase_lr[algo.name])
         if tcfg.warmup_steps:
             lr = lr * jnp.minimum(1.0, (step + 1.0) / tcfg.warmup_steps)
         if tcfg.schedule == "cosine":
@@ -104,12 +104,13 @@ class Trainer:
         datasets: Sequence[LabelledBatch] = (),
         eval_sets: Sequence[LabelledBatch] = (),
         mesh=None,
+        init_params=None,
     ):
         if algo.needs_labels and not datasets:
             raise ValueError(f"algorithm {algo.name} needs labelled datasets (set datasets=[...])")
-        if algo.name != "imitation" and not generators:
+        if algo.needs_generator and not generators:
             raise ValueError(f"algorithm {algo.name} needs a graph generator")
-        if algo.name == "imitation_then_reinforce":
+        if algo.two_phase:
             if algo.imitation_steps % tcfg.steps_per_epoch or not 0 < algo.imitation_steps < tcfg.steps:
                 raise ValueError(
                     f"algorithm.imitation_steps ({algo.imitation_steps}) must be a multiple of "
@@ -124,6 +125,8 @@ class Trainer:
         self.eval_sets = list(eval_sets)
         model = SchedulingPolicy(policy, rngs=nnx.Rngs(tcfg.seed))
         self.graphdef, self._init_params = nnx.split(model)
+        if init_params is not None:  # fine-tuning: start from trained parameters of the same architecture
+            self._init_params = jax.tree.map(jnp.asarray, init_params)
         self.optimizer = make_optimizer(tcfg, algo)
         self.trace_counts: Counter = Counter()
         self._epochs: dict[tuple[str, int], Callable] = {}
@@ -145,7 +148,8 @@ class Trainer:
         """The pure update ``(state, data) -> (state, metrics)`` of ``phase`` on ``bucket``."""
         graphdef, hw, objective, lam = self.graphdef, self.hw, self.objective, self.lam
         b = self.tcfg.batch_size
-        generator = make_jax_generator(self.generators[bucket]) if phase == "reinforce" else None
+        generator = make_jax_generator(self.generators[bucket]) if phase != "imitation" else None
+        rl_loss = {"reinforce": reinforce_loss, "self_improvement": self_improvement_loss}.get(phase)
 
         def loss_fn(params, data, feats, key):
             model = nnx.merge(graphdef, params)
@@ -153,7 +157,7 @@ class Trainer:
                 graphs, labels = data
                 return imitation_loss(model, graphs, labels, hw, objective, lam, self.algo.imitation, feats)
             frozen = frozen_copy(graphdef, params)
-            return reinforce_loss(model, frozen, data, key, hw, objective, lam, self.algo.reinforce, feats)
+            return rl_loss(model, frozen, data, key, hw, objective, lam, getattr(self.algo, phase), feats)
 
         def step(state: TrainState, data):
             self.trace_counts[(phase, bucket)] += 1  # runs at trace time only
@@ -361,7 +365,8 @@ def _progress(total: int, start: int, enabled: bool):
 
 def _short(record: dict) -> str:
     keys = (
-        "loss", "accuracy", "ratio", "best_ratio", "entropy", "cost", "baseline", "bl_candidate", "graphs_per_s",
+        "loss", "accuracy", "ratio", "best_ratio", "greedy_ratio", "teacher_ratio",
+        "entropy", "cost", "baseline", "bl_candidate", "graphs_per_s",
         "ratio_to_bound", "gap_mean_pct", "valid_pct",
     )
     return " ".join(f"{k}={record[k]:.4g}" for k in keys if isinstance(record.get(k), float))

@@ -1,0 +1,70 @@
+"""Self-improvement (expert iteration): the labels it imitates and its configuration (its learning
+test is in test_train_learning.py, ``init_from`` fine-tuning in test_train.py)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from conftest import make_hw
+from flax import nnx
+from test_train import TINY
+from test_train_learning import exact_paper_schedule
+
+from respect_jax.costs import evaluate_assignment
+from respect_jax.graphs import GeneratorConfig, generate_dataset
+from respect_jax.policy.decoding import Decoding, make_decoder
+from respect_jax.policy.model import SchedulingPolicy
+from respect_jax.train.algorithms import self_improvement_targets
+from respect_jax.train.config import AlgorithmConfig, SelfImprovementConfig
+from respect_jax.train.data import make_batches
+
+
+def test_two_phase_algorithms_switch_phase_after_imitation():
+    algo = AlgorithmConfig.from_dict({"name": "imitation_then_self_improvement", "imitation_steps": 100})
+    assert [algo.phase(s) for s in (0, 99, 100, 5000)] == ["imitation"] * 2 + ["self_improvement"] * 2
+    assert algo.needs_labels and algo.needs_generator and algo.two_phase
+    alone = AlgorithmConfig.from_dict({"name": "self_improvement", "self_improvement": {"samples": 4}})
+    assert alone.phase(0) == "self_improvement" and not alone.needs_labels and alone.self_improvement.samples == 4
+    assert AlgorithmConfig("imitation_then_reinforce", imitation_steps=50).phase(50) == "reinforce"
+    with pytest.raises(ValueError, match="unknown algorithm.self_improvement option"):
+        AlgorithmConfig.from_dict({"name": "self_improvement", "self_improvement": {"beam": 3}})
+    with pytest.raises(ValueError, match="local_search must be >= 0"):
+        SelfImprovementConfig(local_search=-1)
+
+
+@pytest.mark.parametrize("include_greedy, local_search", [(True, 30), (False, 0)])
+def test_self_improvement_labels_are_valid_improvements_never_below_the_optimum(include_greedy, local_search):
+    """The label is a valid schedule whose evaluator objective is <= the best sample <= greedy, and
+    never below the brute-force optimum (tiny graphs, K = 3, ``paper``)."""
+    hw = make_hw(3)
+    graphs = generate_dataset(GeneratorConfig(min_nodes=7, max_nodes=9), 12, seed=11)
+    optimum = np.array([exact_paper_schedule(g, hw)[1] for g in graphs])
+    batch = make_batches(graphs, None, list(optimum))[0][0]
+    model = SchedulingPolicy(TINY, rngs=nnx.Rngs(3))
+    cfg = SelfImprovementConfig(samples=6, include_greedy=include_greedy, local_search=local_search)
+
+    @jax.jit
+    def targets(graphs, key):
+        h, g = model.encode(graphs)
+        return self_improvement_targets(model, graphs, h, g, key, hw, "paper", 1.0, cfg)
+
+    out = jax.tree.map(np.asarray, targets(batch.graphs, jax.random.PRNGKey(0)))
+    assert out["valid"].all()
+    for i, graph in enumerate(graphs):
+        label = out["target"][i, : graph.num_nodes]  # ids are positions (SPEC order)
+        ref = evaluate_assignment(graph, label, hw, "paper", 1.0)
+        assert ref["valid"]
+        np.testing.assert_allclose(out["teacher"][i], ref["objective"], rtol=1e-5)
+    assert np.all(out["teacher"] <= out["sample"] * (1 + 1e-6))
+    assert np.all(out["teacher"] >= optimum * (1 - 1e-5))
+    if include_greedy:
+        run, params = make_decoder(model, hw, "paper", 1.0, Decoding("greedy"))
+        greedy = np.asarray(run(params, batch.graphs, jax.random.PRNGKey(0)).objective)
+        np.testing.assert_allclose(out["greedy"], greedy, rtol=1e-5)
+        assert np.all(out["sample"] <= greedy * (1 + 1e-6))
+    else:
+        assert np.isnan(out["greedy"]).all()
+        np.testing.assert_array_equal(out["teacher"], out["sample"])  # no local search: the sample itself
+    if local_search:  # the local search does find improvements on some of these random-policy samples
+        assert np.any(out["teacher"] < out["sample"] * (1 - 1e-6))
