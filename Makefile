@@ -24,7 +24,7 @@ run: install
 
 test: install
 	$(BIN)/ruff check respect_jax tests experiments
-	$(BIN)/pytest -q -n 2 --dist loadfile   # 2 workers: most test time is single-threaded XLA compilation
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15   # 2 workers: most test time is single-threaded XLA compilation
 
 test-slow: install
 	$(BIN)/pytest -q -m slow

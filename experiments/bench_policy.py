@@ -212,8 +212,12 @@ def main() -> None:
         "args": vars(args),
     }
     if not args.skip_training:
+        algorithms = {
+            "imitation": {"name": "imitation"},
+            "reinforce": {"name": "reinforce", "reinforce": {"samples": args.rl_samples}},
+        }
         doc["training"] = bench_training(
-            policy, hw, args.labels30, args.batch, args.steps, args.rl_samples, log=lambda m: print(m, flush=True)
+            policy, hw, args.labels30, args.batch, args.steps, algorithms, log=lambda m: print(m, flush=True)
         )
         doc["compile_64"] = bench_compile_bucket(policy, hw, args.labels50, args.batch)
     doc["latency"] = bench_latency(model, doc_ckpt, Path(args.graph350), args.repeats)

@@ -127,7 +127,9 @@ POLICY_ARGS = [
     f"policy.graph={ROOT / 'data' / 'models' / 'resnet101.json'}",
     "policy.batch=8",
     "policy.steps=2",
-    "policy.rl_samples=2",
+    "policy.algorithms.reinforce.reinforce.samples=2",
+    "~policy.algorithms.reinforce_greedy_baseline",
+    "~policy.algorithms.self_improvement",
     "policy.repeats=1",
     "out_name=bench_policy_speed",
 ]
@@ -153,6 +155,7 @@ def test_bench_policy_writes_speed_figures(tmp_path):
     assert 0 < lat["greedy_ms_best"] <= lat["greedy_ms_median"] and lat["compile_s"] > 0
     markdown = (tmp_path / "bench_policy_speed.md").read_text()
     assert "## Learned scheduler" in markdown and "load average" in markdown
+    assert sorted(p["training"]) == ["imitation", "reinforce"]
     assert "| imitation |" in markdown and "| reinforce |" in markdown and f"{graph.num_nodes} nodes" in markdown
 
 
@@ -161,6 +164,7 @@ def test_bench_policy_writes_speed_figures(tmp_path):
     [
         (["policy.checkpoint=/no/such/run"], "policy.checkpoint /no/such/run does not exist"),
         (["benchmarks=[policy,nope]"], "choose from env, generator, policy"),
+        (["policy.algorithms.reinforce.name=ppo"], "algorithm.name must be one of"),
     ],
 )
 def test_bench_policy_user_errors_are_one_line_and_write_nothing(tmp_path, args, message):

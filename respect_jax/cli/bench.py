@@ -20,7 +20,7 @@ from pathlib import Path
 import hydra
 import jax
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from tqdm import tqdm
 
@@ -153,14 +153,15 @@ def policy_markdown(p: dict) -> list[str]:
     lines = [
         f"## Learned scheduler (`{p['checkpoint']}`, step {p['checkpoint_step']})",
         "",
-        f"| training ({p['training_nodes']}-node graphs, bucket {p['training']['imitation']['bucket_nodes']}) "
-        "| graphs/s | compile s | batch | samples/graph |",
-        "|---|---:|---:|---:|---:|",
+        f"| training ({p['training_nodes']}-node graphs) | graphs/s | schedules/s | compile s | batch "
+        "| schedules/graph |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name, r in p["training"].items():
+        per_graph = r["samples_per_graph"] or 1
         lines.append(
-            f"| {name} | {r['graphs_per_s']:,.0f} | {r['compile_s']:.1f} | {r['batch_size']} | "
-            f"{r['samples_per_graph'] or '-'} |"
+            f"| {name} | {r['graphs_per_s']:,.0f} | {r['graphs_per_s'] * per_graph:,.0f} | {r['compile_s']:.1f} | "
+            f"{r['batch_size']} | {r['samples_per_graph'] or '1 (label)'} |"
         )
     c, r = p["compile_large"], p["latency"]
     lines += [
@@ -187,7 +188,7 @@ def load_policy_inputs(p: DictConfig) -> dict:
     from respect_jax.train.checkpoints import load_policy
     from respect_jax.train.data import check_manifest
 
-    for key in ("batch", "steps", "rl_samples", "repeats"):
+    for key in ("batch", "steps", "repeats"):
         value = p[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"policy.{key} must be an integer >= 1, got {value!r}")
@@ -197,6 +198,11 @@ def load_policy_inputs(p: DictConfig) -> dict:
     hw = hardware_from_dict(doc["hardware"])
     for key in ("labels", "labels_large"):
         check_manifest(p[key], hw, "paper", 1.0)  # the training benchmarks use the paper objective, lam 1
+    from respect_jax.train.speed import algorithm_configs
+
+    if not p.algorithms:
+        raise ValueError("policy.algorithms is empty: name at least one update epoch to time")
+    algorithm_configs(OmegaConf.to_container(p.algorithms, resolve=True))  # a bad row is a one-line error
     graph = load_graph(p.graph)
     return {"model": model, "doc": doc, "policy": PolicyConfig.from_dict(doc["policy"]), "hw": hw, "graph": graph}
 
@@ -209,7 +215,8 @@ def bench_policy(p: DictConfig, inputs: dict) -> dict:
         print(f"respect-bench: policy {message}", file=sys.stderr, flush=True)
 
     policy, hw, doc = inputs["policy"], inputs["hw"], inputs["doc"]
-    training = bench_training(policy, hw, p.labels, p.batch, p.steps, p.rl_samples, log=log)
+    algorithms = OmegaConf.to_container(p.algorithms, resolve=True)
+    training = bench_training(policy, hw, p.labels, p.batch, p.steps, algorithms, log=log)
     compile_large = bench_compile_bucket(policy, hw, p.labels_large, p.batch)
     log(f"compile {compile_large}")
     latency = bench_latency(inputs["model"], doc, p.graph, p.repeats)

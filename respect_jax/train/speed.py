@@ -4,8 +4,9 @@ Used by ``respect-bench benchmarks=[policy]`` and ``experiments/bench_policy.py`
 wall time on the default JAX device, measured after compilation unless it is a compile time; the
 machine (and how busy it was) belongs beside the figures, which the callers write.
 
-* :func:`bench_training`: graphs/s of one imitation and one REINFORCE update epoch on a labelled
-  set's first size bucket (30-node graphs: bucket 32), and the compile time of each epoch;
+* :func:`bench_training`: graphs/s of update epochs (imitation on a labelled set's first size
+  bucket, 30-node graphs: bucket 32; REINFORCE variants and self-improvement on generated 30-node
+  graphs), and the compile time of each epoch;
 * :func:`bench_compile_bucket`: compile time of the imitation update epoch on a labelled set's
   first bucket (50-node graphs: bucket 64);
 * :func:`bench_latency`: greedy scheduling time of one graph (a batch of 1), and its compile time.
@@ -41,40 +42,66 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
+#: the update epochs :func:`bench_training` times by default: row name -> algorithm config (conf/algorithm)
+DEFAULT_ALGORITHMS = {
+    "imitation": {"name": "imitation"},
+    "reinforce": {"name": "reinforce", "reinforce": {"samples": 8, "baseline": "pomo"}},
+}
+
+
+def algorithm_configs(algorithms: dict[str, dict] | None) -> dict[str, AlgorithmConfig]:
+    """Row name -> :class:`AlgorithmConfig` (one phase each); a ValueError names a bad row."""
+    configs = {}
+    for row, values in (algorithms or DEFAULT_ALGORITHMS).items():
+        algo = AlgorithmConfig.from_dict(dict(values))
+        if algo.two_phase:
+            raise ValueError(f"bench algorithm {row}: time one phase at a time, not {algo.name}")
+        configs[row] = algo
+    return configs
+
+
+def samples_per_graph(algo: AlgorithmConfig) -> int | None:
+    """Schedules decoded per graph by an update step of ``algo`` (None: imitation decodes none)."""
+    if algo.name == "reinforce":
+        return algo.reinforce.samples + (algo.reinforce.baseline == "greedy")
+    if algo.name == "self_improvement":
+        return algo.self_improvement.samples
+    return None
+
+
 def bench_training(
     policy: PolicyConfig,
     hw: Hardware,
     labels: str | Path,
     batch: int,
     steps: int,
-    samples: int,
+    algorithms: dict[str, dict] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict:
-    """Imitation and REINFORCE update epochs on 30-node graphs: compile time and graphs/s.
+    """Update epochs on 30-node graphs, one per algorithm: compile time and graphs/s.
 
     Args:
         policy: architecture of the (freshly initialised) policy being trained.
         hw: the hardware of the problem (objective ``paper``, lam 1).
         labels: labelled dataset folder (its first 1024 graphs; the first size bucket is used for
-            imitation, ``RL_NODES``-node generated graphs for REINFORCE).
-        batch: graphs per update step (imitation: labelled graphs; REINFORCE: generated graphs,
-            each sampled ``samples`` times).
+            imitation, ``RL_NODES``-node generated graphs for the other algorithms).
+        batch: graphs per update step.
         steps: update steps per timed epoch (one jitted ``lax.scan``).
-        samples: REINFORCE samples per graph.
-        log: called with one line (``"<algorithm> <figures dict>"``) after each algorithm (None: silent).
+        algorithms: row name -> algorithm config dict (``name`` one of ``imitation``,
+            ``reinforce``, ``self_improvement``, with its options as in conf/algorithm); None:
+            :data:`DEFAULT_ALGORITHMS`.
+        log: called with one line (``"<row> <figures dict>"``) after each algorithm (None: silent).
 
     Returns:
-        ``{"imitation": r, "reinforce": r}``, each ``r`` with ``bucket_nodes`` (padded nodes of the
-        labelled bucket), ``batch_size``, ``samples_per_graph`` (None for imitation),
-        ``steps_timed``, ``graphs_per_s`` (``steps * batch`` / best of two epochs after the first,
-        in seconds) and ``compile_s`` (first epoch minus best epoch, s, >= 0).
+        ``{row: r}``, each ``r`` with ``algorithm`` (its config), ``bucket_nodes`` (padded nodes of
+        the labelled bucket), ``batch_size``, ``samples_per_graph`` (schedules decoded per graph:
+        sampled ones plus a greedy baseline rollout; None for imitation), ``steps_timed``,
+        ``graphs_per_s`` (``steps * batch`` / best of two epochs after the first, in seconds) and
+        ``compile_s`` (first epoch minus best epoch, s, >= 0).
     """
     out = {}
     data = load_labelled_batches([labels], hw, "paper", 1.0, limit=1024)
-    for name, algo in (
-        ("imitation", AlgorithmConfig("imitation")),
-        ("reinforce", AlgorithmConfig.from_dict({"name": "reinforce", "reinforce": {"samples": samples}})),
-    ):
+    for row, algo in algorithm_configs(algorithms).items():
         tcfg = TrainConfig(
             steps=steps * 3,
             batch_size=batch,
@@ -92,16 +119,17 @@ def bench_training(
             (state, *_), t = timed(lambda state=state, trainer=trainer: trainer.run_epoch(state))
             runs.append(t)
         best = min(runs)
-        out[name] = {
+        out[row] = {
+            "algorithm": algo.to_dict(),
             "bucket_nodes": int(data[0].graphs.params.shape[-1]),
             "batch_size": batch,
-            "samples_per_graph": samples if name == "reinforce" else None,
+            "samples_per_graph": samples_per_graph(algo),
             "steps_timed": steps,
             "graphs_per_s": steps * batch / best,
             "compile_s": max(first - best, 0.0),
         }
         if log is not None:
-            log(f"{name} {out[name]}")
+            log(f"{row} {out[row]}")
     return out
 
 
