@@ -23,6 +23,14 @@ ENTRIES = [
     ("Learned scheduler: quality (issue 4)", "experiments/results/bench_policy_quality.md",
      ".venv/bin/python experiments/bench_policy.py --skip-training --out experiments/results/bench_policy_quality",
      None, []),
+    ("Learned scheduler after self-improvement: quality (issue 4)", "experiments/results/bench_policy_quality_si.md",
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_si --skip-training "
+     "--out experiments/results/bench_policy_quality_si", None, []),
+    ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
+     "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
+     ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
+     "decodings=[best_of] temperature=1.5 local_search=300 baselines=[] "
+     "out=experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.json", None, []),
     ("Learned scheduler: training and scheduling speed (issue 4)", "experiments/results/bench_policy_speed.md",
      ".venv/bin/respect-bench benchmarks=[policy] out_name=bench_policy_speed", None, []),
     ("Learned scheduler: latency objective (issue 4)", "experiments/results/bench_policy_latency.md",
