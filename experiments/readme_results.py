@@ -37,6 +37,15 @@ ENTRIES = [
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_latency "
      "--labels50 data/labels/respect50_k4_latency --dnn-graphs 40 --skip-training "
      "--out experiments/results/bench_policy_latency", None, []),
+    ("Learned scheduler after self-improvement: latency objective (issue 4)",
+     "experiments/results/bench_policy_latency_si.md",
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_latency_si "
+     "--labels50 data/labels/respect50_k4_latency --dnn-graphs 40 --skip-training "
+     "--out experiments/results/bench_policy_latency_si", None, []),
+    ("Learned scheduler after self-improvement: training and scheduling speed of the GAT policy",
+     "experiments/results/bench_policy_speed_si.md",
+     ".venv/bin/respect-bench benchmarks=[policy] policy.checkpoint=data/checkpoints/respect_k4_paper_si "
+     "out_name=bench_policy_speed_si", None, []),
     ("Policy evaluation against proven optima (respect-eval)",
      "experiments/results/eval_respect_k4_paper_respect50.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper dataset=data/labels/respect50_k4_paper",
@@ -56,6 +65,13 @@ ENTRIES = [
      "'~experiment.methods.policy_best_of_64' '~experiment.methods.gumbel' "
      "experiment.methods.milp.options.time_limit_s=30 experiment.bar_models=[resnet50] "
      "out_dir=experiments/results/real_models_ls", ["Summary per K and method"], []),
+    ("Table 1 at K = 4 with the self-improvement checkpoint (greedy, best-of-64, greedy + local search)",
+     "experiments/results/real_models_si/real_models.md",
+     ".venv/bin/python experiments/paper.py experiment=real_models "
+     "policy_checkpoint=data/checkpoints/respect_k4_paper_si experiment.stages=[4] "
+     "'~experiment.methods.profiling' '~experiment.methods.respect_pointer' "
+     "'~experiment.methods.gumbel' experiment.methods.milp.options.time_limit_s=30 experiment.bar_models=[resnet50] "
+     "out_dir=experiments/results/real_models_si", ["Summary per K and method"], []),
     ("Table 2: schedule time", "experiments/results/real_models/real_models.md",
      ".venv/bin/python experiments/paper.py experiment=real_models", ["Table 2"], []),
     ("Table 1 under the latency objective (throughput)", "experiments/results/real_models_latency/real_models.md",
