@@ -265,6 +265,10 @@ def run_cli(args, cwd):
         (["respect-train", "algorithm=imitation", "datasets=[]"], "needs datasets"),
         (["respect-train", "train.steps=7", "train.steps_per_epoch=5"], "multiple of train.steps_per_epoch"),
         (["respect-train", "init_from=/nonexistent", "algorithm=self_improvement"], "not a policy checkpoint"),
+        (
+            ["respect-train", "policy=respect_pointer", "algorithm=reinforce", "init_from=data/checkpoints/x"],
+            "fine-tunes the GNN policy only",
+        ),
         (["respect-eval"], "dataset"),
         (["respect-eval", "checkpoint=/nonexistent", "dataset=data/graphs/dnn40.json"], "not a policy checkpoint"),
     ],

@@ -95,6 +95,8 @@ def train(cfg: DictConfig) -> dict:
     from respect_jax.train.sharding import maybe_initialize_distributed
 
     if cfg.policy.get("name") == "respect_pointer":  # the RESPECT-faithful baseline has its own trainer
+        if cfg.get("init_from"):
+            raise ValueError("init_from fine-tunes the GNN policy only; the respect_pointer trainer starts fresh")
         from respect_jax.respect_pointer.train import build_pointer_trainer
 
         trainer = build_pointer_trainer(cfg)

@@ -160,7 +160,7 @@ class PointerTrainer:
             updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
             params = optax.apply_updates(state.params, updates)
             ema = metrics.pop("ema")
-            metrics["grad_norm"] = optax.global_norm(grads)
+            metrics["grad_norm"] = optax.tree.norm(grads)
             new = state.replace(params=params, opt_state=opt_state, step=state.step + 1, ema=ema)
             return new, metrics
 

@@ -174,7 +174,7 @@ class Trainer:
             (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, feats, k_loss)
             updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
             params = optax.apply_updates(state.params, updates)
-            metrics = {**metrics, "grad_norm": optax.global_norm(grads)}
+            metrics = {**metrics, "grad_norm": optax.tree.norm(grads)}
             return state.replace(params=params, opt_state=opt_state, step=state.step + 1), metrics
 
         return step
