@@ -69,6 +69,30 @@ class DecodeResult:
     valid: jax.Array
 
 
+def candidates(
+    model: SchedulingPolicy,
+    graphs: PaddedGraph,
+    h: jax.Array,
+    g: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    key: jax.Array,
+    samples: int,
+    include_greedy: bool,
+    temperature: float,
+) -> jax.Array:
+    """i32[B, S, N] ``samples`` schedules per graph: the greedy one first when ``include_greedy``,
+    the rest sampled at ``temperature`` with ``key`` (embeddings h f32[B, N, d], g f32[B, d])."""
+    parts = []
+    if include_greedy:  # greedy decoding draws no random numbers
+        parts.append(rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=True))
+    n_sampled = samples - len(parts)
+    if n_sampled:
+        parts.append(rollout(model, graphs, h, g, hw, objective, lam, key, n_sampled, False, temperature))
+    return jnp.concatenate(parts, axis=1)
+
+
 def decode(
     model: SchedulingPolicy,
     graphs: PaddedGraph,
@@ -85,13 +109,8 @@ def decode(
     elif decoding.strategy == "sample":
         stage = rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=False, temperature=decoding.temperature)
     else:
-        n_sampled = decoding.samples - 1 if decoding.include_greedy else decoding.samples
-        parts = []
-        if decoding.include_greedy:
-            parts.append(rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=True))
-        if n_sampled:
-            parts.append(rollout(model, graphs, h, g, hw, objective, lam, key, n_sampled, False, decoding.temperature))
-        stage = jnp.concatenate(parts, axis=1)
+        d = decoding
+        stage = candidates(model, graphs, h, g, hw, objective, lam, key, d.samples, d.include_greedy, d.temperature)
     obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
     if decoding.local_search:
         stage, obj, valid = refine(graphs, stage, hw, objective, lam, decoding.local_search)

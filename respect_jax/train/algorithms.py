@@ -15,6 +15,7 @@ from flax import nnx
 
 from respect_jax.costs import Hardware, objective_lower_bound
 from respect_jax.graphs.padded import PaddedGraph
+from respect_jax.policy.decoding import candidates
 from respect_jax.policy.model import SchedulingPolicy, log_probs_and_entropy, rollout, schedule_objectives
 from respect_jax.solvers.local_search import improve
 from respect_jax.train.config import ImitationConfig, ReinforceConfig, SelfImprovementConfig
@@ -153,14 +154,10 @@ def self_improvement_targets(
     objective), ``sample`` f32[B] (best sample before the local search), ``greedy`` f32[B] (NaN
     without ``include_greedy``) and ``valid`` bool[B] (every sample was valid).
     """
-    k_greedy, k_sample = jax.random.split(key)
-    parts = []
-    if cfg.include_greedy:
-        parts.append(rollout(frozen, graphs, h, g, hw, objective, lam, k_greedy, 1, True))
-    n_sampled = cfg.samples - len(parts)
-    if n_sampled:
-        parts.append(rollout(frozen, graphs, h, g, hw, objective, lam, k_sample, n_sampled, False, cfg.temperature))
-    stage = jnp.concatenate(parts, axis=1)  # [B, S, N]
+    k_sample = jax.random.split(key)[1]  # the sampling stream of the shipped runs
+    stage = candidates(
+        frozen, graphs, h, g, hw, objective, lam, k_sample, cfg.samples, cfg.include_greedy, cfg.temperature
+    )  # [B, S, N]
     obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
     obj = jnp.where(valid, obj, jnp.inf)
     best = jnp.argmin(obj, axis=1)
