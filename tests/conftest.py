@@ -2,11 +2,43 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
+import jax
 import numpy as np
 import pytest
 
 from respect_jax.costs import Hardware
 from respect_jax.graphs import GeneratorConfig, generate_numpy
+
+CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
+
+
+def pytest_configure(config):
+    """One JAX compilation cache per test session, shared by the xdist workers and by the command
+    lines the tests run as subprocesses (they inherit the environment): an identical program (the
+    same policy at the same shapes in another test or CLI call) is compiled once. It is created
+    empty in the controller and removed at the end, so no run depends on an earlier one.
+    ``RESPECT_TEST_JAX_CACHE=0`` turns it off."""
+    if os.environ.get("RESPECT_TEST_JAX_CACHE", "1") == "0":
+        return
+    if not hasattr(config, "workerinput") and CACHE_ENV not in os.environ:
+        config._respect_jax_cache = tempfile.mkdtemp(prefix="respect-jax-xla-cache-")
+        os.environ[CACHE_ENV] = config._respect_jax_cache
+        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"
+    if CACHE_ENV in os.environ:
+        jax.config.update("jax_compilation_cache_dir", os.environ[CACHE_ENV])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+
+
+def pytest_unconfigure(config):
+    cache = getattr(config, "_respect_jax_cache", None)
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
+        os.environ.pop(CACHE_ENV, None)
+
 
 # a setting where every term of the cost model matters for small synthetic graphs
 SMALL_HW = dict(

@@ -124,7 +124,7 @@ POLICY_ARGS = [
     f"policy.checkpoint={ROOT / 'data' / 'checkpoints' / 'respect_k4_paper'}",
     f"policy.labels={ROOT / 'data' / 'labels' / 'respect30_k4_paper'}",
     f"policy.labels_large={ROOT / 'data' / 'labels' / 'respect50_k4_paper'}",
-    f"policy.graph={ROOT / 'data' / 'models' / 'resnet101.json'}",
+    f"policy.graph={ROOT / 'data' / 'models' / 'mobilenet.json'}",  # 86 nodes: a smaller compile than the default
     "policy.batch=8",
     "policy.steps=2",
     "policy.algorithms.reinforce.reinforce.samples=2",
@@ -148,9 +148,9 @@ def test_bench_policy_writes_speed_figures(tmp_path):
         assert p["training"][algo]["batch_size"] == 8
     assert p["training"]["reinforce"]["samples_per_graph"] == 2
     assert p["compile_large"]["bucket_nodes"] >= 50 and p["compile_large"]["imitation_compile_s"] > 0
-    graph = load_graph(ROOT / "data" / "models" / "resnet101.json")
+    graph = load_graph(ROOT / "data" / "models" / "mobilenet.json")
     lat = p["latency"]
-    assert lat["graph"] == graph.name and lat["num_nodes"] == graph.num_nodes > 300
+    assert lat["graph"] == graph.name and lat["num_nodes"] == graph.num_nodes
     assert lat["bucket_nodes"] >= graph.num_nodes
     assert 0 < lat["greedy_ms_best"] <= lat["greedy_ms_median"] and lat["compile_s"] > 0
     markdown = (tmp_path / "bench_policy_speed.md").read_text()
