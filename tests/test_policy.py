@@ -19,7 +19,7 @@ from respect_jax.env import SchedulingEnv
 from respect_jax.graphs import GeneratorConfig, make_jax_generator, pad_graph, stack_graphs, to_original_order
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import Decoding, make_decoder
-from respect_jax.policy.model import SchedulingPolicy, rollout, schedule_objectives
+from respect_jax.policy.model import SchedulingPolicy, rollout, rollout_recorded, schedule_objectives
 from respect_jax.policy.state import (
     advance,
     features,
@@ -44,17 +44,27 @@ def generated(mode: str, count: int, seed: int, lo: int = 5, hi: int = 30):
 
 @pytest.mark.parametrize("mode, decoder", [("respect", "mlp"), ("dnn", "attention")])  # each mode and decoder once
 def test_teacher_forced_logits_equal_step_by_step_decoding(mode, decoder):
-    """The parallel prefix-sum pass gives the logits the autoregressive decoder sees at every step."""
+    """The parallel prefix-sum pass gives the logits the autoregressive decoder sees at every step, and
+    so does the replay of the decoder inputs recorded during decoding (REINFORCE's pass)."""
     hw = make_hw(4)
     graphs = generated(mode, 4, seed=3)
     model = small_policy(decoder=decoder)
     h, g = nnx.jit(lambda m, x: m.encode(x))(model, graphs)
-    stage = nnx.jit(lambda m, gr, h, g, key: rollout(m, gr, h, g, hw, "paper", 1.0, key, 2, greedy=False))(
+    decode = lambda m, gr, h, g, key, fn: fn(m, gr, h, g, hw, "paper", 1.0, key, 2, greedy=False)  # noqa: E731
+    stage = nnx.jit(functools.partial(decode, fn=rollout))(model, graphs, h, g, jax.random.PRNGKey(1))
+    stage_rec, inputs = nnx.jit(functools.partial(decode, fn=rollout_recorded))(
         model, graphs, h, g, jax.random.PRNGKey(1)
     )
+    np.testing.assert_array_equal(stage_rec, stage)  # recording does not change the schedules
     parallel = nnx.jit(lambda m, gr, h, g, s: m.teacher_logits(gr, h, g, s, hw, "paper", 1.0))(
         model, graphs, h, g, stage
     )
+    replay = np.asarray(
+        nnx.jit(lambda m, gr, h, g, s, i: m.replay_logits(gr, h, g, s, i))(model, graphs, h, g, stage, inputs)
+    )
+    real = np.asarray(inputs.allowed) & np.asarray(graphs.node_mask)[:, None, :, None]
+    assert real.sum() > 0
+    np.testing.assert_allclose(np.where(real, replay, 0), np.where(real, parallel, 0), rtol=1e-4, atol=1e-4)
     hq, he, gq = model.decoder.project_nodes(h, g)
     prefix_fn = jax.jit(prefix_quantities, static_argnums=4)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
+from flax import nnx, struct
 
 from respect_jax.costs import Hardware, evaluate, objective_value
 from respect_jax.graphs.features import node_features
@@ -31,8 +31,24 @@ from respect_jax.policy.state import (
     graph_statics,
     init_decode_state,
     prefix_quantities,
+    stage_sums_before,
     step_quantities,
 )
+
+
+@struct.dataclass
+class DecoderInputs:
+    """The parameter-free decoder inputs of every step of decoded schedules, recorded by
+    :func:`rollout_recorded` (entries of steps the loop did not run are 0 / False).
+
+    Attributes:
+        stage_feats: f32[B, S, N, K, NUM_STAGE_FEATURES]; context: f32[B, S, N, NUM_CONTEXT_FEATURES];
+        allowed: bool[B, S, N, K] (see :func:`respect_jax.policy.state.features`).
+    """
+
+    stage_feats: jax.Array
+    context: jax.Array
+    allowed: jax.Array
 
 
 def batch_features(graphs: PaddedGraph) -> jax.Array:
@@ -99,10 +115,32 @@ class SchedulingPolicy(nnx.Module):
         )
         stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
         stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
-        s = stage.shape[1]
+        return self._decode_all(hq, gq, DecoderInputs(stage_feats, context, allowed), stage_emb)
+
+    def replay_logits(
+        self, graphs: PaddedGraph, h: jax.Array, g: jax.Array, stage: jax.Array, inputs: DecoderInputs
+    ) -> jax.Array:
+        """The logits f32[B, S, N, K] of :meth:`teacher_logits` for schedules decoded by
+        :func:`rollout_recorded`, from the decoder inputs recorded while decoding them: only the
+        parameter-dependent part (the per-stage embedding sums and the decoder) is recomputed, in
+        parallel. REINFORCE uses it for the log-probabilities of its sampled schedules.
+
+        Args:
+            h f32[B, N, d], g f32[B, d] from :meth:`encode`; stage i32[B, S, N] and ``inputs`` as
+            :func:`rollout_recorded` returned them.
+        """
+        k = inputs.allowed.shape[-1]
+        hq, he, gq = self.decoder.project_nodes(h, g)
+        sums = jax.vmap(jax.vmap(stage_sums_before, in_axes=(0, None, None, None)), in_axes=(0, 0, 0, None))
+        emb, count = sums(stage, graphs.node_mask, he, k)  # [B, S, N, K, e], [B, S, N, K]
+        return self._decode_all(hq, gq, inputs, emb / jnp.maximum(count, 1.0)[..., None])
+
+    def _decode_all(self, hq: jax.Array, gq: jax.Array, inputs: DecoderInputs, stage_emb: jax.Array) -> jax.Array:
+        """Decoder logits f32[B, S, N, K] of every step: hq f32[B, N, d'], gq f32[B, d'] (project_nodes)."""
+        s = inputs.allowed.shape[1]
         hq_b = jnp.broadcast_to(hq[:, None], (hq.shape[0], s) + hq.shape[1:])
         gq_b = jnp.broadcast_to(gq[:, None, None], hq_b.shape)
-        return self.decoder(hq_b, gq_b, context, stage_feats, stage_emb, allowed)
+        return self.decoder(hq_b, gq_b, inputs.context, inputs.stage_feats, stage_emb, inputs.allowed)
 
 
 def rollout(
@@ -124,6 +162,41 @@ def rollout(
     are sampled from ``softmax(logits / temperature)``. The loop runs up to the largest graph of
     the batch; shorter graphs idle through the remaining steps.
     """
+    return _decode(model, graphs, h, g, hw, objective, lam, key, num_samples, greedy, temperature, False)[0]
+
+
+def rollout_recorded(
+    model: SchedulingPolicy,
+    graphs: PaddedGraph,
+    h: jax.Array,
+    g: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    key: jax.Array,
+    num_samples: int,
+    greedy: bool,
+    temperature: float = 1.0,
+) -> tuple[jax.Array, DecoderInputs]:
+    """:func:`rollout` (the same schedules for the same key) that also returns the decoder inputs of
+    every step, for :meth:`SchedulingPolicy.replay_logits`."""
+    return _decode(model, graphs, h, g, hw, objective, lam, key, num_samples, greedy, temperature, True)
+
+
+def _decode(
+    model: SchedulingPolicy,
+    graphs: PaddedGraph,
+    h: jax.Array,
+    g: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    key: jax.Array,
+    num_samples: int,
+    greedy: bool,
+    temperature: float,
+    record: bool,
+) -> tuple[jax.Array, DecoderInputs | None]:
     b, n_pad = graphs.params.shape
     k = hw.stages
     statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
@@ -136,9 +209,14 @@ def rollout(
     )
     step = jax.vmap(jax.vmap(advance, in_axes=(None, None, 0, None, 0, 0)), in_axes=(0, 0, 0, None, 0, 0))
     n_max = jnp.max(graphs.num_nodes)
+    if record:  # step t's inputs go to index t of an N axis after (B, S)
+        shapes = jax.eval_shape(lambda q: feat(q, statics, 0, hw, objective, lam), quantities(graphs, statics, ds, 0))
+        recorded = DecoderInputs(*(jnp.zeros(x.shape[:2] + (n_pad,) + x.shape[2:], x.dtype) for x in shapes))
+    else:
+        recorded = None
 
     def body(carry):
-        t, ds = carry
+        t, ds, recorded = carry
         q = quantities(graphs, statics, ds, t)
         stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
         hq_t = jnp.broadcast_to(hq[:, None, t], (b, num_samples, hq.shape[-1]))
@@ -150,10 +228,14 @@ def rollout(
             action = jnp.argmax(logits, axis=-1)
         else:
             action = jax.random.categorical(jax.random.fold_in(key, t), logits / temperature, axis=-1)
-        return t + 1, step(graphs, statics, ds, t, action, he_t)
+        if record:
+            recorded = jax.tree.map(
+                lambda buf, x: buf.at[:, :, t].set(x), recorded, DecoderInputs(stage_feats, context, allowed)
+            )
+        return t + 1, step(graphs, statics, ds, t, action, he_t), recorded
 
-    _, ds = jax.lax.while_loop(lambda c: c[0] < n_max, body, (jnp.int32(0), ds))
-    return jnp.where(graphs.node_mask[:, None, :], ds.stage, 0)
+    _, ds, recorded = jax.lax.while_loop(lambda c: c[0] < n_max, body, (jnp.int32(0), ds, recorded))
+    return jnp.where(graphs.node_mask[:, None, :], ds.stage, 0), recorded
 
 
 def schedule_objectives(

@@ -226,10 +226,7 @@ def prefix_quantities(
     p_ok = graph.pred_mask[:, :, None] & p_below & (p_first >= t_idx)
     predin = jnp.sum(jnp.where(p_ok, st.out_b[graph.preds][:, :, None], 0.0), axis=1)
     low = jnp.max(jnp.where(graph.pred_mask, stage[graph.preds], 0), axis=1, initial=0)
-    # emb[t, k] = sum_u earlier[t, u] onehot[u, k] h[u]: one [t*K, u] @ [u, e] matmul (its gradient
-    # with respect to h is a matmul too, not a reduction over a [u, K, e] product)
-    placed_on = (earlier[:, None, :] * onehot.T[None, :, :]).reshape(n_pad * k_stages, n_pad)
-    emb = (placed_on @ h).reshape(n_pad, k_stages, h.shape[-1])
+    emb, _ = stage_sums_before(stage, mask, h, k_stages)
     # lb_t(w) = largest stage of w's ancestors placed before t: a running max over u < t
     anc_stage = jnp.where(st.desc & mask[:, None], stage[:, None] + 1, 0)  # [u, w]
     running = jax.lax.cummax(anc_stage, axis=0)
@@ -259,6 +256,25 @@ def prefix_quantities(
         forced_macs=forced_macs,
         pushed_macs=pushed_macs,
     )
+
+
+def stage_sums_before(stage: jax.Array, mask: jax.Array, h: jax.Array, k_stages: int) -> tuple[jax.Array, jax.Array]:
+    """Per-stage sums over the nodes placed before every step of a known schedule (one graph).
+
+    Args:
+        stage: i32[N] the schedule by position; mask: bool[N] real nodes; h: f32[N, e] (e may be 0).
+    Returns:
+        ``emb`` f32[N, K, e] (entry [t, k]: sum of h[u] over u < t with s(u) = k) and ``count``
+        f32[N, K] (how many such u).
+    """
+    n_pad = stage.shape[0]
+    onehot = ((stage[:, None] == jnp.arange(k_stages)[None, :]) & mask[:, None]).astype(jnp.float32)  # [N, K]
+    earlier = (jnp.arange(n_pad)[None, :] < jnp.arange(n_pad)[:, None]).astype(jnp.float32)  # [t, u]
+    # one [t*K, u] @ [u, e] matmul (its gradient with respect to h is a matmul too, not a reduction
+    # over a [u, K, e] product)
+    placed_on = (earlier[:, None, :] * onehot.T[None, :, :]).reshape(n_pad * k_stages, n_pad)
+    emb = (placed_on @ h).reshape(n_pad, k_stages, h.shape[-1])
+    return emb, jnp.sum(placed_on, axis=-1).reshape(n_pad, k_stages)
 
 
 # ============================================================================ autoregressive

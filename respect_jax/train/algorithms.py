@@ -16,7 +16,13 @@ from flax import nnx
 from respect_jax.costs import Hardware, objective_lower_bound
 from respect_jax.graphs.padded import PaddedGraph
 from respect_jax.policy.decoding import candidates
-from respect_jax.policy.model import SchedulingPolicy, log_probs_and_entropy, rollout, schedule_objectives
+from respect_jax.policy.model import (
+    SchedulingPolicy,
+    log_probs_and_entropy,
+    rollout,
+    rollout_recorded,
+    schedule_objectives,
+)
 from respect_jax.solvers.local_search import improve
 from respect_jax.train.config import ImitationConfig, ReinforceConfig, SelfImprovementConfig
 
@@ -92,13 +98,17 @@ def reinforce_loss(
     """REINFORCE on S sampled schedules per graph; reward ``-objective / lower_bound``.
 
     ``frozen`` is the same network with gradients stopped (``stop_gradient`` of the parameters):
-    it decodes the rollouts step by step; the log-probabilities of the sampled schedules then
-    come from one parallel teacher-forced pass of ``model`` (the only differentiated pass).
+    it decodes the rollouts step by step and records the parameter-free decoder inputs of every
+    step; the log-probabilities of the sampled schedules then come from one parallel pass of
+    ``model`` over them (:meth:`SchedulingPolicy.replay_logits`, the only differentiated pass; the
+    same logits as teacher forcing without recomputing the state quantities).
     """
     h, g = model.encode(graphs, feats)
     hs, gs = jax.lax.stop_gradient(h), jax.lax.stop_gradient(g)
     k_sample, k_greedy = jax.random.split(key)
-    stage = rollout(frozen, graphs, hs, gs, hw, objective, lam, k_sample, cfg.samples, False, cfg.temperature)
+    stage, inputs = rollout_recorded(
+        frozen, graphs, hs, gs, hw, objective, lam, k_sample, cfg.samples, False, cfg.temperature
+    )
     obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
     bound = jax.vmap(objective_lower_bound, in_axes=(0, None, None))(graphs, hw, objective)
     reward = -obj / bound[:, None]  # [B, S]
@@ -118,7 +128,7 @@ def reinforce_loss(
     if cfg.normalise_advantage:
         adv = adv / (jnp.std(adv) + 1e-8)
     adv = jax.lax.stop_gradient(adv)
-    logits = model.teacher_logits(graphs, h, g, stage, hw, objective, lam) / cfg.temperature
+    logits = model.replay_logits(graphs, h, g, stage, inputs) / cfg.temperature
     logp, ent = log_probs_and_entropy(logits, stage, graphs.node_mask)
     entropy = jnp.mean(ent)
     loss = -jnp.mean(adv * logp) - cfg.entropy * entropy
