@@ -106,7 +106,11 @@ def test_two_device_data_parallel_matches_one_device(tmp_path):
     """imitation + REINFORCE steps on a 2-device CPU mesh give the 1-device parameters (float tolerance)."""
     script = tmp_path / "shard.py"
     script.write_text(SHARDING_SCRIPT.format(tests=str(ROOT / "tests")))
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2",
+    }
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.split("RESULT", 1)[1])
