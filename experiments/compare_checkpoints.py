@@ -1,0 +1,110 @@
+"""Model selection without the held-out test set: checkpoints side by side on fresh generated graphs.
+
+Every checkpoint schedules the same freshly generated graphs (a seed no labelled set uses) greedily and
+best-of-N. No optimum is needed: the table gives each one's mean ratio to the objective's lower bound
+and, against the first checkpoint, the mean per-graph objective ratio and on how many graphs it is
+better or worse. This is how `data/checkpoints/respect_k4_paper_si_ft` was chosen (data/checkpoints/README.md).
+
+    .venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si \
+        data/checkpoints/respect_k4_paper_si_ft --out experiments/results/compare_si_ft
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from respect_jax.cli.common import machine_description  # noqa: E402
+from respect_jax.costs import hardware_from_dict, objective_lower_bound  # noqa: E402
+from respect_jax.graphs import GeneratorConfig, make_jax_generator  # noqa: E402
+from respect_jax.graphs.graph import write_json_atomic  # noqa: E402
+from respect_jax.policy.decoding import Decoding, make_decoder  # noqa: E402
+from respect_jax.train.checkpoints import load_policy  # noqa: E402
+
+
+def decode_all(path: str, graphs, samples: int, batch: int) -> tuple[dict, dict[str, np.ndarray]]:
+    """The checkpoint's network document and its objectives f32[G] per decoding (all schedules valid)."""
+    model, doc = load_policy(path)
+    hw = hardware_from_dict(doc["hardware"])
+    count = graphs.params.shape[0]
+    out = {}
+    for name, dec in (("greedy", Decoding("greedy")), (f"best_of_{samples}", Decoding("best_of", samples=samples))):
+        run, params = make_decoder(model, hw, doc["objective"], doc["lam"], dec)
+        objs = []
+        for i in range(0, count, batch):
+            result = run(params, jax.tree.map(lambda x, i=i: x[i : i + batch], graphs), jax.random.PRNGKey(i))
+            if not bool(jnp.all(result.valid)):
+                raise SystemExit(f"compare_checkpoints: {path} decoded an invalid schedule ({name})")
+            objs.append(np.asarray(result.objective))
+        out[name] = np.concatenate(objs)
+    return doc, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoints", nargs="+", help="run folders or step folders; the first is the reference")
+    parser.add_argument("--graphs", type=int, default=1024)
+    parser.add_argument("--nodes", type=int, default=50, help="nodes per generated graph (respect mode)")
+    parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--seed", type=int, default=20261203)
+    parser.add_argument("--out", default=None, help="write <out>.json and <out>.md")
+    args = parser.parse_args()
+    if args.graphs % args.batch:
+        raise SystemExit(f"compare_checkpoints: --graphs ({args.graphs}) must be a multiple of --batch ({args.batch})")
+    gen = make_jax_generator(GeneratorConfig(mode="respect", min_nodes=args.nodes, max_nodes=args.nodes))
+    graphs = jax.jit(jax.vmap(gen))(jax.random.split(jax.random.PRNGKey(args.seed), args.graphs))
+    rows, ref = [], None
+    for path in args.checkpoints:
+        doc, objs = decode_all(path, graphs, args.samples, args.batch)
+        hw = hardware_from_dict(doc["hardware"])
+        bound = np.asarray(jax.vmap(objective_lower_bound, in_axes=(0, None, None))(graphs, hw, doc["objective"]))
+        ref = ref or (doc, objs)
+        if (doc["objective"], doc["hardware"]) != (ref[0]["objective"], ref[0]["hardware"]):
+            raise SystemExit(f"compare_checkpoints: {path} was trained for another objective or hardware")
+        for name, obj in objs.items():
+            r = obj / ref[1][name]
+            rows.append(
+                {
+                    "checkpoint": path,
+                    "decoding": name,
+                    "ratio_to_bound": float(np.mean(obj / bound)),
+                    "ratio_to_first": float(np.mean(r)),
+                    "better_pct": 100 * float(np.mean(r < 1 - 1e-6)),
+                    "worse_pct": 100 * float(np.mean(r > 1 + 1e-6)),
+                }
+            )
+            print(rows[-1], flush=True)
+    m = machine_description()
+    lines = [
+        f"# Checkpoints on {args.graphs} fresh generated {args.nodes}-node graphs (seed {args.seed})",
+        "",
+        "| checkpoint | decoding | mean ratio to bound | mean ratio to first | better % | worse % |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {r['checkpoint']} | {r['decoding']} | {r['ratio_to_bound']:.4f} | {r['ratio_to_first']:.4f} "
+            f"| {r['better_pct']:.1f} | {r['worse_pct']:.1f} |"
+            for r in rows
+        ),
+        "",
+        f"Machine: {m['processor']}, {m['cpu_count']} CPUs, JAX {m['jax']} ({m['jax_backend']}). "
+        "Quality only: the figures do not depend on the machine's load.",
+    ]
+    print("\n".join(lines))
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out.with_suffix(".json"), {"args": vars(args), "machine": m, "rows": rows})
+        out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
