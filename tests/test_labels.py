@@ -262,7 +262,9 @@ def test_shipped_datasets(directory):
     for it in items[:: max(1, len(items) // 10)]:
         assert it.graph.to_dict() == dataset_graph(cfg, manifest["seed"], it.index).to_dict()
         metrics = evaluate_assignment(it.graph, it.assignment, hw, manifest["objective"], manifest["lam"])
-        assert metrics["valid"] and metrics["objective"] == pytest.approx(it.objective, rel=1e-12)
+        # the shared evaluator computes in float32: another XLA compilation (the suite's optimisation
+        # level, a GPU) may round the last bit differently, so equality is up to float32 rounding
+        assert metrics["valid"] and metrics["objective"] == pytest.approx(it.objective, rel=1e-6)
 
 
 def test_round_trip(reference, tmp_path):
