@@ -102,7 +102,7 @@ def main() -> None:
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out.with_suffix(".json"), {"args": vars(args), "machine": m, "rows": rows})
+        write_json_atomic({"args": vars(args), "machine": m, "rows": rows}, out.with_suffix(".json"))
         out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 

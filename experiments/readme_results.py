@@ -26,6 +26,15 @@ ENTRIES = [
     ("Learned scheduler after self-improvement: quality (issue 4)", "experiments/results/bench_policy_quality_si.md",
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_si --skip-training "
      "--out experiments/results/bench_policy_quality_si", None, []),
+    ("Learned scheduler, fine-tuned self-improvement checkpoint (the default): quality (issue 4)",
+     "experiments/results/bench_policy_quality_si_ft.md",
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_si_ft "
+     "--skip-training "
+     "--out experiments/results/bench_policy_quality_si_ft", None, []),
+    ("Model selection of the fine-tuned checkpoint on fresh generated graphs (no held-out data)",
+     "experiments/results/compare_si_ft.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si "
+     "data/checkpoints/respect_k4_paper_si_ft --out experiments/results/compare_si_ft", None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
