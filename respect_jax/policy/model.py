@@ -162,7 +162,9 @@ def rollout(
     are sampled from ``softmax(logits / temperature)``. The loop runs up to the largest graph of
     the batch; shorter graphs idle through the remaining steps.
     """
-    return _decode(model, graphs, h, g, hw, objective, lam, key, num_samples, greedy, temperature, False)[0]
+    return rollout_recorded(
+        model, graphs, h, g, hw, objective, lam, key, num_samples, greedy, temperature, record=False
+    )[0]
 
 
 def rollout_recorded(
@@ -177,26 +179,11 @@ def rollout_recorded(
     num_samples: int,
     greedy: bool,
     temperature: float = 1.0,
-) -> tuple[jax.Array, DecoderInputs]:
-    """:func:`rollout` (the same schedules for the same key) that also returns the decoder inputs of
-    every step, for :meth:`SchedulingPolicy.replay_logits`."""
-    return _decode(model, graphs, h, g, hw, objective, lam, key, num_samples, greedy, temperature, True)
-
-
-def _decode(
-    model: SchedulingPolicy,
-    graphs: PaddedGraph,
-    h: jax.Array,
-    g: jax.Array,
-    hw: Hardware,
-    objective: str,
-    lam: float,
-    key: jax.Array,
-    num_samples: int,
-    greedy: bool,
-    temperature: float,
-    record: bool,
+    *,
+    record: bool = True,
 ) -> tuple[jax.Array, DecoderInputs | None]:
+    """:func:`rollout` (the same schedules for the same key) that also returns the decoder inputs of
+    every step, for :meth:`SchedulingPolicy.replay_logits` (None with ``record=False``)."""
     b, n_pad = graphs.params.shape
     k = hw.stages
     statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
