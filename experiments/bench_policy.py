@@ -58,11 +58,13 @@ def bench_quality(
     batch: int,
     gumbel_steps: int = 200,
     local_search: int = 0,
+    pair_escapes: int = 0,
 ) -> dict:
-    """Greedy / best-of-N gaps (and with ``local_search`` > 0 the same followed by hill climbing).
+    """Greedy / best-of-N gaps (and with ``local_search`` > 0 the same followed by hill climbing,
+    and with ``pair_escapes`` > 0 also by hill climbing with pair moves, on the 50-node graphs).
 
     On the 300-node graphs the local search runs after greedy decoding only (hill-climbing all N
-    candidates of 300-node graphs costs N times as much).
+    candidates of 300-node graphs costs N times as much) and without pair moves (``(2 N)^2`` pairs).
     """
     hw = hardware_from_dict(doc["hardware"])
     obj, lam = doc["objective"], doc["lam"]
@@ -74,6 +76,11 @@ def bench_quality(
             Decoding("greedy", local_search=local_search),
             Decoding("best_of", samples=samples, local_search=local_search),
         ]
+        if pair_escapes:
+            small += [
+                Decoding("greedy", local_search=local_search, pair_escapes=pair_escapes),
+                Decoding("best_of", samples=samples, local_search=local_search, pair_escapes=pair_escapes),
+            ]
     for dec in small:
         decoded = [decode_set(model, d, hw, obj, lam, dec, batch, jax.random.PRNGKey(0)) for d in data]
         out[f"respect50_{dec.label}"] = summarise(decoded)
@@ -194,6 +201,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--gumbel-steps", type=int, default=200, help="Gumbel solver steps for the 300-node reference")
     ap.add_argument("--local-search", type=int, default=300, help="max hill-climbing moves of the +ls rows (0: none)")
+    ap.add_argument(
+        "--pair-escapes", type=int, default=0, help="pair moves of the +ls+pairs rows (50-node graphs; 0: no such rows)"
+    )
     ap.add_argument("--objective", default=None, help="score under this objective (default: the checkpoint's)")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--skip-training", action="store_true")
@@ -235,6 +245,7 @@ def main() -> None:
             64,
             args.gumbel_steps,
             args.local_search,
+            args.pair_escapes,
         )
     doc["load_after"] = list(os.getloadavg())
     out = Path(args.out)

@@ -30,13 +30,24 @@ from respect_jax.policy.decoding import Decoding, make_decoder  # noqa: E402
 from respect_jax.train.checkpoints import load_policy  # noqa: E402
 
 
-def decode_all(path: str, graphs, samples: int, batch: int) -> tuple[dict, dict[str, np.ndarray]]:
+def decodings(samples: int, temperatures: list[float]) -> list[tuple[str, Decoding]]:
+    """Greedy, and best-of-``samples`` at each sampling temperature (``best_of_N`` at 1.0, else ``best_of_N_tT``)."""
+    out = [("greedy", Decoding("greedy"))]
+    for t in temperatures:
+        name = f"best_of_{samples}" if t == 1.0 else f"best_of_{samples}_t{t:g}"
+        out.append((name, Decoding("best_of", samples=samples, temperature=t)))
+    return out
+
+
+def decode_all(
+    path: str, graphs, samples: int, batch: int, temperatures: list[float]
+) -> tuple[dict, dict[str, np.ndarray]]:
     """The checkpoint's network document and its objectives f32[G] per decoding (all schedules valid)."""
     model, doc = load_policy(path)
     hw = hardware_from_dict(doc["hardware"])
     count = graphs.params.shape[0]
     out = {}
-    for name, dec in (("greedy", Decoding("greedy")), (f"best_of_{samples}", Decoding("best_of", samples=samples))):
+    for name, dec in decodings(samples, temperatures):
         run, params = make_decoder(model, hw, doc["objective"], doc["lam"], dec)
         objs = []
         for i in range(0, count, batch):
@@ -54,17 +65,26 @@ def main() -> None:
     parser.add_argument("--graphs", type=int, default=1024)
     parser.add_argument("--nodes", type=int, default=50, help="nodes per generated graph (respect mode)")
     parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument(
+        "--temperatures",
+        type=float,
+        nargs="+",
+        default=[1.0],
+        help="sampling temperatures of best-of-N (model selection of the decoding)",
+    )
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--seed", type=int, default=20261203)
     parser.add_argument("--out", default=None, help="write <out>.json and <out>.md")
     args = parser.parse_args()
+    if any(not t > 0 for t in args.temperatures):
+        raise SystemExit(f"compare_checkpoints: --temperatures must be > 0, got {args.temperatures}")
     if args.graphs % args.batch:
         raise SystemExit(f"compare_checkpoints: --graphs ({args.graphs}) must be a multiple of --batch ({args.batch})")
     gen = make_jax_generator(GeneratorConfig(mode="respect", min_nodes=args.nodes, max_nodes=args.nodes))
     graphs = jax.jit(jax.vmap(gen))(jax.random.split(jax.random.PRNGKey(args.seed), args.graphs))
     rows, ref = [], None
     for path in args.checkpoints:
-        doc, objs = decode_all(path, graphs, args.samples, args.batch)
+        doc, objs = decode_all(path, graphs, args.samples, args.batch, args.temperatures)
         hw = hardware_from_dict(doc["hardware"])
         bound = np.asarray(jax.vmap(objective_lower_bound, in_axes=(0, None, None))(graphs, hw, doc["objective"]))
         ref = ref or (doc, objs)

@@ -14,8 +14,8 @@ from respect_jax.graphs.padded import reachability, to_original_order, to_positi
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy
-from respect_jax.reference import enumerate_valid_schedules, reference_objective
-from respect_jax.solvers.local_search import improve, neighbours
+from respect_jax.reference import enumerate_valid_schedules, reference_metrics, reference_objective
+from respect_jax.solvers.local_search import TIE_BREAK, best_pair_move, improve, neighbours, search_value
 
 SHAPE = (16, 96, 8)  # one padded shape for every small graph: one compilation per function
 
@@ -92,6 +92,50 @@ def test_improve_is_valid_never_worse_and_never_below_brute_force(objective):
     assert improved_any  # the search does move on some of these instances
 
 
+def reference_score(graph, assignment, hw) -> float:
+    """The search score of local_search.py (paper objective x balance tie-break) by plain loops."""
+    m = reference_metrics(graph, assignment, hw)
+    balance = np.mean((np.asarray(m["mem_k"], float) / max(max(m["mem_k"]), 1e-30)) ** 4)
+    return reference_objective(graph, assignment, hw, "paper") * (1 + TIE_BREAK * balance)
+
+
+def test_pair_move_is_the_best_composition_of_two_moves():
+    hw = make_hw(3)
+    value = lambda g, s: search_value(g, s, hw, False, 1.0)
+    pair = jax.jit(lambda g, s: best_pair_move(g, reachability(g) > 0, s, 3, lambda c: value(g, c)))
+    rng = np.random.default_rng(2)
+    for graph in random_graphs(4, seed=3, min_nodes=4, max_nodes=10):
+        s = random_valid_schedule(graph, 3, rng)
+        padded = pad_graph(graph, SHAPE)
+        cand, obj, score = pair(padded, jnp.asarray(to_position_order(padded, s)))
+        got = to_original_order(padded, np.asarray(cand))
+        compositions = {m2 for m1 in python_moves(graph, s, 3) for m2 in python_moves(graph, np.asarray(m1), 3)}
+        assert tuple(got) in compositions
+        best = min(reference_score(graph, c, hw) for c in compositions)
+        assert float(score) == pytest.approx(best, rel=1e-5)
+        assert float(obj) == pytest.approx(reference_objective(graph, got, hw, "paper"), rel=1e-5)
+
+
+def test_pair_escapes_leave_single_move_optima_and_are_never_worse():
+    hw = make_hw(3)
+    run = {p: jax.jit(lambda g, s, p=p: improve(g, s, hw, "paper", 1.0, 50, pair_escapes=p)[:2]) for p in (0, 10)}
+    rng = np.random.default_rng(11)
+    escaped = 0
+    for graph in random_graphs(12, seed=17, min_nodes=6, max_nodes=12):
+        optimum = min(reference_objective(graph, a, hw, "paper") for a in enumerate_valid_schedules(graph, 3))
+        start = random_valid_schedule(graph, 3, rng)
+        padded = pad_graph(graph, SHAPE)
+        pos = jnp.asarray(to_position_order(padded, start))
+        single, with_pairs = (run[p](padded, pos) for p in (0, 10))
+        assignment = to_original_order(padded, np.asarray(with_pairs[0]))
+        ref = reference_objective(graph, assignment, hw, "paper")
+        assert all(assignment[u] <= assignment[v] for u, v in graph.edges)
+        assert float(with_pairs[1]) == pytest.approx(ref, rel=1e-5)
+        assert optimum * (1 - 1e-5) <= ref <= float(single[1]) * (1 + 1e-6)
+        escaped += ref < float(single[1]) * (1 - 1e-6)
+    assert escaped  # on some instance the pair moves find a better schedule than hill climbing alone
+
+
 def small_policy(seed: int = 0) -> SchedulingPolicy:
     cfg = PolicyConfig(encoder="gat", layers=1, width=16, heads=2, decoder="mlp", decoder_width=16)
     return SchedulingPolicy(cfg, rngs=nnx.Rngs(seed))
@@ -113,6 +157,16 @@ def test_best_of_with_local_search_is_never_worse_than_best_of():
     assert Decoding("best_of", samples=4, local_search=20).label == "best_of_4+ls"
     with pytest.raises(ValueError, match="local_search"):
         Decoding("greedy", local_search=-1)
+    pairs = Decoding("best_of", samples=4, local_search=20, pair_escapes=3)
+    escaped, _ = make_decoder(model, hw, "paper", 1.0, pairs)
+    c = jax.device_get(escaped(params, batch, jax.random.PRNGKey(3)))
+    assert np.all(c.valid) and np.all(c.objective <= b.objective * (1 + 1e-6))
+    for i, graph in enumerate(graphs):  # the returned objective is the evaluator's value of the schedule
+        assignment = to_original_order(pad_graph(graph, SHAPE), np.asarray(c.stage[i]))
+        assert float(c.objective[i]) == pytest.approx(reference_objective(graph, assignment, hw, "paper"), rel=1e-5)
+    assert pairs.label == "best_of_4+ls+pairs"
+    with pytest.raises(ValueError, match="pair_escapes"):
+        Decoding("greedy", pair_escapes=2)
 
 
 @pytest.mark.parametrize("objective", ["paper", "latency"])

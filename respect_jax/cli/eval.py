@@ -125,6 +125,7 @@ def evaluate(cfg: DictConfig) -> dict:
             samples=int(cfg.samples) if name == "best_of" else 1,
             temperature=float(cfg.temperature),
             local_search=int(cfg.local_search),
+            pair_escapes=int(cfg.pair_escapes),
         )
         decoder = make(model, hw, objective, lam, dec)
         obj, valid, times = np.full(n, np.nan), np.zeros(n, bool), np.zeros(n)

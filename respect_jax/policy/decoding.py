@@ -36,6 +36,8 @@ class Decoding:
         include_greedy: ``best_of`` makes the greedy schedule one of its ``samples`` candidates.
         local_search: at most this many hill-climbing moves on every candidate before the best is
             kept (0: none), see :func:`respect_jax.solvers.local_search.improve`; label ``+ls``.
+        pair_escapes: then at most this many pair moves out of the kept schedule's local optima,
+            each followed by hill climbing (0: none; needs ``local_search``); label ``+ls+pairs``.
     """
 
     strategy: str = "greedy"
@@ -43,6 +45,7 @@ class Decoding:
     temperature: float = 1.0
     include_greedy: bool = True
     local_search: int = 0
+    pair_escapes: int = 0
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -53,11 +56,15 @@ class Decoding:
             raise ValueError(f"decoding temperature must be > 0, got {self.temperature}")
         if self.local_search < 0:
             raise ValueError(f"decoding local_search must be >= 0, got {self.local_search}")
+        if self.pair_escapes < 0 or (self.pair_escapes and not self.local_search):
+            raise ValueError(f"decoding pair_escapes must be >= 0 and needs local_search > 0, got {self.pair_escapes}")
 
     @property
     def label(self) -> str:
         base = f"best_of_{self.samples}" if self.strategy == "best_of" else self.strategy
-        return f"{base}+ls" if self.local_search else base
+        if not self.local_search:
+            return base
+        return f"{base}+ls+pairs" if self.pair_escapes else f"{base}+ls"
 
 
 @struct.dataclass
@@ -111,12 +118,29 @@ def decode(
     else:
         d = decoding
         stage = candidates(model, graphs, h, g, hw, objective, lam, key, d.samples, d.include_greedy, d.temperature)
+    return keep_best(graphs, stage, hw, objective, lam, decoding)
+
+
+def keep_best(
+    graphs: PaddedGraph, stage: jax.Array, hw: Hardware, objective: str, lam: float, decoding: Decoding
+) -> DecodeResult:
+    """The best of the candidates i32[B, S, N] of every graph, after ``decoding``'s local search.
+
+    Every candidate is hill-climbed (``local_search``), the best by the shared evaluator is kept,
+    and only that one then gets the ``pair_escapes`` (shared by every decoder of schedules).
+    """
     obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
     if decoding.local_search:
         stage, obj, valid = refine(graphs, stage, hw, objective, lam, decoding.local_search)
     best = jnp.argmin(jnp.where(valid, obj, jnp.inf), axis=1)
     pick = lambda x: jnp.take_along_axis(x, best.reshape((-1,) + (1,) * (x.ndim - 1)), axis=1)[:, 0]
-    return DecodeResult(stage=pick(stage), objective=pick(obj), valid=pick(valid))
+    stage, obj, valid = pick(stage), pick(obj), pick(valid)
+    if decoding.pair_escapes:  # the kept schedule only: a pair neighbourhood costs 2N single ones
+        d = decoding
+        polish = lambda g, s: improve(g, s, hw, objective, lam, d.local_search, pair_escapes=d.pair_escapes)[:2]
+        stage, obj = jax.vmap(polish)(graphs, stage)
+        valid = jnp.isfinite(obj)
+    return DecodeResult(stage=stage, objective=obj, valid=valid)
 
 
 def refine(

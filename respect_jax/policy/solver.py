@@ -5,7 +5,8 @@ imports this module before looking solvers up). Options (conf/solver/policy.yaml
 
 * ``checkpoint``: a run folder written by ``respect-train`` (default: the shipped checkpoint);
 * ``decoding``: ``greedy`` | ``sample`` | ``best_of``; ``samples``; ``temperature``; ``seed``;
-  ``local_search`` (hill-climbing moves on every candidate, 0: none).
+  ``local_search`` (hill-climbing moves on every candidate, 0: none); ``pair_escapes`` (pair moves
+  out of the kept schedule's local optima, 0: none; see :mod:`respect_jax.solvers.local_search`).
 
 The policy runs under the caller's hardware and objective (its features are normalised per
 graph and hardware), even when they differ from those it was trained on; ``info`` records both.
@@ -55,6 +56,7 @@ def schedule_with_checkpoint(
     load: Callable,
     decoder: Callable,
     local_search: int = 0,
+    pair_escapes: int = 0,
 ) -> SolveResult:
     """Schedule one graph with a learned model's run folder (shared by ``policy`` and ``respect_pointer``).
 
@@ -68,6 +70,7 @@ def schedule_with_checkpoint(
         samples=int(samples) if decoding == "best_of" else 1,
         temperature=temperature,
         local_search=int(local_search),
+        pair_escapes=int(pair_escapes),
     )
     _, doc = load(checkpoint)
     run, params = decoder(checkpoint, hw, objective, float(lam), dec)
@@ -81,6 +84,7 @@ def schedule_with_checkpoint(
         "decoding": dec.label,
         "temperature": temperature,
         "local_search": int(local_search),
+        "pair_escapes": int(pair_escapes),
         "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
     }
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
@@ -98,9 +102,22 @@ def solve_policy(
     temperature: float = 1.0,
     seed: int = 0,
     local_search: int = 0,
+    pair_escapes: int = 0,
 ) -> SolveResult:
     """Schedule ``graph`` with a trained policy (valid by construction; not a proof of optimality)."""
     checkpoint = str(Path(checkpoint if checkpoint else DEFAULT_CHECKPOINT).resolve())
     return schedule_with_checkpoint(
-        graph, hw, objective, lam, checkpoint, decoding, samples, temperature, seed, _load, _decoder, local_search
+        graph,
+        hw,
+        objective,
+        lam,
+        checkpoint,
+        decoding,
+        samples,
+        temperature,
+        seed,
+        _load,
+        _decoder,
+        local_search,
+        pair_escapes,
     )

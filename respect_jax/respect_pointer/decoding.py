@@ -14,8 +14,7 @@ from flax import nnx
 
 from respect_jax.costs import Hardware
 from respect_jax.graphs.padded import PaddedGraph
-from respect_jax.policy.decoding import DecodeResult, Decoding, refine
-from respect_jax.policy.model import schedule_objectives
+from respect_jax.policy.decoding import DecodeResult, Decoding, keep_best
 from respect_jax.respect_pointer.model import PointerNetwork, batch_features, batched_rollout
 from respect_jax.respect_pointer.packing import schedule_from_order
 
@@ -55,17 +54,12 @@ def decode(
     decoding: Decoding,
 ) -> DecodeResult:
     """One schedule per graph: decode permutations, pack and repair them (optionally hill-climb
-    each, ``decoding.local_search``), keep the best."""
+    each, ``decoding.local_search``), keep the best (:func:`respect_jax.policy.decoding.keep_best`)."""
     orders = decode_orders(model, graphs, key, decoding)  # [B, S, N]
     b, s, n = orders.shape
     rep = jax.tree.map(lambda x: jnp.repeat(x, s, axis=0), graphs)
     stage = schedules(rep, orders.reshape(b * s, n), hw.stages, model.cfg.bisection_iters).reshape(b, s, n)
-    obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
-    if decoding.local_search:
-        stage, obj, valid = refine(graphs, stage, hw, objective, lam, decoding.local_search)
-    best = jnp.argmin(jnp.where(valid, obj, jnp.inf), axis=1)
-    pick = lambda x: jnp.take_along_axis(x, best.reshape((-1,) + (1,) * (x.ndim - 1)), axis=1)[:, 0]
-    return DecodeResult(stage=pick(stage), objective=pick(obj), valid=pick(valid))
+    return keep_best(graphs, stage, hw, objective, lam, decoding)
 
 
 def make_decoder(model: PointerNetwork, hw: Hardware, objective: str, lam: float, decoding: Decoding):

@@ -47,9 +47,22 @@ def solve_respect_pointer(
     temperature: float = 1.0,
     seed: int = 0,
     local_search: int = 0,
+    pair_escapes: int = 0,
 ) -> SolveResult:
     """Schedule ``graph`` with a trained RESPECT pointer network (never claims optimality)."""
     checkpoint = str(Path(checkpoint if checkpoint else DEFAULT_CHECKPOINT).resolve())
     return schedule_with_checkpoint(
-        graph, hw, objective, lam, checkpoint, decoding, samples, temperature, seed, _load, _decoder, local_search
+        graph,
+        hw,
+        objective,
+        lam,
+        checkpoint,
+        decoding,
+        samples,
+        temperature,
+        seed,
+        _load,
+        _decoder,
+        local_search,
+        pair_escapes,
     )

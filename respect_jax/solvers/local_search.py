@@ -19,6 +19,13 @@ scored in one ``vmap`` of :func:`respect_jax.costs.evaluate`. The search stops a
 of the score (no move lowers it by more than a relative ``1e-7``) or after ``max_steps`` moves;
 the result is never worse than the start.
 
+With ``pair_escapes > 0`` a local optimum is not the end: the best of the ``(2 N)^2`` compositions
+of two moves (e.g. one node up and another one down, which swaps them between adjacent stages
+without passing through the worse schedule in between) is taken if it lowers the score, and the
+single-move descent goes on from there, up to ``pair_escapes`` times (a variable-neighbourhood
+descent). The pair neighbourhood is scored one first move at a time (``lax.map``), so its memory is
+that of one single-move step.
+
 Used after decoding the learned policy (``Decoding(local_search=...)``) and available to any
 solver's output. Works on one graph; ``jax.vmap`` it for a batch (the batch runs until its slowest
 graph stops).
@@ -54,6 +61,43 @@ def neighbours(graph: PaddedGraph, reach: jax.Array, stage: jax.Array, num_stage
     return jnp.where(real_row, moves, stage[None, :])
 
 
+def search_value(
+    graph: PaddedGraph, stage: jax.Array, hw: Hardware, latency: bool | jax.Array, lam: float
+) -> tuple[jax.Array, jax.Array]:
+    """(objective f32[], search score f32[]) of the schedule i32[N] (inf for an invalid one).
+
+    The score is ``objective * (1 + TIE_BREAK * balance)`` (module docstring): it breaks the
+    objective's plateaus. ``latency``: True for the ``latency`` objective, else ``paper``.
+    """
+    m = evaluate(graph, stage, hw)
+    obj = jnp.where(latency, objective_value(m, "latency"), objective_value(m, "paper", lam))
+    obj = jnp.where(m.valid, obj, jnp.inf)
+    loads = jnp.where(latency, m.time_k, m.mem_k)
+    balance = jnp.mean((loads / jnp.maximum(jnp.max(loads), 1e-30)) ** 4)
+    return obj, obj * (1.0 + TIE_BREAK * balance)
+
+
+def best_pair_move(
+    graph: PaddedGraph, reach: jax.Array, stage: jax.Array, num_stages: int, value
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The best composition of two :func:`neighbours` moves of ``stage``: (stage i32[N], objective
+    f32[], score f32[]) by ``value(s) -> (objective, score)`` (:func:`search_value`), the lowest
+    score of all ``(2 N)^2``.
+
+    The first moves are scanned one at a time (``lax.map``); each scores its ``2 N`` second moves.
+    """
+
+    def best_after(first):
+        seconds = neighbours(graph, reach, first, num_stages)
+        objs, scores = jax.vmap(value)(seconds)
+        j = jnp.argmin(scores)
+        return seconds[j], objs[j], scores[j]
+
+    cands, objs, scores = jax.lax.map(best_after, neighbours(graph, reach, stage, num_stages))
+    j = jnp.argmin(scores)
+    return cands[j], objs[j], scores[j]
+
+
 def improve(
     graph: PaddedGraph,
     stage: jax.Array,
@@ -62,6 +106,7 @@ def improve(
     lam: float,
     max_steps: int,
     reach: jax.Array | None = None,
+    pair_escapes: int = 0,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Best-improvement hill climbing from a valid schedule of one graph.
 
@@ -70,8 +115,11 @@ def improve(
         stage: i32[N] valid schedule by position (padding entries are ignored).
         hw, objective, lam: the problem (``hw.stages`` = K); ``objective`` may also be a traced
             bool[] (True: ``latency``) so one compilation serves both objectives.
-        max_steps: at most this many moves (a Python int; 0 returns the start).
+        max_steps: at most this many moves (a Python int; 0 returns the start); a pair move counts
+            as one.
         reach: optional bool[N, N] ``reachability(graph) > 0`` when the caller already has it.
+        pair_escapes: at most this many pair moves out of single-move local optima (a Python int;
+            0: plain hill climbing); see the module docstring.
 
     Returns:
         (stage i32[N] with 0 on padding, objective f32[] from the shared evaluator, moves i32[] taken).
@@ -80,34 +128,44 @@ def improve(
     stage = jnp.where(graph.node_mask, stage, 0).astype(jnp.int32)
 
     latency = objective == "latency" if isinstance(objective, str) else objective
-
-    def value(s):  # (objective, search score): the score breaks the objective's plateaus
-        m = evaluate(graph, s, hw)
-        obj = jnp.where(latency, objective_value(m, "latency"), objective_value(m, "paper", lam))
-        obj = jnp.where(m.valid, obj, jnp.inf)
-        loads = jnp.where(latency, m.time_k, m.mem_k)
-        balance = jnp.mean((loads / jnp.maximum(jnp.max(loads), 1e-30)) ** 4)
-        return obj, obj * (1.0 + TIE_BREAK * balance)
-
+    value = lambda s: search_value(graph, s, hw, latency, lam)
     start, start_score = value(stage)
     if max_steps <= 0 or k == 1:
         return stage, start, jnp.int32(0)
     reach = reachability(graph) > 0 if reach is None else reach
 
-    def body(carry):
-        s, score, best_s, best_obj, steps, _ = carry
-        cands = neighbours(graph, reach, s, k)
+    def step(carry, cand, obj, score):  # take the move (cand, obj, score) if it lowers the score
+        s, s_score, best_s, best_obj, steps, _ = carry
+        moved = (score < s_score * (1.0 - MIN_IMPROVEMENT)) & (steps < max_steps)
+        better = moved & (obj < best_obj)
+        return (
+            jnp.where(moved, cand, s),
+            jnp.where(moved, score, s_score),
+            jnp.where(better, cand, best_s),
+            jnp.where(better, obj, best_obj),
+            steps + moved,
+            moved,
+        )
+
+    def single(carry):
+        cands = neighbours(graph, reach, carry[0], k)
         objs, scores = jax.vmap(value)(cands)
         j = jnp.argmin(scores)
-        moved = scores[j] < score * (1.0 - MIN_IMPROVEMENT)
-        s = jnp.where(moved, cands[j], s)
-        better = moved & (objs[j] < best_obj)
-        best_s, best_obj = jnp.where(better, cands[j], best_s), jnp.where(better, objs[j], best_obj)
-        return s, jnp.where(moved, scores[j], score), best_s, best_obj, steps + moved, moved
+        return step(carry, cands[j], objs[j], scores[j])
 
-    def cond(carry):
-        return carry[5] & (carry[4] < max_steps)
+    def descend(carry):  # single moves until a local optimum of the score (or max_steps)
+        return jax.lax.while_loop(lambda c: c[5] & (c[4] < max_steps), single, carry[:5] + (jnp.bool_(True),))
 
     init = (stage, start_score, stage, start, jnp.int32(0), jnp.bool_(True))
-    _, _, best_s, best_obj, steps, _ = jax.lax.while_loop(cond, body, init)
+    carry = descend(init)
+    if pair_escapes > 0:
+
+        def escape(outer):
+            carry, escapes, _ = outer
+            carry = step(carry, *best_pair_move(graph, reach, carry[0], k, value))
+            moved = carry[5]
+            return descend(carry), escapes + moved, moved & (escapes + 1 < pair_escapes)
+
+        carry, _, _ = jax.lax.while_loop(lambda o: o[2], escape, (carry, jnp.int32(0), jnp.bool_(True)))
+    _, _, best_s, best_obj, steps, _ = carry
     return best_s, best_obj, steps
