@@ -59,6 +59,7 @@ def bench_quality(
     gumbel_steps: int = 200,
     local_search: int = 0,
     pair_escapes: int = 0,
+    pair_candidates: int = 1,
 ) -> dict:
     """Greedy / best-of-N gaps (and with ``local_search`` > 0 the same followed by hill climbing,
     and with ``pair_escapes`` > 0 also by hill climbing with pair moves, on the 50-node graphs).
@@ -79,7 +80,13 @@ def bench_quality(
         if pair_escapes:
             small += [
                 Decoding("greedy", local_search=local_search, pair_escapes=pair_escapes),
-                Decoding("best_of", samples=samples, local_search=local_search, pair_escapes=pair_escapes),
+                Decoding(
+                    "best_of",
+                    samples=samples,
+                    local_search=local_search,
+                    pair_escapes=pair_escapes,
+                    pair_candidates=pair_candidates,
+                ),
             ]
     for dec in small:
         decoded = [decode_set(model, d, hw, obj, lam, dec, batch, jax.random.PRNGKey(0)) for d in data]
@@ -204,6 +211,7 @@ def main() -> None:
     ap.add_argument(
         "--pair-escapes", type=int, default=0, help="pair moves of the +ls+pairs rows (50-node graphs; 0: no such rows)"
     )
+    ap.add_argument("--pair-candidates", type=int, default=1, help="best-of-N candidates that get the pair moves")
     ap.add_argument("--objective", default=None, help="score under this objective (default: the checkpoint's)")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--skip-training", action="store_true")
@@ -246,6 +254,7 @@ def main() -> None:
             args.gumbel_steps,
             args.local_search,
             args.pair_escapes,
+            args.pair_candidates,
         )
     doc["load_after"] = list(os.getloadavg())
     out = Path(args.out)

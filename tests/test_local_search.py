@@ -165,6 +165,13 @@ def test_best_of_with_local_search_is_never_worse_than_best_of():
         assignment = to_original_order(pad_graph(graph, SHAPE), np.asarray(c.stage[i]))
         assert float(c.objective[i]) == pytest.approx(reference_objective(graph, assignment, hw, "paper"), rel=1e-5)
     assert pairs.label == "best_of_4+ls+pairs"
+    top = Decoding("best_of", samples=4, local_search=20, pair_escapes=3, pair_candidates=4)
+    escaped_top, _ = make_decoder(model, hw, "paper", 1.0, top)
+    t = jax.device_get(escaped_top(params, batch, jax.random.PRNGKey(3)))
+    assert np.all(t.valid) and np.all(t.objective <= c.objective * (1 + 1e-6))  # the best candidate is among them
+    assert top.label == "best_of_4+ls+pairs_top4"
+    with pytest.raises(ValueError, match="pair_candidates"):
+        Decoding("best_of", samples=4, local_search=20, pair_escapes=3, pair_candidates=0)
     with pytest.raises(ValueError, match="pair_escapes"):
         Decoding("greedy", pair_escapes=2)
 

@@ -126,6 +126,7 @@ def evaluate(cfg: DictConfig) -> dict:
             temperature=float(cfg.temperature),
             local_search=int(cfg.local_search),
             pair_escapes=int(cfg.pair_escapes),
+            pair_candidates=int(cfg.pair_candidates),
         )
         decoder = make(model, hw, objective, lam, dec)
         obj, valid, times = np.full(n, np.nan), np.zeros(n, bool), np.zeros(n)

@@ -36,8 +36,10 @@ class Decoding:
         include_greedy: ``best_of`` makes the greedy schedule one of its ``samples`` candidates.
         local_search: at most this many hill-climbing moves on every candidate before the best is
             kept (0: none), see :func:`respect_jax.solvers.local_search.improve`; label ``+ls``.
-        pair_escapes: then at most this many pair moves out of the kept schedule's local optima,
-            each followed by hill climbing (0: none; needs ``local_search``); label ``+ls+pairs``.
+        pair_escapes: then at most this many pair moves out of the local optima of the best
+            ``pair_candidates`` candidates, each followed by hill climbing (0: none; needs
+            ``local_search``); label ``+ls+pairs`` (``+ls+pairs_topC`` for C > 1 candidates).
+        pair_candidates: how many of the best hill-climbed candidates get the pair escapes.
     """
 
     strategy: str = "greedy"
@@ -46,6 +48,7 @@ class Decoding:
     include_greedy: bool = True
     local_search: int = 0
     pair_escapes: int = 0
+    pair_candidates: int = 1
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -58,13 +61,18 @@ class Decoding:
             raise ValueError(f"decoding local_search must be >= 0, got {self.local_search}")
         if self.pair_escapes < 0 or (self.pair_escapes and not self.local_search):
             raise ValueError(f"decoding pair_escapes must be >= 0 and needs local_search > 0, got {self.pair_escapes}")
+        if self.pair_candidates < 1:
+            raise ValueError(f"decoding pair_candidates must be >= 1, got {self.pair_candidates}")
 
     @property
     def label(self) -> str:
         base = f"best_of_{self.samples}" if self.strategy == "best_of" else self.strategy
         if not self.local_search:
             return base
-        return f"{base}+ls+pairs" if self.pair_escapes else f"{base}+ls"
+        if not self.pair_escapes:
+            return f"{base}+ls"
+        top = min(self.pair_candidates, self.samples if self.strategy == "best_of" else 1)
+        return f"{base}+ls+pairs" + (f"_top{top}" if top > 1 else "")
 
 
 @struct.dataclass
@@ -126,21 +134,22 @@ def keep_best(
 ) -> DecodeResult:
     """The best of the candidates i32[B, S, N] of every graph, after ``decoding``'s local search.
 
-    Every candidate is hill-climbed (``local_search``), the best by the shared evaluator is kept,
-    and only that one then gets the ``pair_escapes`` (shared by every decoder of schedules).
+    Every candidate is hill-climbed (``local_search``); with ``pair_escapes`` only the best
+    ``pair_candidates`` of them then get the pair escapes (a pair neighbourhood costs 2N single ones);
+    the best by the shared evaluator is kept. Shared by every decoder of schedules.
     """
+    d = decoding
     obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
-    if decoding.local_search:
-        stage, obj, valid = refine(graphs, stage, hw, objective, lam, decoding.local_search)
-    best = jnp.argmin(jnp.where(valid, obj, jnp.inf), axis=1)
-    pick = lambda x: jnp.take_along_axis(x, best.reshape((-1,) + (1,) * (x.ndim - 1)), axis=1)[:, 0]
-    stage, obj, valid = pick(stage), pick(obj), pick(valid)
-    if decoding.pair_escapes:  # the kept schedule only: a pair neighbourhood costs 2N single ones
-        d = decoding
+    if d.local_search:
+        stage, obj, valid = refine(graphs, stage, hw, objective, lam, d.local_search)
+    take = lambda x, idx: jnp.take_along_axis(x, idx.reshape(idx.shape + (1,) * (x.ndim - 2)), axis=1)
+    if d.pair_escapes:
+        top = jnp.argsort(jnp.where(valid, obj, jnp.inf), axis=1)[:, : min(d.pair_candidates, stage.shape[1])]
         polish = lambda g, s: improve(g, s, hw, objective, lam, d.local_search, pair_escapes=d.pair_escapes)[:2]
-        stage, obj = jax.vmap(polish)(graphs, stage)
+        stage, obj = jax.vmap(jax.vmap(polish, in_axes=(None, 0)))(graphs, take(stage, top))
         valid = jnp.isfinite(obj)
-    return DecodeResult(stage=stage, objective=obj, valid=valid)
+    best = jnp.argmin(jnp.where(valid, obj, jnp.inf), axis=1)[:, None]
+    return DecodeResult(stage=take(stage, best)[:, 0], objective=take(obj, best)[:, 0], valid=take(valid, best)[:, 0])
 
 
 def refine(

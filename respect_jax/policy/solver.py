@@ -6,7 +6,8 @@ imports this module before looking solvers up). Options (conf/solver/policy.yaml
 * ``checkpoint``: a run folder written by ``respect-train`` (default: the shipped checkpoint);
 * ``decoding``: ``greedy`` | ``sample`` | ``best_of``; ``samples``; ``temperature``; ``seed``;
   ``local_search`` (hill-climbing moves on every candidate, 0: none); ``pair_escapes`` (pair moves
-  out of the kept schedule's local optima, 0: none; see :mod:`respect_jax.solvers.local_search`).
+  out of the local optima of the best ``pair_candidates`` candidates, 0: none; see
+  :mod:`respect_jax.solvers.local_search`).
 
 The policy runs under the caller's hardware and objective (its features are normalised per
 graph and hardware), even when they differ from those it was trained on; ``info`` records both.
@@ -57,6 +58,7 @@ def schedule_with_checkpoint(
     decoder: Callable,
     local_search: int = 0,
     pair_escapes: int = 0,
+    pair_candidates: int = 1,
 ) -> SolveResult:
     """Schedule one graph with a learned model's run folder (shared by ``policy`` and ``respect_pointer``).
 
@@ -71,6 +73,7 @@ def schedule_with_checkpoint(
         temperature=temperature,
         local_search=int(local_search),
         pair_escapes=int(pair_escapes),
+        pair_candidates=int(pair_candidates),
     )
     _, doc = load(checkpoint)
     run, params = decoder(checkpoint, hw, objective, float(lam), dec)
@@ -85,6 +88,7 @@ def schedule_with_checkpoint(
         "temperature": temperature,
         "local_search": int(local_search),
         "pair_escapes": int(pair_escapes),
+        "pair_candidates": int(pair_candidates),
         "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
     }
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
@@ -103,6 +107,7 @@ def solve_policy(
     seed: int = 0,
     local_search: int = 0,
     pair_escapes: int = 0,
+    pair_candidates: int = 1,
 ) -> SolveResult:
     """Schedule ``graph`` with a trained policy (valid by construction; not a proof of optimality)."""
     checkpoint = str(Path(checkpoint if checkpoint else DEFAULT_CHECKPOINT).resolve())
@@ -120,4 +125,5 @@ def solve_policy(
         _decoder,
         local_search,
         pair_escapes,
+        pair_candidates,
     )

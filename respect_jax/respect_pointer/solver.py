@@ -48,6 +48,7 @@ def solve_respect_pointer(
     seed: int = 0,
     local_search: int = 0,
     pair_escapes: int = 0,
+    pair_candidates: int = 1,
 ) -> SolveResult:
     """Schedule ``graph`` with a trained RESPECT pointer network (never claims optimality)."""
     checkpoint = str(Path(checkpoint if checkpoint else DEFAULT_CHECKPOINT).resolve())
@@ -65,4 +66,5 @@ def solve_respect_pointer(
         _decoder,
         local_search,
         pair_escapes,
+        pair_candidates,
     )
