@@ -35,6 +35,16 @@ ENTRIES = [
      "experiments/results/compare_si_ft.md",
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si "
      "data/checkpoints/respect_k4_paper_si_ft --out experiments/results/compare_si_ft", None, []),
+    ("Default checkpoint + local search with pair-move escapes (`+ls+pairs`): quality (issue 4)",
+     "experiments/results/bench_policy_quality_si_ft_pairs.md",
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_si_ft "
+     "--skip-training --dnn-graphs 0 --pair-escapes 20 --pair-candidates 8 "
+     "--out experiments/results/bench_policy_quality_si_ft_pairs", None, []),
+    ("Longer self-improvement plateaus: 4,000 more steps (runs/si_G), then 2,000 on 50-node graphs only (runs/si_H)",
+     "experiments/results/compare_si_H.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
+     "runs/si_H/checkpoints/1500 runs/si_H/checkpoints/2000 --graphs 1024 --samples 16 "
+     "--out experiments/results/compare_si_H (training commands: data/checkpoints/README.md)", None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
