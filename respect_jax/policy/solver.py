@@ -44,86 +44,66 @@ def _decoder(checkpoint: str, hw: Hardware, objective: str, lam: float, decoding
     return make_decoder(model, hw, objective, lam, decoding)
 
 
-def schedule_with_checkpoint(
-    graph: Graph,
-    hw: Hardware,
-    objective: str,
-    lam: float,
-    checkpoint: str,
-    decoding: str,
-    samples: int,
-    temperature: float,
-    seed: int,
-    load: Callable,
-    decoder: Callable,
-    local_search: int = 0,
-    pair_escapes: int = 0,
-    pair_candidates: int = 1,
-) -> SolveResult:
-    """Schedule one graph with a learned model's run folder (shared by ``policy`` and ``respect_pointer``).
+def checkpoint_solver(default_checkpoint: Path, load: Callable, decoder: Callable, summary: str) -> Callable:
+    """The solver function of a learned model family (shared by ``policy`` and ``respect_pointer``).
 
     ``load(checkpoint) -> (model, doc)`` and ``decoder(checkpoint, hw, objective, lam, Decoding) ->
-    (run, params)`` are the model family's cached loader and batched decoder factory.
+    (run, params)`` are the family's cached loader and batched decoder factory; ``summary`` becomes the
+    solver's docstring. The options are those of ``conf/solver/policy.yaml``.
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
-    dec = Decoding(
-        strategy=decoding,
-        samples=int(samples) if decoding == "best_of" else 1,
-        temperature=temperature,
-        local_search=int(local_search),
-        pair_escapes=int(pair_escapes),
-        pair_candidates=int(pair_candidates),
-    )
-    _, doc = load(checkpoint)
-    run, params = decoder(checkpoint, hw, objective, float(lam), dec)
-    padded = pad_graph(graph)
-    batch = jax.tree.map(lambda x: np.asarray(x)[None], padded)
-    out = jax.device_get(run(params, batch, jax.random.PRNGKey(seed)))
-    assignment = to_original_order(padded, np.asarray(out.stage)[0])
-    info = {
-        "checkpoint": checkpoint,
-        "checkpoint_step": doc.get("step"),
-        "decoding": dec.label,
-        "temperature": temperature,
-        "local_search": int(local_search),
-        "pair_escapes": int(pair_escapes),
-        "pair_candidates": int(pair_candidates),
-        "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
-    }
-    return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
+
+    def solve(
+        graph: Graph,
+        hw: Hardware,
+        objective: str = "paper",
+        lam: float = 1.0,
+        checkpoint: str | None = None,
+        decoding: str = "greedy",
+        samples: int = 64,
+        temperature: float = 1.0,
+        seed: int = 0,
+        local_search: int = 0,
+        pair_escapes: int = 0,
+        pair_candidates: int = 1,
+    ) -> SolveResult:
+        checkpoint = str(Path(checkpoint if checkpoint else default_checkpoint).resolve())
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        dec = Decoding(
+            strategy=decoding,
+            samples=int(samples) if decoding == "best_of" else 1,
+            temperature=temperature,
+            local_search=int(local_search),
+            pair_escapes=int(pair_escapes),
+            pair_candidates=int(pair_candidates),
+        )
+        _, doc = load(checkpoint)
+        run, params = decoder(checkpoint, hw, objective, float(lam), dec)
+        padded = pad_graph(graph)
+        batch = jax.tree.map(lambda x: np.asarray(x)[None], padded)
+        out = jax.device_get(run(params, batch, jax.random.PRNGKey(seed)))
+        assignment = to_original_order(padded, np.asarray(out.stage)[0])
+        info = {
+            "checkpoint": checkpoint,
+            "checkpoint_step": doc.get("step"),
+            "decoding": dec.label,
+            "temperature": temperature,
+            "local_search": int(local_search),
+            "pair_escapes": int(pair_escapes),
+            "pair_candidates": int(pair_candidates),
+            "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
+        }
+        return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
+
+    solve.__doc__ = summary
+    return solve
 
 
-@register_solver("policy")
-def solve_policy(
-    graph: Graph,
-    hw: Hardware,
-    objective: str = "paper",
-    lam: float = 1.0,
-    checkpoint: str | None = None,
-    decoding: str = "greedy",
-    samples: int = 64,
-    temperature: float = 1.0,
-    seed: int = 0,
-    local_search: int = 0,
-    pair_escapes: int = 0,
-    pair_candidates: int = 1,
-) -> SolveResult:
-    """Schedule ``graph`` with a trained policy (valid by construction; not a proof of optimality)."""
-    checkpoint = str(Path(checkpoint if checkpoint else DEFAULT_CHECKPOINT).resolve())
-    return schedule_with_checkpoint(
-        graph,
-        hw,
-        objective,
-        lam,
-        checkpoint,
-        decoding,
-        samples,
-        temperature,
-        seed,
+solve_policy = register_solver("policy")(
+    checkpoint_solver(
+        DEFAULT_CHECKPOINT,
         _load,
         _decoder,
-        local_search,
-        pair_escapes,
-        pair_candidates,
+        "Schedule ``graph`` with a trained policy (valid by construction; not a proof of optimality).",
     )
+)

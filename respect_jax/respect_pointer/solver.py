@@ -13,11 +13,10 @@ import functools
 from pathlib import Path
 
 from respect_jax.costs import Hardware
-from respect_jax.graphs.graph import Graph
 from respect_jax.policy.decoding import Decoding
-from respect_jax.policy.solver import schedule_with_checkpoint
+from respect_jax.policy.solver import checkpoint_solver
 from respect_jax.respect_pointer.decoding import make_decoder
-from respect_jax.solvers.base import SolveResult, register_solver
+from respect_jax.solvers.base import register_solver
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "data" / "checkpoints" / "respect_pointer_k4_paper"
 
@@ -35,36 +34,11 @@ def _decoder(checkpoint: str, hw: Hardware, objective: str, lam: float, decoding
     return make_decoder(model, hw, objective, lam, decoding)
 
 
-@register_solver("respect_pointer")
-def solve_respect_pointer(
-    graph: Graph,
-    hw: Hardware,
-    objective: str = "paper",
-    lam: float = 1.0,
-    checkpoint: str | None = None,
-    decoding: str = "greedy",
-    samples: int = 64,
-    temperature: float = 1.0,
-    seed: int = 0,
-    local_search: int = 0,
-    pair_escapes: int = 0,
-    pair_candidates: int = 1,
-) -> SolveResult:
-    """Schedule ``graph`` with a trained RESPECT pointer network (never claims optimality)."""
-    checkpoint = str(Path(checkpoint if checkpoint else DEFAULT_CHECKPOINT).resolve())
-    return schedule_with_checkpoint(
-        graph,
-        hw,
-        objective,
-        lam,
-        checkpoint,
-        decoding,
-        samples,
-        temperature,
-        seed,
+solve_respect_pointer = register_solver("respect_pointer")(
+    checkpoint_solver(
+        DEFAULT_CHECKPOINT,
         _load,
         _decoder,
-        local_search,
-        pair_escapes,
-        pair_candidates,
+        "Schedule ``graph`` with a trained RESPECT pointer network (never claims optimality).",
     )
+)
