@@ -40,6 +40,11 @@ ENTRIES = [
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_si_ft "
      "--skip-training --dnn-graphs 0 --pair-escapes 20 --pair-candidates 8 "
      "--out experiments/results/bench_policy_quality_si_ft_pairs", None, []),
+    ("Latency checkpoint + local search with pair-move escapes (`+ls+pairs`): quality (issue 4)",
+     "experiments/results/bench_policy_latency_si_pairs.md",
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_latency_si "
+     "--labels50 data/labels/respect50_k4_latency --skip-training --dnn-graphs 0 --pair-escapes 20 "
+     "--pair-candidates 8 --out experiments/results/bench_policy_latency_si_pairs", None, []),
     ("Longer self-improvement plateaus: 4,000 more steps (runs/si_G), then 2,000 on 50-node graphs only (runs/si_H)",
      "experiments/results/compare_si_H.md",
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
