@@ -77,23 +77,27 @@ def search_value(
     return obj, obj * (1.0 + TIE_BREAK * balance)
 
 
+def best_move(
+    graph: PaddedGraph, reach: jax.Array, stage: jax.Array, num_stages: int, value
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The best :func:`neighbours` move of ``stage``: (stage i32[N], objective f32[], score f32[])
+    by ``value(s) -> (objective, score)`` (:func:`search_value`), the lowest score of all ``2 N``."""
+    cands = neighbours(graph, reach, stage, num_stages)
+    objs, scores = jax.vmap(value)(cands)
+    j = jnp.argmin(scores)
+    return cands[j], objs[j], scores[j]
+
+
 def best_pair_move(
     graph: PaddedGraph, reach: jax.Array, stage: jax.Array, num_stages: int, value
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The best composition of two :func:`neighbours` moves of ``stage``: (stage i32[N], objective
-    f32[], score f32[]) by ``value(s) -> (objective, score)`` (:func:`search_value`), the lowest
-    score of all ``(2 N)^2``.
+    """The best composition of two :func:`neighbours` moves of ``stage`` (as :func:`best_move`),
+    the lowest score of all ``(2 N)^2``.
 
-    The first moves are scanned one at a time (``lax.map``); each scores its ``2 N`` second moves.
+    The first moves are scanned one at a time (``lax.map``); each takes its :func:`best_move`.
     """
-
-    def best_after(first):
-        seconds = neighbours(graph, reach, first, num_stages)
-        objs, scores = jax.vmap(value)(seconds)
-        j = jnp.argmin(scores)
-        return seconds[j], objs[j], scores[j]
-
-    cands, objs, scores = jax.lax.map(best_after, neighbours(graph, reach, stage, num_stages))
+    after = lambda first: best_move(graph, reach, first, num_stages, value)
+    cands, objs, scores = jax.lax.map(after, neighbours(graph, reach, stage, num_stages))
     j = jnp.argmin(scores)
     return cands[j], objs[j], scores[j]
 
@@ -148,10 +152,7 @@ def improve(
         )
 
     def single(carry):
-        cands = neighbours(graph, reach, carry[0], k)
-        objs, scores = jax.vmap(value)(cands)
-        j = jnp.argmin(scores)
-        return step(carry, cands[j], objs[j], scores[j])
+        return step(carry, *best_move(graph, reach, carry[0], k, value))
 
     def descend(carry):  # single moves until a local optimum of the score (or max_steps)
         return jax.lax.while_loop(lambda c: c[5] & (c[4] < max_steps), single, carry[:5] + (jnp.bool_(True),))
