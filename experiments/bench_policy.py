@@ -6,14 +6,15 @@ average before and after (the figures depend on how busy the machine was).
     .venv/bin/python experiments/bench_policy.py                       # everything
     .venv/bin/python experiments/bench_policy.py --skip-quality        # speed figures only
     .venv/bin/python experiments/bench_policy.py --quality-limit 100 --samples 64
+    .venv/bin/python experiments/bench_policy.py --skip-training --beam 64   # also beam-search rows
 
 * training throughput (graphs/s, after compilation) of one imitation and one REINFORCE update
   epoch on 30-node graphs (bucket 32), and the compile time of each update epoch per bucket;
 * time to schedule one 350-node graph (ResNet-101, 345 nodes) with greedy decoding, after
   compilation, and the compile time of that bucket;
-* quality: greedy and best-of-N gaps of a checkpoint on the held-out 50-node labelled set (gap to
-  the proven optimum) and on generated 300-node DNN-like graphs (gap to the best schedule found by
-  any of: the policy, the compiler partitioner, the greedy solver).
+* quality: greedy, best-of-N (and with ``--beam`` beam-search) gaps of a checkpoint on the held-out
+  50-node labelled set (gap to the proven optimum) and on generated 300-node DNN-like graphs (gap
+  to the best schedule found by any of: the policy, the compiler partitioner, the greedy solver).
 
 The speed figures come from :mod:`respect_jax.train.speed` (``respect-bench benchmarks=[policy]``
 measures the same ones).
@@ -60,9 +61,11 @@ def bench_quality(
     local_search: int = 0,
     pair_escapes: int = 0,
     pair_candidates: int = 1,
+    beam: int = 0,
 ) -> dict:
-    """Greedy / best-of-N gaps (and with ``local_search`` > 0 the same followed by hill climbing,
-    and with ``pair_escapes`` > 0 also by hill climbing with pair moves, on the 50-node graphs).
+    """Greedy / best-of-N (and with ``beam`` > 0 beam-search) gaps, and with ``local_search`` > 0 the
+    same followed by hill climbing, and with ``pair_escapes`` > 0 also by hill climbing with pair
+    moves (on the 50-node graphs).
 
     On the 300-node graphs the local search runs after greedy decoding only (hill-climbing all N
     candidates of 300-node graphs costs N times as much) and without pair moves (``(2 N)^2`` pairs).
@@ -71,22 +74,18 @@ def bench_quality(
     obj, lam = doc["objective"], doc["lam"]
     out = {}
     data = load_labelled_batches([labels50], hw, obj, lam, limit=limit)
-    small = [Decoding("greedy"), Decoding("best_of", samples=samples)]
+    multi = [("best_of", samples)] + ([("beam", beam)] if beam else [])
+    small = [Decoding("greedy")] + [Decoding(s, samples=n) for s, n in multi]
     if local_search:
-        small += [
-            Decoding("greedy", local_search=local_search),
-            Decoding("best_of", samples=samples, local_search=local_search),
-        ]
+        small += [Decoding("greedy", local_search=local_search)]
+        small += [Decoding(s, samples=n, local_search=local_search) for s, n in multi]
         if pair_escapes:
+            small += [Decoding("greedy", local_search=local_search, pair_escapes=pair_escapes)]
             small += [
-                Decoding("greedy", local_search=local_search, pair_escapes=pair_escapes),
                 Decoding(
-                    "best_of",
-                    samples=samples,
-                    local_search=local_search,
-                    pair_escapes=pair_escapes,
-                    pair_candidates=pair_candidates,
-                ),
+                    s, samples=n, local_search=local_search, pair_escapes=pair_escapes, pair_candidates=pair_candidates
+                )
+                for s, n in multi
             ]
     for dec in small:
         decoded = [decode_set(model, d, hw, obj, lam, dec, batch, jax.random.PRNGKey(0)) for d in data]
@@ -96,7 +95,7 @@ def bench_quality(
         graphs = generate_dataset(GeneratorConfig(mode="dnn", min_nodes=300, max_nodes=300), dnn_graphs, seed=300)
         batches = make_batches(graphs)
         per_method = {}
-        large = [Decoding("greedy"), Decoding("best_of", samples=samples)]
+        large = [Decoding("greedy")] + [Decoding(s, samples=n) for s, n in multi]
         if local_search:
             large.append(Decoding("greedy", local_search=local_search))
         for dec in large:
@@ -212,6 +211,7 @@ def main() -> None:
         "--pair-escapes", type=int, default=0, help="pair moves of the +ls+pairs rows (50-node graphs; 0: no such rows)"
     )
     ap.add_argument("--pair-candidates", type=int, default=1, help="best-of-N candidates that get the pair moves")
+    ap.add_argument("--beam", type=int, default=0, help="beam width of the beam rows (0: no beam rows)")
     ap.add_argument("--objective", default=None, help="score under this objective (default: the checkpoint's)")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--skip-training", action="store_true")
@@ -255,6 +255,7 @@ def main() -> None:
             args.local_search,
             args.pair_escapes,
             args.pair_candidates,
+            args.beam,
         )
     doc["load_after"] = list(os.getloadavg())
     out = Path(args.out)

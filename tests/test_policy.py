@@ -114,13 +114,20 @@ def test_zero_layer_encoder_and_no_stage_embeddings_decode():
 
 
 # (K, strategy, objective) combinations of the property test: every value of each appears once or more
-COMBOS = ((1, "greedy", "paper"), (3, "sample", "latency"), (5, "best_of", "paper"), (2, "best_of", "latency"))
+COMBOS = (
+    (1, "greedy", "paper"),
+    (3, "sample", "latency"),
+    (5, "best_of", "paper"),
+    (2, "best_of", "latency"),
+    (4, "beam", "paper"),
+    (3, "beam", "latency"),
+)
 
 
 @functools.cache
 def decoder_for(k: int, strategy: str, objective: str):
     model = small_policy(seed=k)
-    dec = Decoding(strategy, samples=5 if strategy == "best_of" else 1, temperature=2.0)
+    dec = Decoding(strategy, samples=5 if strategy in ("best_of", "beam") else 1, temperature=2.0)
     return make_decoder(model, make_hw(k), objective, 1.0, dec)
 
 
@@ -143,6 +150,48 @@ def test_every_decoding_strategy_yields_valid_schedules(seed, combo):
         ref = evaluate_assignment(graph, assignment, hw, objective)
         assert ref["valid"]
         assert float(out.objective[i]) == pytest.approx(ref["objective"], rel=1e-5)
+
+
+def test_beam_of_width_one_is_greedy_decoding():
+    graphs = generated("dnn", 6, seed=5)
+    model = small_policy(seed=3)
+    hw = make_hw(4)
+    greedy = make_decoder(model, hw, "paper", 1.0, Decoding("greedy"))
+    beam = make_decoder(model, hw, "paper", 1.0, Decoding("beam", samples=1))
+    key = jax.random.PRNGKey(0)
+    a, b = greedy[0](greedy[1], graphs, key), beam[0](beam[1], graphs, key)
+    np.testing.assert_array_equal(np.asarray(a.stage), np.asarray(b.stage))
+    assert Decoding("beam", samples=64).label == "beam_64"
+    assert (
+        Decoding("beam", samples=8, local_search=5, pair_escapes=2, pair_candidates=4).label == "beam_8+ls+pairs_top4"
+    )
+
+
+def test_wide_beam_enumerates_every_valid_schedule():
+    """With more beams than valid schedules, beam search returns each valid schedule (brute force)
+    and nothing else; its best is then the brute-force optimum of the shared evaluator."""
+    import itertools
+
+    from respect_jax.policy.model import beam_search
+
+    k, width = 3, 256
+    graphs = random_graphs(3, seed=21, min_nodes=4, max_nodes=5)  # at most 3^5 = 243 schedules
+    batch = stack_graphs(graphs, SHAPE)
+    hw = make_hw(k)
+    model = small_policy(seed=1)
+    h, g = nnx.jit(lambda m, x: m.encode(x))(model, batch)
+    stage = nnx.jit(lambda m, gr, h, g: beam_search(m, gr, h, g, hw, "paper", 1.0, width))(model, batch, h, g)
+    stage = np.asarray(stage)
+    run, params = make_decoder(model, hw, "paper", 1.0, Decoding("beam", samples=width))
+    out = run(params, batch, jax.random.PRNGKey(0))
+    for i, graph in enumerate(graphs):
+        n = graph.num_nodes
+        valid = {s for s in itertools.product(range(k), repeat=n) if all(s[u] <= s[v] for u, v in graph.edges)}
+        padded = pad_graph(graph, SHAPE)
+        beams = {tuple(int(x) for x in to_original_order(padded, stage[i, j])) for j in range(width)}
+        assert beams == valid
+        best = min(evaluate_assignment(graph, np.array(s), hw, "paper")["objective"] for s in valid)
+        assert float(out.objective[i]) == pytest.approx(best, rel=1e-6)
 
 
 def test_rollout_objective_equals_environment_return():
@@ -175,7 +224,7 @@ def test_policy_config_validation():
     with pytest.raises(ValueError, match="unknown policy option"):
         PolicyConfig.from_dict({"widht": 3})
     with pytest.raises(ValueError, match="strategy"):
-        Decoding("beam")
+        Decoding("viterbi")
     assert PolicyConfig.from_dict(PolicyConfig().to_dict()) == PolicyConfig()
 
 

@@ -122,7 +122,7 @@ def evaluate(cfg: DictConfig) -> dict:
     for name in cfg.decodings:
         dec = Decoding(
             strategy=str(name),
-            samples=int(cfg.samples) if name == "best_of" else 1,
+            samples=int(cfg.samples) if name in ("best_of", "beam") else 1,
             temperature=float(cfg.temperature),
             local_search=int(cfg.local_search),
             pair_escapes=int(cfg.pair_escapes),

@@ -1,5 +1,6 @@
 """Decoding strategies (all batched): greedy, sampling with a temperature, best-of-N samples,
-each optionally followed by a local search (:mod:`respect_jax.solvers.local_search`).
+beam search over the policy's log-probabilities, each optionally followed by a local search
+(:mod:`respect_jax.solvers.local_search`).
 
 :func:`make_decoder` returns one jitted function ``(params, graphs, key) -> DecodeResult`` per
 strategy; it compiles once per padded bucket shape. Every schedule it returns is valid by
@@ -17,10 +18,10 @@ from flax import nnx, struct
 
 from respect_jax.costs import Hardware
 from respect_jax.graphs.padded import PaddedGraph
-from respect_jax.policy.model import SchedulingPolicy, rollout, schedule_objectives
+from respect_jax.policy.model import SchedulingPolicy, beam_search, rollout, schedule_objectives
 from respect_jax.solvers.local_search import improve
 
-STRATEGIES = ("greedy", "sample", "best_of")
+STRATEGIES = ("greedy", "sample", "best_of", "beam")
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,11 @@ class Decoding:
 
     Attributes:
         strategy: ``greedy`` (arg-max stage at every step), ``sample`` (one sample from
-            ``softmax(logits / temperature)``) or ``best_of`` (``samples`` candidates, keep the one
-            with the lowest objective).
-        samples: candidates of ``best_of`` (ignored otherwise).
+            ``softmax(logits / temperature)``), ``best_of`` (``samples`` candidates, keep the one
+            with the lowest objective) or ``beam`` (beam search of width ``samples`` by sum of
+            log-probabilities, :func:`respect_jax.policy.model.beam_search`; keep the beam with the
+            lowest objective; no randomness, temperature ignored).
+        samples: candidates of ``best_of``, beam width of ``beam`` (ignored otherwise).
         temperature: sampling temperature.
         include_greedy: ``best_of`` makes the greedy schedule one of its ``samples`` candidates.
         local_search: at most this many hill-climbing moves on every candidate before the best is
@@ -66,12 +69,12 @@ class Decoding:
 
     @property
     def label(self) -> str:
-        base = f"best_of_{self.samples}" if self.strategy == "best_of" else self.strategy
+        base = f"{self.strategy}_{self.samples}" if self.strategy in ("best_of", "beam") else self.strategy
         if not self.local_search:
             return base
         if not self.pair_escapes:
             return f"{base}+ls"
-        top = min(self.pair_candidates, self.samples if self.strategy == "best_of" else 1)
+        top = min(self.pair_candidates, self.samples if self.strategy in ("best_of", "beam") else 1)
         return f"{base}+ls+pairs" + (f"_top{top}" if top > 1 else "")
 
 
@@ -123,6 +126,8 @@ def decode(
         stage = rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=True)
     elif decoding.strategy == "sample":
         stage = rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=False, temperature=decoding.temperature)
+    elif decoding.strategy == "beam":
+        stage = beam_search(model, graphs, h, g, hw, objective, lam, decoding.samples)
     else:
         d = decoding
         stage = candidates(model, graphs, h, g, hw, objective, lam, key, d.samples, d.include_greedy, d.temperature)

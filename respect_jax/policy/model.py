@@ -225,6 +225,60 @@ def rollout_recorded(
     return jnp.where(graphs.node_mask[:, None, :], ds.stage, 0), recorded
 
 
+def beam_search(
+    model: SchedulingPolicy,
+    graphs: PaddedGraph,
+    h: jax.Array,
+    g: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    width: int,
+) -> jax.Array:
+    """Beam search over the policy's stage choices; returns i32[B, W, N] the W = ``width`` most
+    probable schedules found per graph (by sum of log-probabilities; padding 0).
+
+    Every step expands each beam by its K stages and keeps the W best of the W*K partial schedules;
+    masked stages score -1e9 per step, so they survive only while fewer than W allowed partial
+    schedules exist (then they duplicate an allowed one: the chosen stage is raised to the
+    precedence bound, and the schedule stays valid). Graphs shorter than the batch's longest keep
+    their beams through the remaining steps. The same decoder step as :func:`rollout`.
+    """
+    b, n_pad = graphs.params.shape
+    k = hw.stages
+    statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
+    hq, he, gq = model.decoder.project_nodes(h, g)
+    init = init_decode_state(n_pad, k, he.shape[-1])
+    ds = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, width) + x.shape), init)
+    score = jnp.where(jnp.arange(width) == 0, 0.0, -jnp.inf)[None, :].repeat(b, axis=0)  # one live beam
+    quantities = jax.vmap(jax.vmap(step_quantities, in_axes=(None, None, 0, None)), in_axes=(0, 0, 0, None))
+    feat = jax.vmap(
+        jax.vmap(features, in_axes=(0, None, None, None, None, None)), in_axes=(0, 0, None, None, None, None)
+    )
+    step = jax.vmap(jax.vmap(advance, in_axes=(None, None, 0, None, 0, 0)), in_axes=(0, 0, 0, None, 0, 0))
+    n_max = jnp.max(graphs.num_nodes)
+
+    def body(carry):
+        t, ds, score = carry
+        q = quantities(graphs, statics, ds, t)
+        stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
+        hq_t = jnp.broadcast_to(hq[:, None, t], (b, width, hq.shape[-1]))
+        gq_b = jnp.broadcast_to(gq[:, None], hq_t.shape)
+        he_t = jnp.broadcast_to(he[:, None, t], (b, width, he.shape[-1]))
+        stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
+        logp = jax.nn.log_softmax(model.decoder(hq_t, gq_b, context, stage_feats, stage_emb, allowed), axis=-1)
+        done = (t >= graphs.num_nodes)[:, None, None]  # finished graphs: each beam continues unchanged
+        logp = jnp.where(done, jnp.where(jnp.arange(k) == 0, 0.0, -jnp.inf), logp)
+        top, idx = jax.lax.top_k((score[..., None] + logp).reshape(b, width * k), width)
+        parent, action = idx // k, idx % k
+        ds = jax.tree.map(lambda x: jnp.take_along_axis(x, parent.reshape(parent.shape + (1,) * (x.ndim - 2)), 1), ds)
+        he_t = jnp.take_along_axis(he_t, parent[..., None], axis=1)
+        return t + 1, step(graphs, statics, ds, t, action, he_t), top
+
+    _, ds, _ = jax.lax.while_loop(lambda c: c[0] < n_max, body, (jnp.int32(0), ds, score))
+    return jnp.where(graphs.node_mask[:, None, :], ds.stage, 0)
+
+
 def schedule_objectives(
     graphs: PaddedGraph, stage: jax.Array, hw: Hardware, objective: str, lam: float
 ) -> tuple[jax.Array, jax.Array]:

@@ -64,6 +64,8 @@ def decode(
 
 def make_decoder(model: PointerNetwork, hw: Hardware, objective: str, lam: float, decoding: Decoding):
     """A jitted ``(params, graphs, key) -> DecodeResult`` and the model's current ``params``."""
+    if decoding.strategy == "beam":
+        raise ValueError("decoding beam is not available for the respect_pointer baseline (greedy | sample | best_of)")
     graphdef, params = nnx.split(model)
 
     @jax.jit
