@@ -32,10 +32,14 @@ def test_two_phase_algorithms_switch_phase_after_imitation():
         AlgorithmConfig.from_dict({"name": "self_improvement", "self_improvement": {"beam": 3}})
     with pytest.raises(ValueError, match="local_search must be >= 0"):
         SelfImprovementConfig(local_search=-1)
+    with pytest.raises(ValueError, match="teacher must be sample or beam"):
+        SelfImprovementConfig(teacher="oracle")
 
 
-@pytest.mark.parametrize("include_greedy, local_search", [(True, 30), (False, 0)])
-def test_self_improvement_labels_are_valid_improvements_never_below_the_optimum(include_greedy, local_search):
+@pytest.mark.parametrize(
+    "include_greedy, local_search, teacher", [(True, 30, "sample"), (False, 0, "sample"), (True, 0, "beam")]
+)
+def test_self_improvement_labels_are_valid_improvements_never_below_the_optimum(include_greedy, local_search, teacher):
     """The label is a valid schedule whose evaluator objective is <= the best sample <= greedy, and
     never below the brute-force optimum (tiny graphs, K = 3, ``paper``)."""
     hw = make_hw(3)
@@ -43,7 +47,7 @@ def test_self_improvement_labels_are_valid_improvements_never_below_the_optimum(
     optimum = np.array([exact_paper_schedule(g, hw)[1] for g in graphs])
     batch = make_batches(graphs, None, list(optimum))[0][0]
     model = SchedulingPolicy(TINY, rngs=nnx.Rngs(3))
-    cfg = SelfImprovementConfig(samples=6, include_greedy=include_greedy, local_search=local_search)
+    cfg = SelfImprovementConfig(samples=6, include_greedy=include_greedy, local_search=local_search, teacher=teacher)
 
     @jax.jit
     def targets(graphs, key):
@@ -66,7 +70,12 @@ def test_self_improvement_labels_are_valid_improvements_never_below_the_optimum(
         assert np.all(out["sample"] <= greedy * (1 + 1e-6))
     else:
         assert np.isnan(out["greedy"]).all()
+    if not local_search:
         np.testing.assert_array_equal(out["teacher"], out["sample"])  # no local search: the sample itself
+    if teacher == "beam":  # the label is the best of greedy and the beams of the beam decoder
+        run, params = make_decoder(model, hw, "paper", 1.0, Decoding("beam", samples=6))
+        beam = np.asarray(run(params, batch.graphs, jax.random.PRNGKey(0)).objective)
+        np.testing.assert_allclose(out["sample"], np.minimum(beam, out["greedy"]), rtol=1e-5)
     if local_search:  # the local search does find improvements on some of these random-policy samples
         assert np.any(out["teacher"] < out["sample"] * (1 - 1e-6))
 

@@ -18,6 +18,7 @@ from respect_jax.graphs.padded import PaddedGraph
 from respect_jax.policy.decoding import candidates
 from respect_jax.policy.model import (
     SchedulingPolicy,
+    beam_search,
     log_probs_and_entropy,
     rollout,
     rollout_recorded,
@@ -157,7 +158,8 @@ def self_improvement_targets(
     """The policy's own improved schedule of every graph of the batch (no gradient).
 
     ``frozen`` decodes ``cfg.samples`` schedules per graph (the greedy one first when
-    ``cfg.include_greedy``) from embeddings h f32[B, N, d], g f32[B, d]; the best by the shared
+    ``cfg.include_greedy``; with ``cfg.teacher == "beam"`` the greedy one and the ``cfg.samples``
+    beams of a beam search) from embeddings h f32[B, N, d], g f32[B, d]; the best by the shared
     evaluator is hill-climbed for at most ``cfg.local_search`` moves.
 
     Returns ``target`` i32[B, N] (valid schedule by position, 0 on padding), ``teacher`` f32[B] (its
@@ -165,9 +167,15 @@ def self_improvement_targets(
     without ``include_greedy``) and ``valid`` bool[B] (every sample was valid).
     """
     k_sample = jax.random.split(key)[1]  # the sampling stream of the shipped runs
-    stage = candidates(
-        frozen, graphs, h, g, hw, objective, lam, k_sample, cfg.samples, cfg.include_greedy, cfg.temperature
-    )  # [B, S, N]
+    if cfg.teacher == "beam":
+        stage = beam_search(frozen, graphs, h, g, hw, objective, lam, cfg.samples)
+        if cfg.include_greedy:
+            greedy_stage = rollout(frozen, graphs, h, g, hw, objective, lam, k_sample, 1, greedy=True)
+            stage = jnp.concatenate([greedy_stage, stage], axis=1)
+    else:
+        stage = candidates(
+            frozen, graphs, h, g, hw, objective, lam, k_sample, cfg.samples, cfg.include_greedy, cfg.temperature
+        )  # [B, S, N]
     obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
     obj = jnp.where(valid, obj, jnp.inf)
     best = jnp.argmin(obj, axis=1)

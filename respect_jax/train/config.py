@@ -77,11 +77,12 @@ class SelfImprovementConfig:
     """Self-improvement (expert iteration): imitate the policy's own improved schedules.
 
     Every step draws fresh graphs, decodes ``samples`` schedules per graph with the current policy
-    (the greedy one among them when ``include_greedy``) at ``temperature``, keeps the best (shared
-    evaluator), hill-climbs it for at most ``local_search`` moves
-    (:func:`respect_jax.solvers.local_search.improve`) and takes one cross-entropy step towards it
-    (parallel teacher forcing, as imitation). The teacher is never worse than the greedy schedule, so
-    the greedy policy chases its own sampled-and-polished best.
+    (the greedy one among them when ``include_greedy``) at ``temperature`` (``teacher: sample``), or
+    the greedy one plus a beam search of width ``samples`` (``teacher: beam``; see
+    :func:`respect_jax.policy.model.beam_search`), keeps the best (shared evaluator), hill-climbs it
+    for at most ``local_search`` moves (:func:`respect_jax.solvers.local_search.improve`) and takes
+    one cross-entropy step towards it (parallel teacher forcing, as imitation). The teacher is never
+    worse than the greedy schedule, so the greedy policy chases its own sampled-and-polished best.
 
     label_smoothing: as :class:`ImitationConfig`. lr: learning rate of this phase (null: ``train.lr``).
     """
@@ -90,6 +91,7 @@ class SelfImprovementConfig:
     temperature: float = 1.0
     include_greedy: bool = True
     local_search: int = 50
+    teacher: str = "sample"
     label_smoothing: float = 0.0
     lr: float | None = None
 
@@ -100,6 +102,8 @@ class SelfImprovementConfig:
             raise ValueError(f"self_improvement.temperature must be > 0, got {self.temperature}")
         if self.local_search < 0:
             raise ValueError(f"self_improvement.local_search must be >= 0, got {self.local_search}")
+        if self.teacher not in ("sample", "beam"):
+            raise ValueError(f"self_improvement.teacher must be sample or beam, got {self.teacher!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"self_improvement.label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
