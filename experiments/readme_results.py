@@ -45,11 +45,26 @@ ENTRIES = [
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_latency_si "
      "--labels50 data/labels/respect50_k4_latency --skip-training --dnn-graphs 0 --pair-escapes 20 "
      "--pair-candidates 8 --out experiments/results/bench_policy_latency_si_pairs", None, []),
+    ("Default checkpoint, beam search (`beam_64`) next to best-of-64 sampling: quality (issue 4)",
+     "experiments/results/bench_policy_quality_si_ft_beam.md",
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_si_ft "
+     "--skip-training --dnn-graphs 0 --beam 64 --pair-escapes 20 --pair-candidates 8 "
+     "--out experiments/results/bench_policy_quality_si_ft_beam", None, []),
+    ("Latency checkpoint, beam search (`beam_64`) next to best-of-64 sampling: quality (issue 4)",
+     "experiments/results/bench_policy_latency_si_beam.md",
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_latency_si "
+     "--labels50 data/labels/respect50_k4_latency --skip-training --dnn-graphs 0 --beam 64 --local-search 300 "
+     "--out experiments/results/bench_policy_latency_si_beam", None, []),
     ("Longer self-improvement plateaus: 4,000 more steps (runs/si_G), then 2,000 on 50-node graphs only (runs/si_H)",
      "experiments/results/compare_si_H.md",
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
      "runs/si_H/checkpoints/1500 runs/si_H/checkpoints/2000 --graphs 1024 --samples 16 "
      "--out experiments/results/compare_si_H (training commands: data/checkpoints/README.md)", None, []),
+    ("A beam-search self-improvement teacher plateaus too: 2,000 more steps with `teacher=beam` (runs/si_beam)",
+     "experiments/results/compare_si_beam.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
+     "runs/si_beam/checkpoints/1500 runs/si_beam/checkpoints/2000 --beam 16 "
+     "--out experiments/results/compare_si_beam (training command: data/checkpoints/README.md)", None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
