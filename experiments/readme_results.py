@@ -50,6 +50,10 @@ ENTRIES = [
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_si_ft "
      "--skip-training --dnn-graphs 0 --beam 64 --pair-escapes 20 --pair-candidates 8 "
      "--out experiments/results/bench_policy_quality_si_ft_beam", None, []),
+    ("Default checkpoint, a wider beam (`beam_256`, the policy alone): quality (issue 4)",
+     "experiments/results/eval_respect_k4_paper_si_ft_respect50_beam256.md",
+     ".venv/bin/respect-eval dataset=data/labels/respect50_k4_paper decodings=[beam] samples=256 baselines=[] "
+     "out=experiments/results/eval_respect_k4_paper_si_ft_respect50_beam256.json", None, []),
     ("Latency checkpoint, beam search (`beam_64`) next to best-of-64 sampling: quality (issue 4)",
      "experiments/results/bench_policy_latency_si_beam.md",
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_latency_si "
