@@ -15,6 +15,8 @@ to that bound.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from flax import nnx, struct
@@ -26,6 +28,7 @@ from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoder import StageDecoder
 from respect_jax.policy.encoder import GraphEncoder
 from respect_jax.policy.state import (
+    DecodeState,
     advance,
     features,
     graph_statics,
@@ -184,45 +187,73 @@ def rollout_recorded(
 ) -> tuple[jax.Array, DecoderInputs | None]:
     """:func:`rollout` (the same schedules for the same key) that also returns the decoder inputs of
     every step, for :meth:`SchedulingPolicy.replay_logits` (None with ``record=False``)."""
-    b, n_pad = graphs.params.shape
-    k = hw.stages
-    statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
-    hq, he, gq = model.decoder.project_nodes(h, g)
-    init = init_decode_state(n_pad, k, he.shape[-1])
-    ds = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, num_samples) + x.shape), init)
-    quantities = jax.vmap(jax.vmap(step_quantities, in_axes=(None, None, 0, None)), in_axes=(0, 0, 0, None))
-    feat = jax.vmap(
-        jax.vmap(features, in_axes=(0, None, None, None, None, None)), in_axes=(0, 0, None, None, None, None)
-    )
-    step = jax.vmap(jax.vmap(advance, in_axes=(None, None, 0, None, 0, 0)), in_axes=(0, 0, 0, None, 0, 0))
-    n_max = jnp.max(graphs.num_nodes)
+    n_pad = graphs.params.shape[1]
+    ds, step_logits, place = decoder_steps(model, graphs, h, g, hw, objective, lam, num_samples)
     if record:  # step t's inputs go to index t of an N axis after (B, S)
-        shapes = jax.eval_shape(lambda q: feat(q, statics, 0, hw, objective, lam), quantities(graphs, statics, ds, 0))
-        recorded = DecoderInputs(*(jnp.zeros(x.shape[:2] + (n_pad,) + x.shape[2:], x.dtype) for x in shapes))
+        shapes = jax.eval_shape(lambda ds: step_logits(ds, 0)[1], ds)
+        recorded = jax.tree.map(lambda x: jnp.zeros(x.shape[:2] + (n_pad,) + x.shape[2:], x.dtype), shapes)
     else:
         recorded = None
 
     def body(carry):
         t, ds, recorded = carry
-        q = quantities(graphs, statics, ds, t)
-        stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
-        hq_t = jnp.broadcast_to(hq[:, None, t], (b, num_samples, hq.shape[-1]))
-        gq_b = jnp.broadcast_to(gq[:, None], hq_t.shape)
-        he_t = jnp.broadcast_to(he[:, None, t], (b, num_samples, he.shape[-1]))
-        stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
-        logits = model.decoder(hq_t, gq_b, context, stage_feats, stage_emb, allowed)
+        logits, inputs = step_logits(ds, t)
         if greedy:
             action = jnp.argmax(logits, axis=-1)
         else:
             action = jax.random.categorical(jax.random.fold_in(key, t), logits / temperature, axis=-1)
         if record:
-            recorded = jax.tree.map(
-                lambda buf, x: buf.at[:, :, t].set(x), recorded, DecoderInputs(stage_feats, context, allowed)
-            )
-        return t + 1, step(graphs, statics, ds, t, action, he_t), recorded
+            recorded = jax.tree.map(lambda buf, x: buf.at[:, :, t].set(x), recorded, inputs)
+        return t + 1, place(ds, t, action), recorded
 
+    n_max = jnp.max(graphs.num_nodes)
     _, ds, recorded = jax.lax.while_loop(lambda c: c[0] < n_max, body, (jnp.int32(0), ds, recorded))
     return jnp.where(graphs.node_mask[:, None, :], ds.stage, 0), recorded
+
+
+def decoder_steps(
+    model: SchedulingPolicy,
+    graphs: PaddedGraph,
+    h: jax.Array,
+    g: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    width: int,
+) -> tuple[DecodeState, Callable, Callable]:
+    """The step-by-step decoder of W = ``width`` partial schedules per graph (sampling or beams).
+
+    Returns:
+        ``ds``: the empty :class:`DecodeState` with leading axes [B, W];
+        ``step_logits(ds, t) -> (logits f32[B, W, K], DecoderInputs of the step)``: the masked stage
+        logits of node t for every partial schedule (and the inputs :meth:`replay_logits` needs);
+        ``place(ds, t, action i32[B, W]) -> ds``: node t placed on ``action`` in every schedule.
+    """
+    b, n_pad = graphs.params.shape
+    statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
+    hq, he, gq = model.decoder.project_nodes(h, g)
+    init = init_decode_state(n_pad, hw.stages, he.shape[-1])
+    ds = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, width) + x.shape), init)
+    quantities = jax.vmap(jax.vmap(step_quantities, in_axes=(None, None, 0, None)), in_axes=(0, 0, 0, None))
+    feat = jax.vmap(
+        jax.vmap(features, in_axes=(0, None, None, None, None, None)), in_axes=(0, 0, None, None, None, None)
+    )
+    advance_all = jax.vmap(jax.vmap(advance, in_axes=(None, None, 0, None, 0, 0)), in_axes=(0, 0, 0, None, 0, 0))
+
+    def step_logits(ds: DecodeState, t) -> tuple[jax.Array, DecoderInputs]:
+        q = quantities(graphs, statics, ds, t)
+        stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
+        hq_t = jnp.broadcast_to(hq[:, None, t], (b, width, hq.shape[-1]))
+        gq_b = jnp.broadcast_to(gq[:, None], hq_t.shape)
+        stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
+        logits = model.decoder(hq_t, gq_b, context, stage_feats, stage_emb, allowed)
+        return logits, DecoderInputs(stage_feats, context, allowed)
+
+    def place(ds: DecodeState, t, action: jax.Array) -> DecodeState:
+        he_t = jnp.broadcast_to(he[:, None, t], (b, width, he.shape[-1]))
+        return advance_all(graphs, statics, ds, t, action, he_t)
+
+    return ds, step_logits, place
 
 
 def beam_search(
@@ -242,39 +273,23 @@ def beam_search(
     masked stages score -1e9 per step, so they survive only while fewer than W allowed partial
     schedules exist (then they duplicate an allowed one: the chosen stage is raised to the
     precedence bound, and the schedule stays valid). Graphs shorter than the batch's longest keep
-    their beams through the remaining steps. The same decoder step as :func:`rollout`.
+    their beams through the remaining steps. The same decoder steps as :func:`rollout`.
     """
-    b, n_pad = graphs.params.shape
-    k = hw.stages
-    statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
-    hq, he, gq = model.decoder.project_nodes(h, g)
-    init = init_decode_state(n_pad, k, he.shape[-1])
-    ds = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, width) + x.shape), init)
+    b, k = graphs.params.shape[0], hw.stages
+    ds, step_logits, place = decoder_steps(model, graphs, h, g, hw, objective, lam, width)
     score = jnp.where(jnp.arange(width) == 0, 0.0, -jnp.inf)[None, :].repeat(b, axis=0)  # one live beam
-    quantities = jax.vmap(jax.vmap(step_quantities, in_axes=(None, None, 0, None)), in_axes=(0, 0, 0, None))
-    feat = jax.vmap(
-        jax.vmap(features, in_axes=(0, None, None, None, None, None)), in_axes=(0, 0, None, None, None, None)
-    )
-    step = jax.vmap(jax.vmap(advance, in_axes=(None, None, 0, None, 0, 0)), in_axes=(0, 0, 0, None, 0, 0))
-    n_max = jnp.max(graphs.num_nodes)
 
     def body(carry):
         t, ds, score = carry
-        q = quantities(graphs, statics, ds, t)
-        stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
-        hq_t = jnp.broadcast_to(hq[:, None, t], (b, width, hq.shape[-1]))
-        gq_b = jnp.broadcast_to(gq[:, None], hq_t.shape)
-        he_t = jnp.broadcast_to(he[:, None, t], (b, width, he.shape[-1]))
-        stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
-        logp = jax.nn.log_softmax(model.decoder(hq_t, gq_b, context, stage_feats, stage_emb, allowed), axis=-1)
+        logp = jax.nn.log_softmax(step_logits(ds, t)[0], axis=-1)
         done = (t >= graphs.num_nodes)[:, None, None]  # finished graphs: each beam continues unchanged
         logp = jnp.where(done, jnp.where(jnp.arange(k) == 0, 0.0, -jnp.inf), logp)
         top, idx = jax.lax.top_k((score[..., None] + logp).reshape(b, width * k), width)
         parent, action = idx // k, idx % k
         ds = jax.tree.map(lambda x: jnp.take_along_axis(x, parent.reshape(parent.shape + (1,) * (x.ndim - 2)), 1), ds)
-        he_t = jnp.take_along_axis(he_t, parent[..., None], axis=1)
-        return t + 1, step(graphs, statics, ds, t, action, he_t), top
+        return t + 1, place(ds, t, action), top
 
+    n_max = jnp.max(graphs.num_nodes)
     _, ds, _ = jax.lax.while_loop(lambda c: c[0] < n_max, body, (jnp.int32(0), ds, score))
     return jnp.where(graphs.node_mask[:, None, :], ds.stage, 0)
 
