@@ -194,6 +194,31 @@ def test_wide_beam_enumerates_every_valid_schedule():
         assert float(out.objective[i]) == pytest.approx(best, rel=1e-6)
 
 
+@pytest.mark.parametrize("decoder", ["mlp", "attention"])
+def test_grown_decoder_computes_the_same_logits(decoder):
+    """grow_decoder adds residual blocks that start as the identity: the same logits at every step."""
+    from respect_jax.policy.model import grow_decoder
+
+    hw = make_hw(3)
+    graphs = generated("dnn", 3, seed=9)
+    source = small_policy(seed=2, decoder=decoder)
+    grown = grow_decoder(source, 3, seed=5)
+    assert grown.cfg.decoder_layers == 3 and len(grown.decoder.blocks) == 3
+
+    def logits(m):
+        h, g = m.encode(graphs)
+        stage = rollout(m, graphs, h, g, hw, "latency", 1.0, jax.random.PRNGKey(4), 2, greedy=False)
+        return stage, m.teacher_logits(graphs, h, g, stage, hw, "latency", 1.0)
+
+    stage_s, want = nnx.jit(logits)(source)
+    stage_g, got = nnx.jit(logits)(grown)
+    np.testing.assert_array_equal(np.asarray(stage_g), np.asarray(stage_s))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    assert float(jnp.abs(grown.decoder.blocks[2].lin1.kernel[...]).sum()) > 0  # new blocks are trainable, not empty
+    with pytest.raises(ValueError, match="init_decoder_layers"):
+        grow_decoder(source, 0)
+
+
 def test_rollout_objective_equals_environment_return():
     """A decoded schedule replayed through the MDP environment earns exactly -objective."""
     hw = make_hw(4)

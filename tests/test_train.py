@@ -274,6 +274,7 @@ def run_cli(args, cwd):
             ["respect-train", "policy=respect_pointer", "algorithm=reinforce", "init_from=data/checkpoints/x"],
             "fine-tunes the GNN policy only",
         ),
+        (["respect-train", "init_decoder_layers=4"], "set init_from"),
         (["respect-eval"], "dataset"),
         (["respect-eval", "checkpoint=/nonexistent", "dataset=data/graphs/dnn40.json"], "not a policy checkpoint"),
     ],

@@ -59,11 +59,16 @@ def build_trainer(cfg: DictConfig):
     if cfg.get("init_from"):  # fine-tuning: the architecture and parameters come from that run folder
         from flax import nnx
 
+        from respect_jax.policy.model import grow_decoder
         from respect_jax.train.checkpoints import load_policy
 
         model, doc = load_policy(cfg.init_from)
-        policy = PolicyConfig.from_dict(doc["policy"])
+        if cfg.get("init_decoder_layers") is not None:  # more decoder blocks, starting as the identity
+            model = grow_decoder(model, int(cfg.init_decoder_layers), int(cfg.train.seed))
+        policy = model.cfg
         init_params = nnx.split(model)[1]
+    elif cfg.get("init_decoder_layers") is not None:
+        raise ValueError("init_decoder_layers grows the network of init_from; set init_from=<run folder>")
     algo = AlgorithmConfig.from_dict(OmegaConf.to_container(cfg.algorithm, resolve=True))
     tcfg = TrainConfig.from_dict(OmegaConf.to_container(cfg.train, resolve=True))
     datasets = []

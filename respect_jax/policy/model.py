@@ -15,6 +15,7 @@ to that bound.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import jax
@@ -144,6 +145,30 @@ class SchedulingPolicy(nnx.Module):
         hq_b = jnp.broadcast_to(hq[:, None], (hq.shape[0], s) + hq.shape[1:])
         gq_b = jnp.broadcast_to(gq[:, None, None], hq_b.shape)
         return self.decoder(hq_b, gq_b, inputs.context, inputs.stage_feats, stage_emb, inputs.allowed)
+
+
+def grow_decoder(source: SchedulingPolicy, layers: int, seed: int = 0) -> SchedulingPolicy:
+    """``source`` with ``layers`` decoder residual blocks (at least its own), computing the same logits.
+
+    Every parameter of ``source`` is copied; the extra blocks (and, for the ``attention`` decoder,
+    their self-attention layers) get zero output projections, so they start as the identity and
+    fine-tuning adds capacity from the trained network's function.
+    """
+    cfg = source.cfg
+    if layers < cfg.decoder_layers:
+        raise ValueError(
+            f"init_decoder_layers ({layers}) must be >= the source's decoder_layers ({cfg.decoder_layers})"
+        )
+    grown = SchedulingPolicy(dataclasses.replace(cfg, decoder_layers=layers), rngs=nnx.Rngs(seed))
+    nnx.update(grown, nnx.state(source))
+    extra = range(cfg.decoder_layers, layers)
+    outputs = [grown.decoder.blocks[i].lin2 for i in extra]
+    if cfg.decoder == "attention":
+        outputs += [grown.decoder.attn[i].out for i in extra]
+    for layer in outputs:
+        layer.kernel[...] = jnp.zeros_like(layer.kernel[...])
+        layer.bias[...] = jnp.zeros_like(layer.bias[...])
+    return grown
 
 
 def rollout(
