@@ -126,6 +126,9 @@ def reinforce_loss(
     else:
         baseline = jnp.zeros(())
     adv = reward - baseline
+    if cfg.leader_weight != 1.0:
+        leader = jax.nn.one_hot(jnp.argmax(reward, axis=1), reward.shape[1], dtype=bool)
+        adv = jnp.where(leader, cfg.leader_weight * adv, adv)
     if cfg.normalise_advantage:
         adv = adv / (jnp.std(adv) + 1e-8)
     adv = jax.lax.stop_gradient(adv)

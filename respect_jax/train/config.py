@@ -53,6 +53,9 @@ class ReinforceConfig:
     entropy: weight of the mean per-step entropy bonus.
     temperature: sampling temperature of the rollouts (log-probs use the same temperature).
     normalise_advantage: divide advantages by their batch standard deviation.
+    leader_weight: the advantage of each graph's best sample is multiplied by this (1: plain
+        REINFORCE; > 1: "leader reward", Wang et al. 2024, which trains for the best of the
+        samples rather than their mean, i.e. for best-of-N decoding).
     lr: learning rate of this phase (null: ``optimizer.lr``).
     """
 
@@ -61,6 +64,7 @@ class ReinforceConfig:
     entropy: float = 0.01
     temperature: float = 1.0
     normalise_advantage: bool = False
+    leader_weight: float = 1.0
     lr: float | None = None
 
     def __post_init__(self):
@@ -70,6 +74,8 @@ class ReinforceConfig:
             raise ValueError(f"reinforce.samples must be >= 1 (>= 2 for the pomo baseline), got {self.samples}")
         if not self.temperature > 0:
             raise ValueError(f"reinforce.temperature must be > 0, got {self.temperature}")
+        if not self.leader_weight >= 0:
+            raise ValueError(f"reinforce.leader_weight must be >= 0, got {self.leader_weight}")
 
 
 @dataclass(frozen=True)
