@@ -69,6 +69,16 @@ ENTRIES = [
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
      "runs/si_beam/checkpoints/1500 runs/si_beam/checkpoints/2000 --beam 16 "
      "--out experiments/results/compare_si_beam (training command: data/checkpoints/README.md)", None, []),
+    ("A deeper decoder plateaus too: 2,000 more steps with 4 decoder blocks instead of 2 (runs/si_grow)",
+     "experiments/results/compare_si_grow.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
+     "runs/si_grow/checkpoints/1500 runs/si_grow/checkpoints/2000 --beam 16 "
+     "--out experiments/results/compare_si_grow (training command: data/checkpoints/README.md)", None, []),
+    ("Leader-reward REINFORCE (best sample's advantage x4) sharpens the policy and hurts best-of-64 (runs/leader)",
+     "experiments/results/compare_leader.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
+     "runs/leader/checkpoints/300 runs/leader/checkpoints/600 --samples 64 "
+     "--out experiments/results/compare_leader (training command: data/checkpoints/README.md)", None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
