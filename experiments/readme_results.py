@@ -79,6 +79,11 @@ ENTRIES = [
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
      "runs/leader/checkpoints/300 runs/leader/checkpoints/600 --samples 64 "
      "--out experiments/results/compare_leader (training command: data/checkpoints/README.md)", None, []),
+    ("A nearer self-improvement teacher (the greedy schedule + hill climbing, runs/si_greedy_ls) is worse",
+     "experiments/results/compare_si_greedy_ls.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
+     "runs/si_greedy_ls/checkpoints/1000 runs/si_greedy_ls/checkpoints/2000 --samples 16 "
+     "--out experiments/results/compare_si_greedy_ls (training command: data/checkpoints/README.md)", None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
