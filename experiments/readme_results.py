@@ -84,6 +84,11 @@ ENTRIES = [
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
      "runs/si_greedy_ls/checkpoints/1000 runs/si_greedy_ls/checkpoints/2000 --samples 16 "
      "--out experiments/results/compare_si_greedy_ls (training command: data/checkpoints/README.md)", None, []),
+    ("A stronger self-improvement teacher (best of 64 samples + 300 hill-climbing moves, runs/si_strong) plateaus too",
+     "experiments/results/compare_si_strong.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
+     "runs/si_strong/checkpoints/1000 runs/si_strong/checkpoints/2000 --samples 16 --beam 16 "
+     "--out experiments/results/compare_si_strong (training command: data/checkpoints/README.md)", None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
