@@ -89,6 +89,11 @@ ENTRIES = [
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
      "runs/si_strong/checkpoints/1000 runs/si_strong/checkpoints/2000 --samples 16 --beam 16 "
      "--out experiments/results/compare_si_strong (training command: data/checkpoints/README.md)", None, []),
+    ("A wider network (width 128, runs/si_w128 + runs/si_w128_ft) matches the shipped one in 6,000 steps, not 9,000",
+     "experiments/results/compare_w128.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
+     "runs/si_w128_ft/checkpoints/1000 runs/si_w128_ft/checkpoints/1500 --samples 16 --beam 16 "
+     "--out experiments/results/compare_w128 (training commands: data/checkpoints/README.md)", None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
