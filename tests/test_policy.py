@@ -19,7 +19,13 @@ from respect_jax.env import SchedulingEnv
 from respect_jax.graphs import GeneratorConfig, make_jax_generator, pad_graph, stack_graphs, to_original_order
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import Decoding, make_decoder
-from respect_jax.policy.model import SchedulingPolicy, rollout, rollout_recorded, schedule_objectives
+from respect_jax.policy.model import (
+    SchedulingPolicy,
+    decoder_steps,
+    rollout,
+    rollout_recorded,
+    schedule_objectives,
+)
 from respect_jax.policy.state import (
     advance,
     features,
@@ -28,6 +34,7 @@ from respect_jax.policy.state import (
     prefix_quantities,
     step_quantities,
 )
+from respect_jax.reference import reference_metrics
 
 SMALL = dict(width=16, decoder_width=16, layers=1, decoder_layers=1, heads=2)
 SHAPE = (32, 256, 8)  # one padded bucket for the random graphs of these tests
@@ -42,13 +49,15 @@ def generated(mode: str, count: int, seed: int, lo: int = 5, hi: int = 30):
     return jax.vmap(gen)(jax.random.split(jax.random.PRNGKey(seed), count))
 
 
-@pytest.mark.parametrize("mode, decoder", [("respect", "mlp"), ("dnn", "attention")])  # each mode and decoder once
-def test_teacher_forced_logits_equal_step_by_step_decoding(mode, decoder):
+@pytest.mark.parametrize(
+    "mode, decoder, cut_heads", [("respect", "mlp", 0), ("dnn", "attention", 0), ("dnn", "mlp", 2)]
+)  # each mode and decoder once, and the cut attention
+def test_teacher_forced_logits_equal_step_by_step_decoding(mode, decoder, cut_heads):
     """The parallel prefix-sum pass gives the logits the autoregressive decoder sees at every step, and
     so does the replay of the decoder inputs recorded during decoding (REINFORCE's pass)."""
     hw = make_hw(4)
     graphs = generated(mode, 4, seed=3)
-    model = small_policy(decoder=decoder)
+    model = small_policy(decoder=decoder, cut_heads=cut_heads)
     h, g = nnx.jit(lambda m, x: m.encode(x))(model, graphs)
     decode = lambda m, gr, h, g, key, fn: fn(m, gr, h, g, hw, "paper", 1.0, key, 2, greedy=False)  # noqa: E731
     stage = nnx.jit(functools.partial(decode, fn=rollout))(model, graphs, h, g, jax.random.PRNGKey(1))
@@ -60,11 +69,23 @@ def test_teacher_forced_logits_equal_step_by_step_decoding(mode, decoder):
         model, graphs, h, g, stage
     )
     replay = np.asarray(
-        nnx.jit(lambda m, gr, h, g, s, i: m.replay_logits(gr, h, g, s, i))(model, graphs, h, g, stage, inputs)
+        nnx.jit(lambda m, gr, h, g, s, i: m.replay_logits(gr, h, g, s, i, hw))(model, graphs, h, g, stage, inputs)
     )
     real = np.asarray(inputs.allowed) & np.asarray(graphs.node_mask)[:, None, :, None]
     assert real.sum() > 0
     np.testing.assert_allclose(np.where(real, replay, 0), np.where(real, parallel, 0), rtol=1e-4, atol=1e-4)
+    # the batched step-by-step decoder of rollout and beam search, fed the same schedules
+    ds, step_logits, place = decoder_steps(model, graphs, h, g, hw, "paper", 1.0, 2)
+    step_logits, place = jax.jit(step_logits), jax.jit(place)
+    for t in range(int(jnp.max(graphs.num_nodes))):
+        logits = np.asarray(step_logits(ds, t)[0])
+        here = real[:, :, t]
+        np.testing.assert_allclose(
+            np.where(here, logits, 0), np.where(here, parallel[:, :, t], 0), rtol=1e-4, atol=1e-4
+        )
+        ds = place(ds, t, stage[:, :, t])
+    if cut_heads:  # the per-graph check below calls the decoder without the cut attention's inputs
+        return
     hq, he, gq = model.decoder.project_nodes(h, g)
     prefix_fn = jax.jit(prefix_quantities, static_argnums=4)
 
@@ -91,6 +112,33 @@ def test_teacher_forced_logits_equal_step_by_step_decoding(mode, decoder):
             )
         n = int(graph.num_nodes)
         assert np.array_equal(np.asarray(ds.stage)[:n], np.asarray(stage[b, 1, :n]))
+
+
+def test_cut_features_match_the_reference_evaluator_on_prefix_cuts():
+    """The cut attention's per-position quantities are what the NumPy reference evaluator charges for
+    the two-stage schedule that cuts just before position j: stage-0 parameter bytes and the bytes
+    forwarded across the boundary (graph outputs included)."""
+    from respect_jax.policy.state import NUM_CUT_FEATURES, cut_features
+
+    hw = make_hw(2, param_bytes=2.0, act_bytes=3.0)
+    for graph in random_graphs(4, seed=31, min_nodes=6, max_nodes=25):
+        padded = pad_graph(graph, SHAPE)
+        st = jax.jit(graph_statics, static_argnums=1)(jax.tree.map(jnp.asarray, padded), hw)
+        n = graph.num_nodes
+        for j in range(1, n):
+            stage = (np.arange(SHAPE[0]) >= j).astype(np.int32)
+            ref = reference_metrics(graph, to_original_order(padded, stage), hw)
+            assert float(st.cut_b[j]) == pytest.approx(ref["comm_bytes"], rel=1e-5)
+            assert float(st.par_before[j]) == pytest.approx(ref["mem_k"][0], rel=1e-5)
+        t = n // 3
+        feats, valid = cut_features(st, t, hw)
+        assert feats.shape == (SHAPE[0], NUM_CUT_FEATURES)
+        np.testing.assert_array_equal(np.asarray(valid), (np.arange(SHAPE[0]) > t) & (np.arange(SHAPE[0]) < n))
+        j = n - 1  # nodes t..n-2 join the current stage
+        par = np.sum(hw.param_bytes * np.asarray(padded.params)[t:j]) / float(st.mem_scale)
+        assert float(feats[j, 0]) == pytest.approx(par, rel=1e-5)
+        assert float(feats[j, 4]) == pytest.approx(float(st.cut_b[j] / st.mem_scale), rel=1e-5)
+        assert not np.any(np.asarray(feats)[~np.asarray(valid)])
 
 
 @pytest.mark.parametrize("encoder", ["gat", "mean", "sum"])
@@ -194,16 +242,18 @@ def test_wide_beam_enumerates_every_valid_schedule():
         assert float(out.objective[i]) == pytest.approx(best, rel=1e-6)
 
 
-@pytest.mark.parametrize("decoder", ["mlp", "attention"])
-def test_grown_decoder_computes_the_same_logits(decoder):
-    """grow_decoder adds residual blocks that start as the identity: the same logits at every step."""
+@pytest.mark.parametrize("decoder, cut_heads", [("mlp", None), ("attention", None), ("mlp", 2)])
+def test_grown_decoder_computes_the_same_logits(decoder, cut_heads):
+    """grow_decoder adds residual blocks (and a cut attention) that start as the identity: the same
+    logits at every step."""
     from respect_jax.policy.model import grow_decoder
 
     hw = make_hw(3)
     graphs = generated("dnn", 3, seed=9)
     source = small_policy(seed=2, decoder=decoder)
-    grown = grow_decoder(source, 3, seed=5)
+    grown = grow_decoder(source, 3, seed=5, cut_heads=cut_heads)
     assert grown.cfg.decoder_layers == 3 and len(grown.decoder.blocks) == 3
+    assert grown.cfg.cut_heads == (cut_heads or 0) and (grown.decoder.cut_attn is not None) == bool(cut_heads)
 
     def logits(m):
         h, g = m.encode(graphs)
@@ -217,6 +267,10 @@ def test_grown_decoder_computes_the_same_logits(decoder):
     assert float(jnp.abs(grown.decoder.blocks[2].lin1.kernel[...]).sum()) > 0  # new blocks are trainable, not empty
     with pytest.raises(ValueError, match="init_decoder_layers"):
         grow_decoder(source, 0)
+    if cut_heads:
+        assert float(jnp.abs(grown.decoder.cut_attn.node_key.kernel[...]).sum()) > 0
+        with pytest.raises(ValueError, match="init_cut_heads"):
+            grow_decoder(grown, cut_heads=4)  # a trained cut attention is not resized
 
 
 def test_rollout_objective_equals_environment_return():

@@ -275,6 +275,7 @@ def run_cli(args, cwd):
             "fine-tunes the GNN policy only",
         ),
         (["respect-train", "init_decoder_layers=4"], "set init_from"),
+        (["respect-train", "init_cut_heads=4"], "set init_from"),
         (["respect-eval"], "dataset"),
         (["respect-eval", "checkpoint=/nonexistent", "dataset=data/graphs/dnn40.json"], "not a policy checkpoint"),
     ],

@@ -63,12 +63,20 @@ def build_trainer(cfg: DictConfig):
         from respect_jax.train.checkpoints import load_policy
 
         model, doc = load_policy(cfg.init_from)
-        if cfg.get("init_decoder_layers") is not None:  # more decoder blocks, starting as the identity
-            model = grow_decoder(model, int(cfg.init_decoder_layers), int(cfg.train.seed))
+        layers, cut_heads = cfg.get("init_decoder_layers"), cfg.get("init_cut_heads")
+        if layers is not None or cut_heads is not None:  # a larger decoder, starting as the same function
+            model = grow_decoder(
+                model,
+                None if layers is None else int(layers),
+                int(cfg.train.seed),
+                None if cut_heads is None else int(cut_heads),
+            )
         policy = model.cfg
         init_params = nnx.split(model)[1]
-    elif cfg.get("init_decoder_layers") is not None:
-        raise ValueError("init_decoder_layers grows the network of init_from; set init_from=<run folder>")
+    elif cfg.get("init_decoder_layers") is not None or cfg.get("init_cut_heads") is not None:
+        raise ValueError(
+            "init_decoder_layers / init_cut_heads grow the network of init_from; set init_from=<run folder>"
+        )
     algo = AlgorithmConfig.from_dict(OmegaConf.to_container(cfg.algorithm, resolve=True))
     tcfg = TrainConfig.from_dict(OmegaConf.to_container(cfg.train, resolve=True))
     datasets = []

@@ -25,6 +25,8 @@ class PolicyConfig:
         decoder_layers: residual blocks applied to every stage token.
         logit_clip: stage logits are ``clip * tanh(logit / clip)`` (null/0: no clipping).
         stage_embeddings: add the mean embedding of the nodes already placed on each stage to its token.
+        cut_heads: heads of the decoder's cut attention over the later positions of the graph
+            (:class:`~respect_jax.policy.decoder.CutAttention`; 0: none; decoder width % heads == 0).
     """
 
     encoder: str = "gat"
@@ -37,6 +39,7 @@ class PolicyConfig:
     decoder_layers: int = 2
     logit_clip: float | None = 10.0
     stage_embeddings: bool = True
+    cut_heads: int = 0
 
     def __post_init__(self):
         if self.encoder not in ENCODER_TYPES:
@@ -49,6 +52,11 @@ class PolicyConfig:
             raise ValueError(f"policy.decoder_width must be >= 1, got {self.decoder_width}")
         if self.layers < 0 or self.decoder_layers < 0:
             raise ValueError("policy.layers and policy.decoder_layers must be >= 0")
+        if self.cut_heads < 0 or (self.cut_heads and (self.decoder_width or self.width) % self.cut_heads):
+            raise ValueError(
+                f"policy.cut_heads ({self.cut_heads}) must be >= 0 and divide the decoder width"
+                f" ({self.decoder_width or self.width})"
+            )
         if self.width < 1 or self.heads < 1 or self.width % self.heads:
             raise ValueError(f"policy.width ({self.width}) must be a positive multiple of policy.heads ({self.heads})")
 

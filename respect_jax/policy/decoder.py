@@ -16,6 +16,11 @@ feature projection and the token blocks run.
 residual blocks and scores each token; ``attention`` lets the K tokens self-attend, then scores
 ``(W_1 q) . (W_2 z_k) / sqrt(d)``. Logits are clipped with ``clip * tanh(. / clip)`` and masked to
 the allowed stages.
+
+With ``cut_heads`` > 0 the query first attends over the later positions j of the graph
+(:class:`CutAttention`): where the current stage could be closed, at what load and at what
+communication cost (:func:`respect_jax.policy.state.cut_features`), so a decision sees the whole
+rest of the graph, not only the GNN's neighbourhood of node t.
 """
 
 from __future__ import annotations
@@ -23,11 +28,65 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
+from flax import nnx, struct
 
-from respect_jax.policy.state import NUM_CONTEXT_FEATURES, NUM_STAGE_FEATURES
+from respect_jax.policy.state import NUM_CONTEXT_FEATURES, NUM_CUT_FEATURES, NUM_STAGE_FEATURES
 
 NEG_INF = -1e9
+
+
+@struct.dataclass
+class CutInputs:
+    """Inputs of the cut attention for G graphs and T steps of each.
+
+    Attributes:
+        keys, values: f32[G, N, H, d'/H] per-node projections (:meth:`CutAttention.project`).
+        pair: f32[G, T, N, NUM_CUT_FEATURES] :func:`~respect_jax.policy.state.cut_features` of step t
+            and position j; valid: bool[G, T, N] (positions after t).
+    """
+
+    keys: jax.Array
+    values: jax.Array
+    pair: jax.Array
+    valid: jax.Array
+
+
+class CutAttention(nnx.Module):
+    """Multi-head attention of the decoder query over the later positions of the graph.
+
+    The score of position j for head h is ``(W_q q)_h . (W_k h_j)_h / sqrt(d'/H) + w_h(q) . c_tj``
+    with ``c_tj`` the cut features (the query chooses how to weigh load, load squared and cut
+    bytes, so a head can peak where the current stage would reach a target load at a cheap cut);
+    the output ``W_o [sum_j a_j W_v h_j ; sum_j a_j c_tj]`` is added to the query. Costs O(N)
+    per step: pair terms are linear in the query-dependent weights.
+    """
+
+    def __init__(self, width: int, d: int, heads: int, *, rngs: nnx.Rngs):
+        self.heads = heads
+        self.node_key = nnx.Linear(width, d, use_bias=False, rngs=rngs)
+        self.node_value = nnx.Linear(width, d, use_bias=False, rngs=rngs)
+        self.query = nnx.Linear(d, d, use_bias=False, rngs=rngs)
+        self.pair_weights = nnx.Linear(d, heads * NUM_CUT_FEATURES, rngs=rngs)
+        self.out = nnx.Linear(d + heads * NUM_CUT_FEATURES, d, rngs=rngs)
+
+    def project(self, h: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """keys, values f32[B, N, H, d'/H] of node embeddings h f32[B, N, d] (once per graph)."""
+        split = lambda x: x.reshape(x.shape[:-1] + (self.heads, -1))
+        return split(self.node_key(h)), split(self.node_value(h))
+
+    def __call__(self, q: jax.Array, cut: CutInputs) -> jax.Array:
+        """f32[G, S, T, d'] attention outputs for queries q f32[G, S, T, d'] (S rows per graph and step)."""
+        g, s, t, d = q.shape
+        h = self.heads
+        qh = self.query(q.reshape(-1, d)).reshape(g, s, t, h, -1)
+        w = self.pair_weights(q.reshape(-1, d)).reshape(g, s, t, h, NUM_CUT_FEATURES)
+        score = jnp.einsum("gsthe,gjhe->gstjh", qh, cut.keys) / jnp.sqrt(float(qh.shape[-1]))
+        score = score + jnp.einsum("gsthf,gtjf->gstjh", w, cut.pair)
+        valid = cut.valid[:, None, :, :, None]
+        attn = jax.nn.softmax(jnp.where(valid, score, NEG_INF), axis=3) * valid  # none valid: all 0
+        node_out = jnp.einsum("gstjh,gjhe->gsthe", attn, cut.values).reshape(g * s * t, -1)
+        pair_out = jnp.einsum("gstjh,gtjf->gsthf", attn, cut.pair).reshape(g * s * t, -1)
+        return self.out(jnp.concatenate([node_out, pair_out], axis=-1)).reshape(g, s, t, d)
 
 
 class ResidualBlock(nnx.Module):
@@ -52,6 +111,7 @@ class StageDecoder(nnx.Module):
         heads: int,
         logit_clip: float | None,
         stage_embeddings: bool,
+        cut_heads: int = 0,
         *,
         rngs: nnx.Rngs,
     ):
@@ -64,6 +124,7 @@ class StageDecoder(nnx.Module):
         self.stage_emb = nnx.Linear(width, d, use_bias=False, rngs=rngs) if stage_embeddings else None
         self.stage_feat = nnx.Linear(NUM_STAGE_FEATURES, d, rngs=rngs)
         self.query_token = nnx.Linear(d, d, use_bias=False, rngs=rngs)
+        self.cut_attn = CutAttention(width, d, cut_heads, rngs=rngs) if cut_heads else None
         self.blocks = nnx.List([ResidualBlock(d, rngs=rngs) for _ in range(layers)])
         if kind == "mlp":
             self.pool_mean = nnx.Linear(d, d, use_bias=False, rngs=rngs)
@@ -106,6 +167,7 @@ class StageDecoder(nnx.Module):
         stage_feats: jax.Array,
         stage_emb: jax.Array,
         allowed: jax.Array,
+        cut: CutInputs | None = None,
     ) -> jax.Array:
         """Masked stage logits f32[..., K].
 
@@ -114,6 +176,8 @@ class StageDecoder(nnx.Module):
             context: f32[..., NUM_CONTEXT_FEATURES]; stage_feats: f32[..., K, NUM_STAGE_FEATURES].
             stage_emb: f32[..., K, e] mean projected embedding of the nodes on each stage.
             allowed: bool[..., K] stages allowed by precedence.
+            cut: the cut attention's inputs (needed with ``cut_heads`` > 0); the leading axes ``...``
+                are then [G, S, T] or [G, S] for T = 1 (G, T as in ``cut.pair``).
         """
         lead, k = stage_feats.shape[:-2], stage_feats.shape[-2]
         # dense layers run on 2-D [rows, features] arrays: XLA's CPU backend differentiates
@@ -121,6 +185,10 @@ class StageDecoder(nnx.Module):
         m = int(np.prod(lead))
         hq_t, gq = hq_t.reshape(m, -1), gq.reshape(m, -1)
         q = self.query(jax.nn.relu(hq_t + gq + self.context_query(context.reshape(m, -1))))
+        if self.cut_attn is not None:
+            g_rows, t_rows = cut.pair.shape[:2]
+            q_rows = q.reshape(g_rows, m // (g_rows * t_rows), t_rows, -1)
+            q = q + self.cut_attn(q_rows, cut).reshape(m, -1)
         a = self.stage_feat(stage_feats.reshape(m * k, -1)).reshape(m, k, -1) + self.query_token(q)[:, None, :]
         if self.stage_embeddings:
             a = a + stage_emb.reshape(m, k, -1)

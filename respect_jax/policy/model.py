@@ -26,11 +26,13 @@ from respect_jax.costs import Hardware, evaluate, objective_value
 from respect_jax.graphs.features import node_features
 from respect_jax.graphs.padded import PaddedGraph
 from respect_jax.policy.config import PolicyConfig
-from respect_jax.policy.decoder import StageDecoder
+from respect_jax.policy.decoder import CutInputs, StageDecoder
 from respect_jax.policy.encoder import GraphEncoder
 from respect_jax.policy.state import (
     DecodeState,
+    GraphStatics,
     advance,
+    cut_features,
     features,
     graph_statics,
     init_decode_state,
@@ -74,6 +76,7 @@ class SchedulingPolicy(nnx.Module):
             cfg.heads,
             cfg.logit_clip,
             cfg.stage_embeddings,
+            cfg.cut_heads,
             rngs=rngs,
         )
 
@@ -119,10 +122,17 @@ class SchedulingPolicy(nnx.Module):
         )
         stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
         stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
-        return self._decode_all(hq, gq, DecoderInputs(stage_feats, context, allowed), stage_emb)
+        cut = self.cut_inputs(h, statics, None, hw)
+        return self._decode_all(hq, gq, DecoderInputs(stage_feats, context, allowed), stage_emb, cut)
 
     def replay_logits(
-        self, graphs: PaddedGraph, h: jax.Array, g: jax.Array, stage: jax.Array, inputs: DecoderInputs
+        self,
+        graphs: PaddedGraph,
+        h: jax.Array,
+        g: jax.Array,
+        stage: jax.Array,
+        inputs: DecoderInputs,
+        hw: Hardware,
     ) -> jax.Array:
         """The logits f32[B, S, N, K] of :meth:`teacher_logits` for schedules decoded by
         :func:`rollout_recorded`, from the decoder inputs recorded while decoding them: only the
@@ -131,40 +141,85 @@ class SchedulingPolicy(nnx.Module):
 
         Args:
             h f32[B, N, d], g f32[B, d] from :meth:`encode`; stage i32[B, S, N] and ``inputs`` as
-            :func:`rollout_recorded` returned them.
+            :func:`rollout_recorded` returned them; ``hw`` the hardware they were decoded for.
         """
         k = inputs.allowed.shape[-1]
         hq, he, gq = self.decoder.project_nodes(h, g)
         sums = jax.vmap(jax.vmap(stage_sums_before, in_axes=(0, None, None, None)), in_axes=(0, 0, 0, None))
         emb, count = sums(stage, graphs.node_mask, he, k)  # [B, S, N, K, e], [B, S, N, K]
-        return self._decode_all(hq, gq, inputs, emb / jnp.maximum(count, 1.0)[..., None])
+        cut = None
+        if self.decoder.cut_attn is not None:
+            cut = self.cut_inputs(h, jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw), None, hw)
+        return self._decode_all(hq, gq, inputs, emb / jnp.maximum(count, 1.0)[..., None], cut)
 
-    def _decode_all(self, hq: jax.Array, gq: jax.Array, inputs: DecoderInputs, stage_emb: jax.Array) -> jax.Array:
+    def cut_inputs(
+        self,
+        h: jax.Array,
+        statics: GraphStatics,
+        t: jax.Array | None,
+        hw: Hardware,
+        projected: tuple[jax.Array, jax.Array] | None = None,
+    ) -> CutInputs | None:
+        """The decoder's cut-attention inputs for a batch (None without cut attention).
+
+        Args: h f32[B, N, d] node embeddings; statics of the B graphs; ``t`` the step of every graph
+        (decoding step by step: T = 1) or None for every step at once (teacher forcing: T = N);
+        ``projected`` the (keys, values) of ``CutAttention.project(h)`` if already computed.
+        """
+        if self.decoder.cut_attn is None:
+            return None
+        keys, values = projected if projected is not None else self.decoder.cut_attn.project(h)
+        if t is None:
+            steps = jnp.arange(h.shape[1])
+            pair, valid = jax.vmap(lambda st: jax.vmap(cut_features, in_axes=(None, 0, None))(st, steps, hw))(statics)
+        else:
+            pair, valid = jax.vmap(cut_features, in_axes=(0, None, None))(statics, t, hw)
+            pair, valid = pair[:, None], valid[:, None]
+        return CutInputs(keys=keys, values=values, pair=pair, valid=valid)
+
+    def _decode_all(
+        self, hq: jax.Array, gq: jax.Array, inputs: DecoderInputs, stage_emb: jax.Array, cut: CutInputs | None
+    ) -> jax.Array:
         """Decoder logits f32[B, S, N, K] of every step: hq f32[B, N, d'], gq f32[B, d'] (project_nodes)."""
         s = inputs.allowed.shape[1]
         hq_b = jnp.broadcast_to(hq[:, None], (hq.shape[0], s) + hq.shape[1:])
         gq_b = jnp.broadcast_to(gq[:, None, None], hq_b.shape)
-        return self.decoder(hq_b, gq_b, inputs.context, inputs.stage_feats, stage_emb, inputs.allowed)
+        return self.decoder(hq_b, gq_b, inputs.context, inputs.stage_feats, stage_emb, inputs.allowed, cut)
 
 
-def grow_decoder(source: SchedulingPolicy, layers: int, seed: int = 0) -> SchedulingPolicy:
-    """``source`` with ``layers`` decoder residual blocks (at least its own), computing the same logits.
+def grow_decoder(
+    source: SchedulingPolicy, layers: int | None = None, seed: int = 0, cut_heads: int | None = None
+) -> SchedulingPolicy:
+    """``source`` with a larger decoder that computes the same logits.
 
-    Every parameter of ``source`` is copied; the extra blocks (and, for the ``attention`` decoder,
-    their self-attention layers) get zero output projections, so they start as the identity and
-    fine-tuning adds capacity from the trained network's function.
+    ``layers``: decoder residual blocks (at least the source's; None: unchanged). ``cut_heads``: add
+    the cut attention (:class:`~respect_jax.policy.decoder.CutAttention`) with that many heads to a
+    source without one (None: unchanged). Every parameter of ``source`` is copied; the extra blocks
+    (and, for the ``attention`` decoder, their self-attention layers) and the added cut attention get
+    zero output projections, so they start as the identity and fine-tuning adds capacity from the
+    trained network's function.
     """
     cfg = source.cfg
+    layers = cfg.decoder_layers if layers is None else layers
     if layers < cfg.decoder_layers:
         raise ValueError(
             f"init_decoder_layers ({layers}) must be >= the source's decoder_layers ({cfg.decoder_layers})"
         )
-    grown = SchedulingPolicy(dataclasses.replace(cfg, decoder_layers=layers), rngs=nnx.Rngs(seed))
+    add_cut = cut_heads is not None and cut_heads != cfg.cut_heads
+    if add_cut and (cfg.cut_heads or cut_heads < 1):
+        raise ValueError(
+            f"init_cut_heads ({cut_heads}) can only add a cut attention (>= 1 heads) to a network without one"
+            f" (the source has cut_heads={cfg.cut_heads})"
+        )
+    new_cfg = dataclasses.replace(cfg, decoder_layers=layers, cut_heads=cut_heads if add_cut else cfg.cut_heads)
+    grown = SchedulingPolicy(new_cfg, rngs=nnx.Rngs(seed))
     nnx.update(grown, nnx.state(source))
     extra = range(cfg.decoder_layers, layers)
     outputs = [grown.decoder.blocks[i].lin2 for i in extra]
     if cfg.decoder == "attention":
         outputs += [grown.decoder.attn[i].out for i in extra]
+    if add_cut:
+        outputs.append(grown.decoder.cut_attn.out)
     for layer in outputs:
         layer.kernel[...] = jnp.zeros_like(layer.kernel[...])
         layer.bias[...] = jnp.zeros_like(layer.bias[...])
@@ -257,6 +312,7 @@ def decoder_steps(
     b, n_pad = graphs.params.shape
     statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
     hq, he, gq = model.decoder.project_nodes(h, g)
+    projected = model.decoder.cut_attn.project(h) if model.decoder.cut_attn is not None else None
     init = init_decode_state(n_pad, hw.stages, he.shape[-1])
     ds = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, width) + x.shape), init)
     quantities = jax.vmap(jax.vmap(step_quantities, in_axes=(None, None, 0, None)), in_axes=(0, 0, 0, None))
@@ -271,7 +327,8 @@ def decoder_steps(
         hq_t = jnp.broadcast_to(hq[:, None, t], (b, width, hq.shape[-1]))
         gq_b = jnp.broadcast_to(gq[:, None], hq_t.shape)
         stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
-        logits = model.decoder(hq_t, gq_b, context, stage_feats, stage_emb, allowed)
+        cut = model.cut_inputs(h, statics, t, hw, projected)
+        logits = model.decoder(hq_t, gq_b, context, stage_feats, stage_emb, allowed, cut)
         return logits, DecoderInputs(stage_feats, context, allowed)
 
     def place(ds: DecodeState, t, action: jax.Array) -> DecodeState:

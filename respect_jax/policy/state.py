@@ -33,6 +33,7 @@ from respect_jax.graphs.padded import PaddedGraph, reachability
 
 NUM_STAGE_FEATURES = 23
 NUM_CONTEXT_FEATURES = 17
+NUM_CUT_FEATURES = 8
 
 
 @struct.dataclass
@@ -53,6 +54,9 @@ class GraphStatics:
         n: f32[] number of real nodes.
         desc: bool[N, N] ``desc[u, w]``: w is reachable from u by a non-empty path.
         succ: bool[N, N] ``succ[u, w]``: the edge u -> w exists.
+        par_before: f32[N] parameter bytes at positions < j; macs_before: f32[N] the same for compute.
+        cut_b: f32[N] bytes of the tensors crossing a cut just before position j (producer at a
+            position < j and a consumer at >= j, or a graph output: it leaves from the last stage).
     """
 
     par_b: jax.Array
@@ -68,6 +72,9 @@ class GraphStatics:
     n: jax.Array
     desc: jax.Array
     succ: jax.Array
+    par_before: jax.Array
+    macs_before: jax.Array
+    cut_b: jax.Array
 
 
 @struct.dataclass
@@ -134,11 +141,14 @@ def graph_statics(graph: PaddedGraph, hw: Hardware) -> GraphStatics:
     suffix_macs = jnp.cumsum(macs[::-1])[::-1] - macs
     mem_scale = jnp.maximum(jnp.maximum(total_par / k, jnp.max(par_b)), 1.0)
     time_lb = hw.stage_overhead_s + jnp.maximum(total_macs / k, jnp.max(macs)) / hw.macs_per_s
+    is_sink = mask & (out_deg == 0)
+    last_use = jnp.where(is_sink, n_pad, maxsucc)  # a graph output crosses every later cut
+    crosses = (idx[:, None] < idx[None, :]) & (idx[None, :] <= last_use[:, None])  # [u, j]
     return GraphStatics(
         par_b=par_b,
         out_b=out_b,
         macs=macs,
-        is_sink=mask & (out_deg == 0),
+        is_sink=is_sink,
         maxsucc=maxsucc.astype(jnp.int32),
         rem_par=suffix_par / jnp.maximum(total_par, 1.0),
         rem_macs=suffix_macs / jnp.maximum(total_macs, 1.0),
@@ -148,7 +158,43 @@ def graph_statics(graph: PaddedGraph, hw: Hardware) -> GraphStatics:
         n=jnp.maximum(graph.num_nodes, 1).astype(jnp.float32),
         desc=(reachability(graph) > 0) & ~jnp.eye(n_pad, dtype=bool),
         succ=jnp.zeros((n_pad, n_pad), bool).at[graph.senders, graph.receivers].max(graph.edge_mask),
+        par_before=jnp.cumsum(par_b) - par_b,
+        macs_before=jnp.cumsum(macs) - macs,
+        cut_b=(out_b @ crosses.astype(jnp.float32)) * fmask,
     )
+
+
+def cut_features(st: GraphStatics, t: jax.Array, hw: Hardware) -> tuple[jax.Array, jax.Array]:
+    """What closing the current stage at a later position would cost, for placing node t.
+
+    For every position j with ``t < j < n`` (a cut just before j: nodes t..j-1 join the current
+    stage, the rest go later) the features are, normalised by the objectives' lower bounds:
+    parameter bytes of t..j-1 and their square, compute of t..j-1 and its square, the bytes
+    crossing the cut (plain and log1p), their link time, and ``(j - t) / n``. The squares let a
+    query-dependent linear score peak at a target load. Used by the decoder's cut attention
+    (:class:`respect_jax.policy.decoder.CutAttention`); one graph, one step.
+
+    Returns: f32[N, NUM_CUT_FEATURES] (zero rows where not valid) and valid bool[N].
+    """
+    idx = jnp.arange(st.par_b.shape[0])
+    valid = (idx > t) & (idx < st.n)
+    par = (st.par_before - st.par_before[t]) / st.mem_scale
+    macs = (st.macs_before - st.macs_before[t]) / st.macs_scale
+    cut = st.cut_b / st.mem_scale
+    feats = jnp.stack(
+        [
+            par,
+            par * par,
+            macs,
+            macs * macs,
+            cut,
+            jnp.log1p(cut),
+            st.cut_b / hw.link_bw / st.time_scale,
+            (idx - t) / st.n,
+        ],
+        axis=-1,
+    )
+    return jnp.where(valid[:, None], feats, 0.0), valid
 
 
 def lookahead(

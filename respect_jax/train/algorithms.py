@@ -132,7 +132,7 @@ def reinforce_loss(
     if cfg.normalise_advantage:
         adv = adv / (jnp.std(adv) + 1e-8)
     adv = jax.lax.stop_gradient(adv)
-    logits = model.replay_logits(graphs, h, g, stage, inputs) / cfg.temperature
+    logits = model.replay_logits(graphs, h, g, stage, inputs, hw) / cfg.temperature
     logp, ent = log_probs_and_entropy(logits, stage, graphs.node_mask)
     entropy = jnp.mean(ent)
     loss = -jnp.mean(adv * logp) - cfg.entropy * entropy
