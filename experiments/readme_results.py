@@ -94,6 +94,17 @@ ENTRIES = [
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
      "runs/si_w128_ft/checkpoints/1000 runs/si_w128_ft/checkpoints/1500 --samples 16 --beam 16 "
      "--out experiments/results/compare_w128 (training commands: data/checkpoints/README.md)", None, []),
+    ("The decoder's cut attention (policy.cut_heads=4) added to the width-128 network (runs/cut_w128): 2,000 "
+     "self-improvement steps, within 0.06% of the shipped checkpoint",
+     "experiments/results/compare_cut_w128.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft runs/si_w128_ft2 "
+     "runs/cut_w128/checkpoints/1500 runs/cut_w128/checkpoints/1750 runs/cut_w128/checkpoints/2000 --beam 16 "
+     "--out experiments/results/compare_cut_w128 (training command: data/checkpoints/README.md)", None, []),
+    ("The same cut-attention network (runs/cut_w128, step 2000) on the 500 held-out 50-node graphs (respect-eval)",
+     "experiments/results/eval_cut_w128_respect50.md",
+     ".venv/bin/respect-eval checkpoint=runs/cut_w128/checkpoints/2000 dataset=data/labels/respect50_k4_paper "
+     "decodings=[greedy,best_of,beam] samples=64 baselines=[] out=experiments/results/eval_cut_w128_respect50.json",
+     None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
