@@ -105,6 +105,16 @@ ENTRIES = [
      ".venv/bin/respect-eval checkpoint=runs/cut_w128/checkpoints/2000 dataset=data/labels/respect50_k4_paper "
      "decodings=[greedy,best_of,beam] samples=64 baselines=[] out=experiments/results/eval_cut_w128_respect50.json",
      None, []),
+    ("2,000 more steps of the cut-attention network (runs/cut_w128_b): greedy 0.17% better than the shipped checkpoint",
+     "experiments/results/compare_cut_w128_b.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
+     "runs/cut_w128/checkpoints/2000 runs/cut_w128_b/checkpoints/1500 runs/cut_w128_b/checkpoints/2000 --beam 16 "
+     "--out experiments/results/compare_cut_w128_b (training command: data/checkpoints/README.md)", None, []),
+    ("runs/cut_w128_b (step 2000) on the 500 held-out 50-node graphs (respect-eval)",
+     "experiments/results/eval_cut_w128_b_respect50.md",
+     ".venv/bin/respect-eval checkpoint=runs/cut_w128_b/checkpoints/2000 dataset=data/labels/respect50_k4_paper "
+     "decodings=[greedy,best_of,beam] samples=64 baselines=[] out=experiments/results/eval_cut_w128_b_respect50.json",
+     None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
