@@ -115,6 +115,16 @@ ENTRIES = [
      ".venv/bin/respect-eval checkpoint=runs/cut_w128_b/checkpoints/2000 dataset=data/labels/respect50_k4_paper "
      "decodings=[greedy,best_of,beam] samples=64 baselines=[] out=experiments/results/eval_cut_w128_b_respect50.json",
      None, []),
+    ("Model selection of the shipped cut-attention checkpoint (respect_k4_paper_cut = runs/cut_w128_c step 2000)",
+     "experiments/results/compare_cut_w128_c.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
+     "runs/cut_w128_b/checkpoints/2000 runs/cut_w128_c/checkpoints/1500 runs/cut_w128_c/checkpoints/2000 --beam 16 "
+     "--out experiments/results/compare_cut_w128_c (training command: data/checkpoints/README.md)", None, []),
+    ("Shipped cut-attention checkpoint (respect_k4_paper_cut) on the 500 held-out 50-node graphs: quality (issue 4)",
+     "experiments/results/eval_cut_w128_c_respect50.md",
+     ".venv/bin/respect-eval checkpoint=runs/cut_w128_c/checkpoints/2000 dataset=data/labels/respect50_k4_paper "
+     "decodings=[greedy,best_of,beam] samples=64 baselines=[] out=experiments/results/eval_cut_w128_c_respect50.json",
+     None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
