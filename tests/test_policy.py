@@ -21,9 +21,7 @@ from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import (
     SchedulingPolicy,
-    decoder_chunks,
     decoder_steps,
-    log_probs_and_entropy,
     rollout,
     rollout_recorded,
     schedule_objectives,
@@ -114,49 +112,6 @@ def test_teacher_forced_logits_equal_step_by_step_decoding(mode, decoder, cut_he
             )
         n = int(graph.num_nodes)
         assert np.array_equal(np.asarray(ds.stage)[:n], np.asarray(stage[b, 1, :n]))
-
-
-@pytest.mark.parametrize("cut_heads", [0, 2])
-def test_chunked_decoder_pass_gives_the_same_logits_and_gradients(cut_heads):
-    """``chunk_rows`` splits the differentiated decoder pass into rematerialised strided chunks of
-    graphs: the logits (teacher forcing and REINFORCE's replay) and the parameter gradients equal
-    those of one pass."""
-    assert [decoder_chunks(8, 64, c) for c in (0, 64, 128, 200, 512, 10_000)] == [1, 8, 4, 4, 1, 1]
-    assert decoder_chunks(6, 10, 40) == 2 and decoder_chunks(7, 10, 20) == 7  # divisors of the batch only
-    hw = make_hw(4)
-    graphs = generated("dnn", 4, seed=5)
-    model = small_policy(cut_heads=cut_heads)
-    h, g = nnx.jit(lambda m, x: m.encode(x))(model, graphs)
-    stage, inputs = nnx.jit(
-        lambda m, gr, h, g: rollout_recorded(m, gr, h, g, hw, "paper", 1.0, jax.random.PRNGKey(2), 2, False)
-    )(model, graphs, h, g)
-    graphdef, params = nnx.split(model)
-    rows = 2 * graphs.params.shape[1]  # per graph: 2 schedules x N steps
-
-    def logits(params, chunk_rows):
-        m = nnx.merge(graphdef, params)
-        hh, gg = m.encode(graphs)
-        teacher = m.teacher_logits(graphs, hh, gg, stage, hw, "paper", 1.0, chunk_rows)
-        replay = m.replay_logits(graphs, hh, gg, stage, inputs, hw, chunk_rows)
-        return teacher, replay
-
-    def loss(params, chunk_rows):
-        teacher, replay = logits(params, chunk_rows)
-        logp_t, _ = log_probs_and_entropy(teacher, stage, graphs.node_mask)
-        logp_r, ent = log_probs_and_entropy(replay, stage, graphs.node_mask)
-        weights = jnp.arange(8.0).reshape(4, 2)  # distinct weights per schedule: a mix-up of graphs shows
-        return jnp.sum(weights * (logp_t + 0.5 * logp_r)) + jnp.sum(ent)
-
-    one_pass = jax.jit(functools.partial(logits, chunk_rows=0))(params)
-    grad_one = jax.jit(jax.grad(functools.partial(loss, chunk_rows=0)))(params)
-    for chunk_rows in (rows, 2 * rows):  # 4 and 2 chunks
-        assert decoder_chunks(4, rows, chunk_rows) == 4 * rows // chunk_rows
-        chunked = jax.jit(functools.partial(logits, chunk_rows=chunk_rows))(params)
-        for a, b in zip(chunked, one_pass, strict=True):
-            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
-        grad = jax.jit(jax.grad(functools.partial(loss, chunk_rows=chunk_rows)))(params)
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), grad, grad_one)
-    assert max(float(jnp.max(jnp.abs(x))) for x in jax.tree.leaves(grad_one)) > 0
 
 
 def test_cut_features_match_the_reference_evaluator_on_prefix_cuts():

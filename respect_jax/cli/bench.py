@@ -216,7 +216,7 @@ def bench_policy(p: DictConfig, inputs: dict) -> dict:
 
     policy, hw, doc = inputs["policy"], inputs["hw"], inputs["doc"]
     algorithms = OmegaConf.to_container(p.algorithms, resolve=True)
-    training = bench_training(policy, hw, p.labels, p.batch, p.steps, algorithms, log, p.decoder_chunk_rows)
+    training = bench_training(policy, hw, p.labels, p.batch, p.steps, algorithms, log=log)
     compile_large = bench_compile_bucket(policy, hw, p.labels_large, p.batch)
     log(f"compile {compile_large}")
     latency = bench_latency(inputs["model"], doc, p.graph, p.repeats)

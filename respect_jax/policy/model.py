@@ -100,15 +100,12 @@ class SchedulingPolicy(nnx.Module):
         hw: Hardware,
         objective: str,
         lam: float,
-        chunk_rows: int = 0,
     ) -> jax.Array:
         """Masked logits f32[B, S, N, K] of every step of known schedules, in one parallel pass.
 
         Args:
             graphs: batch of B graphs; h f32[B, N, d], g f32[B, d] from :meth:`encode`.
             stage: i32[B, S, N] S schedules per graph (by position; padding ignored).
-            chunk_rows: decoder rows (graph, schedule, step) per rematerialised chunk of a
-                differentiated pass (:func:`decoder_chunks`; 0: one pass). The same logits.
         """
         k = hw.stages
         statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
@@ -126,7 +123,7 @@ class SchedulingPolicy(nnx.Module):
         stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
         stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
         cut = self.cut_inputs(h, statics, None, hw)
-        return self._decode_all(hq, gq, DecoderInputs(stage_feats, context, allowed), stage_emb, cut, chunk_rows)
+        return self._decode_all(hq, gq, DecoderInputs(stage_feats, context, allowed), stage_emb, cut)
 
     def replay_logits(
         self,
@@ -136,7 +133,6 @@ class SchedulingPolicy(nnx.Module):
         stage: jax.Array,
         inputs: DecoderInputs,
         hw: Hardware,
-        chunk_rows: int = 0,
     ) -> jax.Array:
         """The logits f32[B, S, N, K] of :meth:`teacher_logits` for schedules decoded by
         :func:`rollout_recorded`, from the decoder inputs recorded while decoding them: only the
@@ -145,8 +141,7 @@ class SchedulingPolicy(nnx.Module):
 
         Args:
             h f32[B, N, d], g f32[B, d] from :meth:`encode`; stage i32[B, S, N] and ``inputs`` as
-            :func:`rollout_recorded` returned them; ``hw`` the hardware they were decoded for;
-            ``chunk_rows`` as in :meth:`teacher_logits`.
+            :func:`rollout_recorded` returned them; ``hw`` the hardware they were decoded for.
         """
         k = inputs.allowed.shape[-1]
         hq, he, gq = self.decoder.project_nodes(h, g)
@@ -155,7 +150,7 @@ class SchedulingPolicy(nnx.Module):
         cut = None
         if self.decoder.cut_attn is not None:
             cut = self.cut_inputs(h, jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw), None, hw)
-        return self._decode_all(hq, gq, inputs, emb / jnp.maximum(count, 1.0)[..., None], cut, chunk_rows)
+        return self._decode_all(hq, gq, inputs, emb / jnp.maximum(count, 1.0)[..., None], cut)
 
     def cut_inputs(
         self,
@@ -183,55 +178,13 @@ class SchedulingPolicy(nnx.Module):
         return CutInputs(keys=keys, values=values, pair=pair, valid=valid)
 
     def _decode_all(
-        self,
-        hq: jax.Array,
-        gq: jax.Array,
-        inputs: DecoderInputs,
-        stage_emb: jax.Array,
-        cut: CutInputs | None,
-        chunk_rows: int = 0,
+        self, hq: jax.Array, gq: jax.Array, inputs: DecoderInputs, stage_emb: jax.Array, cut: CutInputs | None
     ) -> jax.Array:
-        """Decoder logits f32[B, S, N, K] of every step: hq f32[B, N, d'], gq f32[B, d'] (project_nodes).
-
-        With more than one chunk (:func:`decoder_chunks`) the graphs are split into C strided groups
-        (graphs i, i + C, ...: a batch sharded over devices stays evenly sharded) decoded one after
-        the other by ``lax.map`` under ``jax.checkpoint``: a differentiated pass then keeps only the
-        inputs of each chunk and recomputes its activations, so the many element-wise passes of the
-        backward pass run on cache-sized arrays and the activations of the whole batch are never
-        stored (on this 2-core CPU: the decoder gradient of 128 graphs x 8 schedules x 32 steps 1.9x
-        faster; whole update steps 3-8%, as the rollouts and the encoder are unchanged).
-        """
-        b, s, n = inputs.allowed.shape[:3]
-        chunks = decoder_chunks(b, s * n, chunk_rows)
-
-        def decode(xs):
-            hq, gq, inputs, stage_emb, cut = xs
-            hq_b = jnp.broadcast_to(hq[:, None], (hq.shape[0], s) + hq.shape[1:])
-            gq_b = jnp.broadcast_to(gq[:, None, None], hq_b.shape)
-            return self.decoder(hq_b, gq_b, inputs.context, inputs.stage_feats, stage_emb, inputs.allowed, cut)
-
-        xs = (hq, gq, inputs, stage_emb, cut)
-        if chunks == 1:
-            return decode(xs)
-        split = lambda x: jnp.swapaxes(x.reshape((b // chunks, chunks) + x.shape[1:]), 0, 1)
-        out = jax.lax.map(jax.checkpoint(decode), jax.tree.map(split, xs))  # [C, B / C, S, N, K]
-        return jnp.swapaxes(out, 0, 1).reshape((b,) + out.shape[2:])
-
-
-def decoder_chunks(batch: int, rows_per_graph: int, chunk_rows: int) -> int:
-    """How many chunks :meth:`SchedulingPolicy._decode_all` splits ``batch`` graphs into.
-
-    The smallest divisor of ``batch`` that leaves at most ``max(1, chunk_rows // rows_per_graph)``
-    graphs per chunk (rows: decoder queries, i.e. schedules x steps per graph). ``chunk_rows`` <= 0:
-    1 (no chunking).
-    """
-    if chunk_rows <= 0:
-        return 1
-    per_chunk = max(1, chunk_rows // max(rows_per_graph, 1))
-    chunks = -(-batch // per_chunk)
-    while batch % chunks:
-        chunks += 1
-    return chunks
+        """Decoder logits f32[B, S, N, K] of every step: hq f32[B, N, d'], gq f32[B, d'] (project_nodes)."""
+        s = inputs.allowed.shape[1]
+        hq_b = jnp.broadcast_to(hq[:, None], (hq.shape[0], s) + hq.shape[1:])
+        gq_b = jnp.broadcast_to(gq[:, None, None], hq_b.shape)
+        return self.decoder(hq_b, gq_b, inputs.context, inputs.stage_feats, stage_emb, inputs.allowed, cut)
 
 
 def grow_decoder(

@@ -37,19 +37,17 @@ def imitation_loss(
     lam: float,
     cfg: ImitationConfig,
     feats: jax.Array | None = None,
-    chunk_rows: int = 0,
 ) -> tuple[jax.Array, dict]:
     """Mean per-node cross-entropy of the teacher-forced stage logits to the labels.
 
     Args:
         graphs: batch of B graphs; labels: i32[B, N] reference stages by position.
         feats: optional precomputed node features f32[B, N, F].
-        chunk_rows: decoder rows per rematerialised chunk (:meth:`SchedulingPolicy.teacher_logits`).
     Returns:
         the loss and metrics ``loss``, ``accuracy`` (per node) and ``exact`` (whole schedule).
     """
     h, g = model.encode(graphs, feats)
-    return teacher_cross_entropy(model, graphs, h, g, labels, hw, objective, lam, cfg.label_smoothing, chunk_rows)
+    return teacher_cross_entropy(model, graphs, h, g, labels, hw, objective, lam, cfg.label_smoothing)
 
 
 def teacher_cross_entropy(
@@ -62,10 +60,9 @@ def teacher_cross_entropy(
     objective: str,
     lam: float,
     label_smoothing: float,
-    chunk_rows: int = 0,
 ) -> tuple[jax.Array, dict]:
     """Cross-entropy of the teacher-forced logits to labels i32[B, N] given embeddings h, g."""
-    logits = model.teacher_logits(graphs, h, g, labels[:, None], hw, objective, lam, chunk_rows)[:, 0]  # [B, N, K]
+    logits = model.teacher_logits(graphs, h, g, labels[:, None], hw, objective, lam)[:, 0]  # [B, N, K]
     logp = jax.nn.log_softmax(logits, axis=-1)
     k = logits.shape[-1]
     onehot = jax.nn.one_hot(labels, k)
@@ -98,7 +95,6 @@ def reinforce_loss(
     lam: float,
     cfg: ReinforceConfig,
     feats: jax.Array | None = None,
-    chunk_rows: int = 0,
 ) -> tuple[jax.Array, dict]:
     """REINFORCE on S sampled schedules per graph; reward ``-objective / lower_bound``.
 
@@ -106,8 +102,7 @@ def reinforce_loss(
     it decodes the rollouts step by step and records the parameter-free decoder inputs of every
     step; the log-probabilities of the sampled schedules then come from one parallel pass of
     ``model`` over them (:meth:`SchedulingPolicy.replay_logits`, the only differentiated pass; the
-    same logits as teacher forcing without recomputing the state quantities), in chunks of
-    ``chunk_rows`` decoder rows.
+    same logits as teacher forcing without recomputing the state quantities).
     """
     h, g = model.encode(graphs, feats)
     hs, gs = jax.lax.stop_gradient(h), jax.lax.stop_gradient(g)
@@ -137,7 +132,7 @@ def reinforce_loss(
     if cfg.normalise_advantage:
         adv = adv / (jnp.std(adv) + 1e-8)
     adv = jax.lax.stop_gradient(adv)
-    logits = model.replay_logits(graphs, h, g, stage, inputs, hw, chunk_rows) / cfg.temperature
+    logits = model.replay_logits(graphs, h, g, stage, inputs, hw) / cfg.temperature
     logp, ent = log_probs_and_entropy(logits, stage, graphs.node_mask)
     entropy = jnp.mean(ent)
     loss = -jnp.mean(adv * logp) - cfg.entropy * entropy
@@ -208,10 +203,8 @@ def self_improvement_loss(
     lam: float,
     cfg: SelfImprovementConfig,
     feats: jax.Array | None = None,
-    chunk_rows: int = 0,
 ) -> tuple[jax.Array, dict]:
-    """Cross-entropy towards :func:`self_improvement_targets` (one parallel teacher-forced pass, in
-    chunks of ``chunk_rows`` decoder rows).
+    """Cross-entropy towards :func:`self_improvement_targets` (one parallel teacher-forced pass).
 
     Metrics: imitation ``loss``/``accuracy``/``exact``, and the mean ratio to the lower bound of the
     label (``teacher_ratio``), of the best sample before the local search (``sample_ratio``) and of
@@ -220,9 +213,7 @@ def self_improvement_loss(
     h, g = model.encode(graphs, feats)
     hs, gs = jax.lax.stop_gradient(h), jax.lax.stop_gradient(g)
     t = self_improvement_targets(frozen, graphs, hs, gs, key, hw, objective, lam, cfg)
-    loss, metrics = teacher_cross_entropy(
-        model, graphs, h, g, t["target"], hw, objective, lam, cfg.label_smoothing, chunk_rows
-    )
+    loss, metrics = teacher_cross_entropy(model, graphs, h, g, t["target"], hw, objective, lam, cfg.label_smoothing)
     bound = jax.vmap(objective_lower_bound, in_axes=(0, None, None))(graphs, hw, objective)
     metrics.update(
         teacher_ratio=jnp.mean(t["teacher"] / bound),

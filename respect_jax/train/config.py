@@ -188,7 +188,6 @@ class TrainConfig:
     clip_norm: float = 1.0
     weight_decay: float = 0.0
     max_to_keep: int = 3
-    decoder_chunk_rows: int = 1024  # rows of the differentiated decoder pass per rematerialised chunk (0: one pass)
     kill_after_step: int | None = None  # testing hook: SIGKILL the process after this checkpoint
 
     def __post_init__(self):
@@ -205,8 +204,6 @@ class TrainConfig:
             raise ValueError(f"train.schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if not self.lr > 0:
             raise ValueError(f"train.lr must be > 0, got {self.lr}")
-        if self.decoder_chunk_rows < 0:
-            raise ValueError(f"train.decoder_chunk_rows must be >= 0, got {self.decoder_chunk_rows}")
 
     @classmethod
     def from_dict(cls, values: dict) -> TrainConfig:

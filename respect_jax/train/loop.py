@@ -147,7 +147,7 @@ class Trainer:
     def update_step(self, phase: str, bucket: int) -> Callable:
         """The pure update ``(state, data) -> (state, metrics)`` of ``phase`` on ``bucket``."""
         graphdef, hw, objective, lam = self.graphdef, self.hw, self.objective, self.lam
-        b, chunk = self.tcfg.batch_size, self.tcfg.decoder_chunk_rows
+        b = self.tcfg.batch_size
         generator = make_jax_generator(self.generators[bucket]) if phase != "imitation" else None
         rl_loss = {"reinforce": reinforce_loss, "self_improvement": self_improvement_loss}.get(phase)
 
@@ -155,9 +155,9 @@ class Trainer:
             model = nnx.merge(graphdef, params)
             if phase == "imitation":
                 graphs, labels = data
-                return imitation_loss(model, graphs, labels, hw, objective, lam, self.algo.imitation, feats, chunk)
+                return imitation_loss(model, graphs, labels, hw, objective, lam, self.algo.imitation, feats)
             frozen = frozen_copy(graphdef, params)
-            return rl_loss(model, frozen, data, key, hw, objective, lam, getattr(self.algo, phase), feats, chunk)
+            return rl_loss(model, frozen, data, key, hw, objective, lam, getattr(self.algo, phase), feats)
 
         def step(state: TrainState, data):
             self.trace_counts[(phase, bucket)] += 1  # runs at trace time only

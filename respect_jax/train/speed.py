@@ -77,7 +77,6 @@ def bench_training(
     steps: int,
     algorithms: dict[str, dict] | None = None,
     log: Callable[[str], None] | None = None,
-    decoder_chunk_rows: int = TrainConfig.decoder_chunk_rows,
 ) -> dict:
     """Update epochs on 30-node graphs, one per algorithm: compile time and graphs/s.
 
@@ -92,7 +91,6 @@ def bench_training(
             ``reinforce``, ``self_improvement``, with its options as in conf/algorithm); None:
             :data:`DEFAULT_ALGORITHMS`.
         log: called with one line (``"<row> <figures dict>"``) after each algorithm (None: silent).
-        decoder_chunk_rows: ``train.decoder_chunk_rows`` of the update steps (0: unchunked).
 
     Returns:
         ``{row: r}``, each ``r`` with ``algorithm`` (its config), ``bucket_nodes`` (padded nodes of
@@ -111,7 +109,6 @@ def bench_training(
             checkpoint_every=steps * 3,
             eval_every=steps * 3,
             eval_graphs=0,
-            decoder_chunk_rows=decoder_chunk_rows,
         )
         gens = [GeneratorConfig(min_nodes=RL_NODES, max_nodes=RL_NODES)]
         trainer = Trainer(policy, hw, "paper", 1.0, algo, tcfg, generators=gens, datasets=data[:1])
