@@ -145,6 +145,10 @@ ENTRIES = [
      "experiments/results/bench_policy_speed_si.md",
      ".venv/bin/respect-bench benchmarks=[policy] policy.checkpoint=data/checkpoints/respect_k4_paper_si "
      "out_name=bench_policy_speed_si", None, []),
+    ("Training and scheduling speed of the cut-attention network (respect_k4_paper_cut: width 128, cut_heads 4)",
+     "experiments/results/bench_policy_speed_cut.md",
+     ".venv/bin/respect-bench benchmarks=[policy] policy.checkpoint=data/checkpoints/respect_k4_paper_cut "
+     "out_name=bench_policy_speed_cut", None, []),
     ("Policy evaluation against proven optima (respect-eval)",
      "experiments/results/eval_respect_k4_paper_respect50.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper dataset=data/labels/respect50_k4_paper",
