@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ from respect_jax.cli.common import CONF_DIR
 from respect_jax.graphs import GeneratorConfig, generate_dataset
 from respect_jax.labels.dataset import LabelledGraph, write_manifest, write_shard
 from respect_jax.policy.config import PolicyConfig
-from respect_jax.train.checkpoints import load_policy
+from respect_jax.train.checkpoints import average_checkpoints, load_policy
 from respect_jax.train.config import AlgorithmConfig, TrainConfig
 from respect_jax.train.data import make_batches
 from respect_jax.train.loop import Trainer, without_timing
@@ -254,6 +255,35 @@ def test_init_from_starts_from_the_trained_parameters_and_architecture(trained_r
     for a, b in zip(want, got, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert int(state.step) == 0
+
+
+def test_average_checkpoints_writes_the_mean_parameters(trained_run, tmp_path):
+    """Weight averaging: the new run folder loads as a policy whose parameters are the leaf-wise mean of
+    the sources'; bad input (one source, a used folder, another network) is an error that writes nothing."""
+    root, _, _, _ = trained_run
+    steps = sorted(int(p.name) for p in (root / "full" / "checkpoints").iterdir() if p.name.isdigit())[-2:]
+    sources = [root / "full" / "checkpoints" / str(s) for s in steps]
+    doc = average_checkpoints(sources, tmp_path / "soup")
+    assert [a["step"] for a in doc["averaged_from"]] == steps
+    soup, soup_doc = load_policy(tmp_path / "soup")
+    assert soup_doc["step"] == 0 and soup_doc["policy"] == load_policy(sources[0])[1]["policy"]
+    leaves = [jax.tree.leaves(nnx.split(load_policy(s)[0])[1]) for s in sources]
+    got = jax.tree.leaves(nnx.split(soup)[1])
+    assert any(not np.array_equal(a, b) for a, b in zip(*leaves, strict=True))  # the sources differ
+    for g, a, b in zip(got, *leaves, strict=True):
+        np.testing.assert_allclose(np.asarray(g), (np.asarray(a) + np.asarray(b)) / 2, rtol=1e-6, atol=1e-7)
+    other = tmp_path / "other"
+    shutil.copytree(root / "full", other)
+    net = json.loads((other / "network.json").read_text())
+    net["lam"] = 2.0
+    (other / "network.json").write_text(json.dumps(net))
+    with pytest.raises(ValueError, match="differs"):
+        average_checkpoints([sources[0], other], tmp_path / "bad")
+    with pytest.raises(ValueError, match="at least two"):
+        average_checkpoints(sources[:1], tmp_path / "bad")
+    with pytest.raises(ValueError, match="not an empty folder"):
+        average_checkpoints(sources, tmp_path / "soup")
+    assert not (tmp_path / "bad").exists()
 
 
 def run_cli(args, cwd):

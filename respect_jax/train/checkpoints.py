@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
@@ -129,6 +129,46 @@ def load_network(
     finally:
         ckpt.close()
     return nnx.merge(graphdef, params), {**doc, "step": step, "run_dir": str(run_dir)}
+
+
+NETWORK_KEYS = ("format", "policy", "hardware", "objective", "lam")
+
+
+def average_checkpoints(sources: Sequence[str | Path], out_dir: str | Path) -> dict:
+    """Write the uniform average of the parameters of several checkpoints of one network to a new run
+    folder (weight averaging of the checkpoints of one fine-tuning run: SWA, "model soups").
+
+    Args:
+        sources: two or more run or step folders (as :func:`load_policy` takes them) whose
+            network.json agree on policy, hardware, objective and lam.
+        out_dir: the new run folder (must not exist or be empty): network.json (with the sources
+            under ``averaged_from``) and the averaged parameters as checkpoint step 0, so
+            :func:`load_policy`, ``respect-eval`` and ``init_from`` read it like any run folder.
+
+    Returns: the written network document. Raises ValueError (nothing written) on bad input.
+    """
+    out = Path(out_dir)
+    if len(sources) < 2:
+        raise ValueError(f"average at least two checkpoints, got {len(sources)}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"{out} already exists and is not an empty folder")
+    loaded = [load_policy(source) for source in sources]
+    network = {key: loaded[0][1][key] for key in NETWORK_KEYS}
+    for source, (_, doc) in zip(sources, loaded, strict=True):
+        if {key: doc[key] for key in NETWORK_KEYS} != network:
+            raise ValueError(f"{source}: network.json differs from {sources[0]}'s (policy, hardware, objective, lam)")
+    states = [nnx.split(model)[1] for model, _ in loaded]
+    mean = jax.tree.map(lambda *xs: sum(xs) / len(xs), *states)
+    doc = {**network, "averaged_from": [{"run_dir": d["run_dir"], "step": d["step"]} for _, d in loaded]}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(doc, out / NETWORK_FILE)
+    ckpt = Checkpointer(out, max_to_keep=None)
+    try:
+        ckpt.save(0, mean, {"step": 0})
+        ckpt.wait()
+    finally:
+        ckpt.close()
+    return doc
 
 
 def hardware_of(doc: dict) -> Hardware:
