@@ -75,7 +75,7 @@ class CutAttention(nnx.Module):
 
         Computed once per graph, already in the layouts the score and output matmuls read on CPUs
         (contracted axis last; a step-by-step decoder would otherwise transpose them at every step:
-        a third of the greedy decoding time of a 345-node graph).
+        greedy decoding of a 345-node graph took 61 instead of 53 ms on a 2-core CPU).
         """
         split = lambda x: x.reshape(x.shape[:-1] + (self.heads, -1))
         keys = jnp.transpose(split(self.node_key(h)), (0, 2, 1, 3))
