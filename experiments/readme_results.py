@@ -115,15 +115,31 @@ ENTRIES = [
      ".venv/bin/respect-eval checkpoint=runs/cut_w128_b/checkpoints/2000 dataset=data/labels/respect50_k4_paper "
      "decodings=[greedy,best_of,beam] samples=64 baselines=[] out=experiments/results/eval_cut_w128_b_respect50.json",
      None, []),
-    ("Model selection of the shipped cut-attention checkpoint (respect_k4_paper_cut = runs/cut_w128_c step 2000)",
+    ("Model selection of the third cut-attention segment (runs/cut_w128_c step 2000, shipped until 2026-12-04)",
      "experiments/results/compare_cut_w128_c.md",
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
      "runs/cut_w128_b/checkpoints/2000 runs/cut_w128_c/checkpoints/1500 runs/cut_w128_c/checkpoints/2000 --beam 16 "
      "--out experiments/results/compare_cut_w128_c (training command: data/checkpoints/README.md)", None, []),
-    ("Shipped cut-attention checkpoint (respect_k4_paper_cut) on the 500 held-out 50-node graphs: quality (issue 4)",
+    ("runs/cut_w128_c (step 2000) on the 500 held-out 50-node graphs (respect-eval)",
      "experiments/results/eval_cut_w128_c_respect50.md",
      ".venv/bin/respect-eval checkpoint=runs/cut_w128_c/checkpoints/2000 dataset=data/labels/respect50_k4_paper "
      "decodings=[greedy,best_of,beam] samples=64 baselines=[] out=experiments/results/eval_cut_w128_c_respect50.json",
+     None, []),
+    ("A fourth 2,000-step segment of the cut-attention network (runs/cut_w128_d): no further gain",
+     "experiments/results/compare_cut_w128_d.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_si_ft "
+     "runs/cut_w128_c/checkpoints/2000 runs/cut_w128_d/checkpoints/1500 runs/cut_w128_d/checkpoints/2000 --beam 16 "
+     "--out experiments/results/compare_cut_w128_d (training command: data/checkpoints/README.md)", None, []),
+    ("Weight averages of the cut-attention checkpoints against runs/cut_w128_c step 2000 (model selection of "
+     "respect_k4_paper_cut = runs/soup_cde)",
+     "experiments/results/compare_cut_soup.md",
+     ".venv/bin/python experiments/compare_checkpoints.py runs/cut_w128_c/checkpoints/2000 "
+     "runs/cut_w128_e/checkpoints/2000 runs/soup_cd runs/soup_de runs/soup_cde --beam 16 "
+     "--out experiments/results/compare_cut_soup (commands: data/checkpoints/README.md)", None, []),
+    ("Shipped cut-attention checkpoint (respect_k4_paper_cut) on the 500 held-out 50-node graphs: quality (issue 4)",
+     "experiments/results/eval_cut_soup_respect50.md",
+     ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_cut dataset=data/labels/respect50_k4_paper "
+     "decodings=[greedy,best_of,beam] samples=64 baselines=[] out=experiments/results/eval_cut_soup_respect50.json",
      None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
