@@ -152,6 +152,25 @@ def test_dense_and_segment_aggregation_agree(encoder):
     np.testing.assert_allclose(g_dense, g_seg, rtol=1e-4, atol=1e-5)
 
 
+def test_decoders_encode_with_segment_ops_and_schedule_like_the_dense_encoder():
+    """Decoding encodes with the jraph segment ops (INFERENCE_AGGREGATION, the faster forward pass);
+    the greedy schedules equal those decoded from the dense encoder the networks are trained with."""
+    from respect_jax.policy import decoding as decoding_module
+
+    assert decoding_module.INFERENCE_AGGREGATION == "segment"
+    hw = make_hw(4)
+    graphs = generated("dnn", 6, seed=11, lo=20, hi=30)
+    model = small_policy(layers=2, cut_heads=2, aggregation="dense")
+    run, params = make_decoder(model, hw, "paper", 1.0, Decoding("greedy"))
+    out = run(params, graphs, jax.random.PRNGKey(0))
+    h, g = model.encode(graphs, aggregation="dense")
+    dense = rollout(model, graphs, h, g, hw, "paper", 1.0, jax.random.PRNGKey(0), 1, True)[:, 0]
+    np.testing.assert_array_equal(out.stage, dense)
+    obj, valid = schedule_objectives(graphs, dense[:, None], hw, "paper", 1.0)
+    assert bool(jnp.all(valid))
+    np.testing.assert_allclose(out.objective, obj[:, 0], rtol=1e-6)
+
+
 def test_zero_layer_encoder_and_no_stage_embeddings_decode():
     graphs = generated("dnn", 3, seed=7)
     hw = make_hw(3)
