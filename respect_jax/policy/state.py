@@ -313,14 +313,13 @@ def stage_sums_before(stage: jax.Array, mask: jax.Array, h: jax.Array, k_stages:
         ``emb`` f32[N, K, e] (entry [t, k]: sum of h[u] over u < t with s(u) = k) and ``count``
         f32[N, K] (how many such u).
     """
-    n_pad = stage.shape[0]
+    n_pad, e = stage.shape[0], h.shape[-1]
     onehot = ((stage[:, None] == jnp.arange(k_stages)[None, :]) & mask[:, None]).astype(jnp.float32)  # [N, K]
     earlier = (jnp.arange(n_pad)[None, :] < jnp.arange(n_pad)[:, None]).astype(jnp.float32)  # [t, u]
-    # one [t*K, u] @ [u, e] matmul (its gradient with respect to h is a matmul too, not a reduction
-    # over a [u, K, e] product)
-    placed_on = (earlier[:, None, :] * onehot.T[None, :, :]).reshape(n_pad * k_stages, n_pad)
-    emb = (placed_on @ h).reshape(n_pad, k_stages, h.shape[-1])
-    return emb, jnp.sum(placed_on, axis=-1).reshape(n_pad, k_stages)
+    # prefix sums as one [t, u] @ [u, K*e] matmul with a constant triangular matrix: 10% faster REINFORCE
+    # replay gradients on a 2-core CPU than a [t*K, u] @ [u, e] matmul, whose left side depends on the schedule
+    placed = (onehot[:, :, None] * h[:, None, :]).reshape(n_pad, k_stages * e)
+    return (earlier @ placed).reshape(n_pad, k_stages, e), earlier @ onehot
 
 
 # ============================================================================ autoregressive
