@@ -304,11 +304,17 @@ def prefix_quantities(
     )
 
 
-def stage_sums_before(stage: jax.Array, mask: jax.Array, h: jax.Array, k_stages: int) -> tuple[jax.Array, jax.Array]:
+def stage_sums_before(
+    stage: jax.Array, mask: jax.Array, h: jax.Array, k_stages: int, *, by_stage_rows: bool = True
+) -> tuple[jax.Array, jax.Array]:
     """Per-stage sums over the nodes placed before every step of a known schedule (one graph).
 
     Args:
         stage: i32[N] the schedule by position; mask: bool[N] real nodes; h: f32[N, e] (e may be 0).
+        by_stage_rows: how the prefix sums are multiplied out (same sums). True: one
+            ``[t*K, u] @ [u, e]`` matmul whose left side depends on the schedule (teacher forcing: 20%
+            faster imitation epochs on a 2-core CPU); False: the constant triangular ``[t, u]`` matrix times
+            ``[u, K*e]`` (REINFORCE's replay of S sampled schedules sharing h: 10-20% faster POMO epochs).
     Returns:
         ``emb`` f32[N, K, e] (entry [t, k]: sum of h[u] over u < t with s(u) = k) and ``count``
         f32[N, K] (how many such u).
@@ -316,8 +322,9 @@ def stage_sums_before(stage: jax.Array, mask: jax.Array, h: jax.Array, k_stages:
     n_pad, e = stage.shape[0], h.shape[-1]
     onehot = ((stage[:, None] == jnp.arange(k_stages)[None, :]) & mask[:, None]).astype(jnp.float32)  # [N, K]
     earlier = (jnp.arange(n_pad)[None, :] < jnp.arange(n_pad)[:, None]).astype(jnp.float32)  # [t, u]
-    # prefix sums as one [t, u] @ [u, K*e] matmul with a constant triangular matrix: 10% faster REINFORCE
-    # replay gradients on a 2-core CPU than a [t*K, u] @ [u, e] matmul, whose left side depends on the schedule
+    if by_stage_rows:
+        placed_on = (earlier[:, None, :] * onehot.T[None, :, :]).reshape(n_pad * k_stages, n_pad)
+        return (placed_on @ h).reshape(n_pad, k_stages, e), jnp.sum(placed_on, axis=-1).reshape(n_pad, k_stages)
     placed = (onehot[:, :, None] * h[:, None, :]).reshape(n_pad, k_stages * e)
     return (earlier @ placed).reshape(n_pad, k_stages, e), earlier @ onehot
 
