@@ -32,6 +32,7 @@ from respect_jax.policy.state import (
     graph_statics,
     init_decode_state,
     prefix_quantities,
+    stage_sums_before,
     step_quantities,
 )
 from respect_jax.reference import reference_metrics
@@ -139,6 +140,27 @@ def test_cut_features_match_the_reference_evaluator_on_prefix_cuts():
         assert float(feats[j, 0]) == pytest.approx(par, rel=1e-5)
         assert float(feats[j, 4]) == pytest.approx(float(st.cut_b[j] / st.mem_scale), rel=1e-5)
         assert not np.any(np.asarray(feats)[~np.asarray(valid)])
+
+
+@pytest.mark.parametrize("by_stage_rows", [True, False])
+def test_stage_sums_before_equal_a_loop(by_stage_rows):
+    """Both multiplications of the per-stage prefix sums (teacher forcing, replay of S schedules) equal a loop."""
+    rng = np.random.default_rng(4)
+    n, k, e = 12, 3, 5
+    stage = rng.integers(0, k, n)
+    mask = np.arange(n) < 9
+    h = rng.normal(size=(n, e)).astype(np.float32)
+    emb, count = stage_sums_before(
+        jnp.asarray(stage), jnp.asarray(mask), jnp.asarray(h), k, by_stage_rows=by_stage_rows
+    )
+    ref_emb, ref_count = np.zeros((n, k, e), np.float32), np.zeros((n, k), np.float32)
+    for t in range(n):
+        for u in range(t):
+            if mask[u]:
+                ref_emb[t, stage[u]] += h[u]
+                ref_count[t, stage[u]] += 1
+    np.testing.assert_allclose(emb, ref_emb, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(count, ref_count)
 
 
 @pytest.mark.parametrize("encoder", ["gat", "mean", "sum"])

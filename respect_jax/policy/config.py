@@ -17,8 +17,10 @@ class PolicyConfig:
         layers: message-passing layers (0: node embeddings are the projected features only).
         width: embedding width d.
         heads: attention heads of ``gat`` layers and of the ``attention`` decoder (d % heads == 0).
-        aggregation: ``dense`` (adjacency matmuls, fast for padded buckets) or ``segment``
-            (``jax.ops.segment_*`` on the jraph GraphsTuple); same parameters and results.
+        aggregation: ``dense`` (adjacency matmuls, the faster gradients on small padded buckets) or
+            ``segment`` (``jax.ops.segment_*`` on the jraph GraphsTuple); same parameters and results.
+            Used by training; decoding always runs the segment path
+            (:data:`respect_jax.policy.decoding.INFERENCE_AGGREGATION`, the faster forward pass).
         decoder_width: width d' of the decoder's stage tokens (null: ``width``).
         decoder: ``mlp`` (MLP over per-stage tokens with pooled cross-stage context) or
             ``attention`` (self-attention among the K stage tokens, then a pointer-style score).

@@ -145,7 +145,8 @@ class SchedulingPolicy(nnx.Module):
         """
         k = inputs.allowed.shape[-1]
         hq, he, gq = self.decoder.project_nodes(h, g)
-        sums_one = lambda st, m, e, k: stage_sums_before(st, m, e, k, by_stage_rows=False)
+        rows = stage.shape[1] == 1  # one schedule per graph: the teacher-forcing form (stage_sums_before)
+        sums_one = lambda st, m, e, k: stage_sums_before(st, m, e, k, by_stage_rows=rows)
         sums = jax.vmap(jax.vmap(sums_one, in_axes=(0, None, None, None)), in_axes=(0, 0, 0, None))
         emb, count = sums(stage, graphs.node_mask, he, k)  # [B, S, N, K, e], [B, S, N, K]
         cut = None

@@ -29,7 +29,7 @@ from respect_jax.graphs.padded import pad_graph, to_original_order
 from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.solvers.base import SolveResult, register_solver
 
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "data" / "checkpoints" / "respect_k4_paper_si_ft"
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "data" / "checkpoints" / "respect_k4_paper_cut"
 
 
 @functools.lru_cache(maxsize=8)
