@@ -26,7 +26,7 @@ ENTRIES = [
     ("Learned scheduler after self-improvement: quality (issue 4)", "experiments/results/bench_policy_quality_si.md",
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_si --skip-training "
      "--out experiments/results/bench_policy_quality_si", None, []),
-    ("Learned scheduler, fine-tuned self-improvement checkpoint (the default): quality (issue 4)",
+    ("Learned scheduler, fine-tuned self-improvement checkpoint (the default until 2026-12-04): quality (issue 4)",
      "experiments/results/bench_policy_quality_si_ft.md",
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_si_ft "
      "--skip-training "
@@ -52,7 +52,8 @@ ENTRIES = [
      "--out experiments/results/bench_policy_quality_si_ft_beam", None, []),
     ("Default checkpoint, a wider beam (`beam_256`, the policy alone): quality (issue 4)",
      "experiments/results/eval_respect_k4_paper_si_ft_respect50_beam256.md",
-     ".venv/bin/respect-eval dataset=data/labels/respect50_k4_paper decodings=[beam] samples=256 baselines=[] "
+     ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si_ft "
+     "dataset=data/labels/respect50_k4_paper decodings=[beam] samples=256 baselines=[] "
      "out=experiments/results/eval_respect_k4_paper_si_ft_respect50_beam256.json", None, []),
     ("Latency checkpoint, beam search (`beam_64`) next to best-of-64 sampling: quality (issue 4)",
      "experiments/results/bench_policy_latency_si_beam.md",
@@ -141,6 +142,25 @@ ENTRIES = [
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_cut dataset=data/labels/respect50_k4_paper "
      "decodings=[greedy,best_of,beam] samples=64 baselines=[] out=experiments/results/eval_cut_soup_respect50.json",
      None, []),
+    ("The default checkpoint (respect_k4_paper_cut, the cut-attention network): quality, with beam search (issue 4)",
+     "experiments/results/bench_policy_quality_cut.md",
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_cut --skip-training "
+     "--beam 64 --out experiments/results/bench_policy_quality_cut", None, []),
+    ("respect_k4_paper_cut fine-tuned on 50-node graphs only (runs/cut_f50): no gain, not shipped",
+     "experiments/results/compare_cut_f50.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut "
+     "runs/cut_f50/checkpoints/1000 runs/cut_f50/checkpoints/1500 --beam 16 "
+     "--out experiments/results/compare_cut_f50 (training command: data/checkpoints/README.md)", None, []),
+    ("Weight averages with runs/cut_f50 against respect_k4_paper_cut: no gain worth shipping",
+     "experiments/results/compare_cut_f50_soup.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut runs/soup_f50 "
+     "runs/soup_cut_f50 --beam 16 --out experiments/results/compare_cut_f50_soup "
+     "(commands: data/checkpoints/README.md)",
+     None, []),
+    ("Sampling temperature of best-of-64 for respect_k4_paper_cut (model selection of the decoding, fresh graphs)",
+     "experiments/results/compare_cut_temperature.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut --graphs 1024 "
+     "--samples 64 --temperatures 0.75 1.0 1.25 1.5 2.0 --out experiments/results/compare_cut_temperature", None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
