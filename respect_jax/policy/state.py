@@ -312,7 +312,7 @@ def stage_sums_before(
     Args:
         stage: i32[N] the schedule by position; mask: bool[N] real nodes; h: f32[N, e] (e may be 0).
         by_stage_rows: how the prefix sums are multiplied out (same sums). True: one
-            ``[t*K, u] @ [u, e]`` matmul whose left side depends on the schedule (teacher forcing: 20%
+            ``[t*K, u] @ [u, e]`` matmul whose left side depends on the schedule (teacher forcing: 17%
             faster imitation epochs on a 2-core CPU; also REINFORCE's replay of one schedule per graph);
             False: the constant triangular ``[t, u]`` matrix times ``[u, K*e]`` (REINFORCE's replay of S > 1
             sampled schedules sharing h: 10-20% faster POMO epochs).
