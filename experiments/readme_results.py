@@ -146,6 +146,9 @@ ENTRIES = [
      "experiments/results/bench_policy_quality_cut.md",
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_cut --skip-training "
      "--beam 64 --out experiments/results/bench_policy_quality_cut", None, []),
+    ("Dense vs segment message passing: why decoders encode with segment ops (issue 4)",
+     "experiments/results/bench_aggregation.md",
+     ".venv/bin/python experiments/bench_aggregation.py --out experiments/results/bench_aggregation", None, []),
     ("respect_k4_paper_cut fine-tuned on 50-node graphs only (runs/cut_f50): no gain, not shipped",
      "experiments/results/compare_cut_f50.md",
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut "

@@ -24,11 +24,13 @@ from respect_jax.solvers.local_search import improve
 STRATEGIES = ("greedy", "sample", "best_of", "beam")
 
 #: message passing of the encoder pass of every decoding. Both implementations compute the same
-#: embeddings (tests/test_policy.py); without a gradient the jraph segment ops are the faster one at
-#: every bucket measured on a 2-core CPU (ResNet-101, 345 nodes in a 512-node bucket, batch of 1:
-#: 4 instead of 32 ms; 64-node bucket, batch 256: 106 instead of 132 ms), because the dense path
-#: builds [N, N] attention scores per head. Training keeps the network's own ``policy.aggregation``
-#: (dense by default): differentiated, dense is the faster one on the 32- and 64-node buckets.
+#: embeddings (tests/test_policy.py). Without a gradient the jraph segment ops are faster from the
+#: 64-node bucket up, because the dense path builds [N, N] attention scores per head: 1.1-1.7x on
+#: 50-node graphs in batches of 256, 5-19x on 300-node graphs, and ResNet-101 greedy decoding with
+#: respect_k4_paper_cut takes 29 instead of 63 ms on a 2-core CPU. At the 32-node bucket the two are
+#: within 1.5x either way (experiments/results/bench_aggregation.md). Training keeps the network's
+#: own ``policy.aggregation`` (dense by default): differentiated, dense is the faster one on the
+#: training graphs in 5 of the 6 cases measured.
 INFERENCE_AGGREGATION = "segment"
 
 
