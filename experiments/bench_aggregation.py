@@ -33,8 +33,14 @@ from respect_jax.train.speed import timed  # noqa: E402
 
 AGGREGATIONS = ("dense", "segment")
 # (generator mode, nodes, batch): the training and held-out sizes in respect mode, model-like DNN graphs above
-FORWARD_CASES = (("respect", 30, 128), ("respect", 50, 256), ("dnn", 100, 64), ("dnn", 200, 32), ("dnn", 300, 16))
-FORWARD_CASES += (("dnn", 300, 1),)
+FORWARD_CASES = (
+    ("respect", 30, 128),
+    ("respect", 50, 256),
+    ("dnn", 100, 64),
+    ("dnn", 200, 32),
+    ("dnn", 300, 16),
+    ("dnn", 300, 1),
+)
 GRADIENT_CASES = (("respect", 30, 128), ("respect", 50, 64))  # the training graphs (buckets of 32, 64 nodes)
 
 
@@ -49,9 +55,8 @@ def generated(mode: str, nodes: int, batch: int, seed: int):
     return jax.jit(jax.vmap(gen))(jax.random.split(jax.random.PRNGKey(seed), batch))
 
 
-def encoder_rows(checkpoint: str, repeats: int) -> list[dict]:
-    """One row per (case, pass): ms with each aggregation."""
-    model, _ = load_policy(checkpoint)
+def encoder_rows(checkpoint: str, model, repeats: int) -> list[dict]:
+    """One row per (case, pass): ms with each aggregation (``model`` loaded from ``checkpoint``)."""
     graphdef, params = nnx.split(model)
     encode = {
         agg: jax.jit(lambda p, g, agg=agg: nnx.merge(graphdef, p).encode(g, aggregation=agg)) for agg in AGGREGATIONS
@@ -75,9 +80,11 @@ def encoder_rows(checkpoint: str, repeats: int) -> list[dict]:
     return rows
 
 
-def greedy_row(checkpoint: str, graph_path: str, repeats: int) -> dict:
-    """Greedy decoding of one graph (batch of 1) after each encoder; the schedules must agree."""
-    model, doc = load_policy(checkpoint)
+def greedy_row(checkpoint: str, model, doc: dict, graph_path: str, repeats: int) -> dict:
+    """Greedy decoding of one graph (batch of 1) after each encoder; the schedules must agree.
+
+    ``model``, ``doc``: :func:`load_policy` of ``checkpoint``.
+    """
     hw = hardware_from_dict(doc["hardware"])
     graphdef, params = nnx.split(model)
     graph = load_graph(graph_path)
@@ -117,8 +124,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--out", default=None, help="write <out>.json and <out>.md")
     args = ap.parse_args()
-    enc = [r for c in args.checkpoints for r in encoder_rows(c, args.repeats)]
-    greedy = [greedy_row(c, args.graph, args.repeats) for c in args.checkpoints]
+    loaded = {c: load_policy(c) for c in args.checkpoints}
+    enc = [r for c, (model, _) in loaded.items() for r in encoder_rows(c, model, args.repeats)]
+    greedy = [greedy_row(c, model, doc, args.graph, args.repeats) for c, (model, doc) in loaded.items()]
     lines = [
         "# Dense vs segment message passing (encoder of trained policies)",
         "",
