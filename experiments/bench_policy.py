@@ -7,14 +7,16 @@ average before and after (the figures depend on how busy the machine was).
     .venv/bin/python experiments/bench_policy.py --skip-quality        # speed figures only
     .venv/bin/python experiments/bench_policy.py --quality-limit 100 --samples 64
     .venv/bin/python experiments/bench_policy.py --skip-training --beam 64   # also beam-search rows
+    .venv/bin/python experiments/bench_policy.py --skip-training --sbs 64    # also stochastic-beam-search rows
 
 * training throughput (graphs/s, after compilation) of one imitation and one REINFORCE update
   epoch on 30-node graphs (bucket 32), and the compile time of each update epoch per bucket;
 * time to schedule one 350-node graph (ResNet-101, 345 nodes) with greedy decoding, after
   compilation, and the compile time of that bucket;
-* quality: greedy, best-of-N (and with ``--beam`` beam-search) gaps of a checkpoint on the held-out
-  50-node labelled set (gap to the proven optimum) and on generated 300-node DNN-like graphs (gap
-  to the best schedule found by any of: the policy, the compiler partitioner, the greedy solver).
+* quality: greedy, best-of-N (with ``--beam`` beam-search, with ``--sbs`` the best of distinct samples)
+  gaps of a checkpoint on the held-out 50-node labelled set (gap to the proven optimum) and on generated
+  300-node DNN-like graphs (gap to the best schedule found by any of: the policy, the compiler
+  partitioner, the greedy solver).
 
 The speed figures come from :mod:`respect_jax.train.speed` (``respect-bench benchmarks=[policy]``
 measures the same ones).
@@ -62,10 +64,11 @@ def bench_quality(
     pair_escapes: int = 0,
     pair_candidates: int = 1,
     beam: int = 0,
+    sbs: int = 0,
 ) -> dict:
-    """Greedy / best-of-N (and with ``beam`` > 0 beam-search) gaps, and with ``local_search`` > 0 the
-    same followed by hill climbing, and with ``pair_escapes`` > 0 also by hill climbing with pair
-    moves (on the 50-node graphs).
+    """Greedy / best-of-N (with ``beam`` > 0 beam-search, with ``sbs`` > 0 stochastic beam search) gaps,
+    and with ``local_search`` > 0 the same followed by hill climbing, and with ``pair_escapes`` > 0 also
+    by hill climbing with pair moves (on the 50-node graphs).
 
     On the 300-node graphs the local search runs after greedy decoding only (hill-climbing all N
     candidates of 300-node graphs costs N times as much) and without pair moves (``(2 N)^2`` pairs).
@@ -74,7 +77,7 @@ def bench_quality(
     obj, lam = doc["objective"], doc["lam"]
     out = {}
     data = load_labelled_batches([labels50], hw, obj, lam, limit=limit)
-    multi = [("best_of", samples)] + ([("beam", beam)] if beam else [])
+    multi = [("best_of", samples)] + ([("beam", beam)] if beam else []) + ([("sbs", sbs)] if sbs else [])
     small = [Decoding("greedy")] + [Decoding(s, samples=n) for s, n in multi]
     if local_search:
         small += [Decoding("greedy", local_search=local_search)]
@@ -212,6 +215,7 @@ def main() -> None:
     )
     ap.add_argument("--pair-candidates", type=int, default=1, help="best-of-N candidates that get the pair moves")
     ap.add_argument("--beam", type=int, default=0, help="beam width of the beam rows (0: no beam rows)")
+    ap.add_argument("--sbs", type=int, default=0, help="distinct samples of the sbs rows (0: no sbs rows)")
     ap.add_argument("--objective", default=None, help="score under this objective (default: the checkpoint's)")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--skip-training", action="store_true")
@@ -256,6 +260,7 @@ def main() -> None:
             args.pair_escapes,
             args.pair_candidates,
             args.beam,
+            args.sbs,
         )
     doc["load_after"] = list(os.getloadavg())
     out = Path(args.out)

@@ -30,27 +30,30 @@ from respect_jax.policy.decoding import Decoding, make_decoder  # noqa: E402
 from respect_jax.train.checkpoints import load_policy  # noqa: E402
 
 
-def decodings(samples: int, temperatures: list[float], beam: int = 0) -> list[tuple[str, Decoding]]:
+def decodings(samples: int, temperatures: list[float], beam: int = 0, sbs: int = 0) -> list[tuple[str, Decoding]]:
     """Greedy, best-of-``samples`` at each sampling temperature (``best_of_N`` at 1.0, else
-    ``best_of_N_tT``) and, with ``beam`` > 0, beam search of that width (``beam_W``)."""
+    ``best_of_N_tT``), with ``beam`` > 0 beam search of that width (``beam_W``) and with ``sbs`` > 0
+    the best of that many distinct samples (stochastic beam search, ``sbs_W``)."""
     out = [("greedy", Decoding("greedy"))]
     for t in temperatures:
         name = f"best_of_{samples}" if t == 1.0 else f"best_of_{samples}_t{t:g}"
         out.append((name, Decoding("best_of", samples=samples, temperature=t)))
     if beam:
         out.append((f"beam_{beam}", Decoding("beam", samples=beam)))
+    if sbs:
+        out.append((f"sbs_{sbs}", Decoding("sbs", samples=sbs)))
     return out
 
 
 def decode_all(
-    path: str, graphs, samples: int, batch: int, temperatures: list[float], beam: int = 0
+    path: str, graphs, samples: int, batch: int, temperatures: list[float], beam: int = 0, sbs: int = 0
 ) -> tuple[dict, dict[str, np.ndarray]]:
     """The checkpoint's network document and its objectives f32[G] per decoding (all schedules valid)."""
     model, doc = load_policy(path)
     hw = hardware_from_dict(doc["hardware"])
     count = graphs.params.shape[0]
     out = {}
-    for name, dec in decodings(samples, temperatures, beam):
+    for name, dec in decodings(samples, temperatures, beam, sbs):
         run, params = make_decoder(model, hw, doc["objective"], doc["lam"], dec)
         objs = []
         for i in range(0, count, batch):
@@ -76,21 +79,22 @@ def main() -> None:
         help="sampling temperatures of best-of-N (model selection of the decoding)",
     )
     parser.add_argument("--beam", type=int, default=0, help="also beam search of this width (0: none)")
+    parser.add_argument("--sbs", type=int, default=0, help="also the best of this many distinct samples (0: none)")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--seed", type=int, default=20261203)
     parser.add_argument("--out", default=None, help="write <out>.json and <out>.md")
     args = parser.parse_args()
     if any(not t > 0 for t in args.temperatures):
         raise SystemExit(f"compare_checkpoints: --temperatures must be > 0, got {args.temperatures}")
-    if args.beam < 0:
-        raise SystemExit(f"compare_checkpoints: --beam must be >= 0, got {args.beam}")
+    if args.beam < 0 or args.sbs < 0:
+        raise SystemExit(f"compare_checkpoints: --beam and --sbs must be >= 0, got {args.beam} and {args.sbs}")
     if args.graphs % args.batch:
         raise SystemExit(f"compare_checkpoints: --graphs ({args.graphs}) must be a multiple of --batch ({args.batch})")
     gen = make_jax_generator(GeneratorConfig(mode="respect", min_nodes=args.nodes, max_nodes=args.nodes))
     graphs = jax.jit(jax.vmap(gen))(jax.random.split(jax.random.PRNGKey(args.seed), args.graphs))
     rows, ref = [], None
     for path in args.checkpoints:
-        doc, objs = decode_all(path, graphs, args.samples, args.batch, args.temperatures, args.beam)
+        doc, objs = decode_all(path, graphs, args.samples, args.batch, args.temperatures, args.beam, args.sbs)
         hw = hardware_from_dict(doc["hardware"])
         bound = np.asarray(jax.vmap(objective_lower_bound, in_axes=(0, None, None))(graphs, hw, doc["objective"]))
         ref = ref or (doc, objs)

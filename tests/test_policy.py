@@ -18,7 +18,7 @@ from respect_jax.costs import evaluate_assignment
 from respect_jax.env import SchedulingEnv
 from respect_jax.graphs import GeneratorConfig, make_jax_generator, pad_graph, stack_graphs, to_original_order
 from respect_jax.policy.config import PolicyConfig
-from respect_jax.policy.decoding import Decoding, make_decoder
+from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, make_decoder
 from respect_jax.policy.model import (
     SchedulingPolicy,
     decoder_steps,
@@ -210,13 +210,14 @@ COMBOS = (
     (2, "best_of", "latency"),
     (4, "beam", "paper"),
     (3, "beam", "latency"),
+    (4, "sbs", "latency"),
 )
 
 
 @functools.cache
 def decoder_for(k: int, strategy: str, objective: str):
     model = small_policy(seed=k)
-    dec = Decoding(strategy, samples=5 if strategy in ("best_of", "beam") else 1, temperature=2.0)
+    dec = Decoding(strategy, samples=5 if strategy in MULTI_STRATEGIES else 1, temperature=2.0)
     return make_decoder(model, make_hw(k), objective, 1.0, dec)
 
 
@@ -375,3 +376,57 @@ def test_policy_solver_uses_a_checkpoint_folder(tmp_path):
         assert result["objective"] == pytest.approx(
             evaluate_assignment(graph, np.asarray(result["assignment"]), hw, "latency")["objective"]
         )
+
+
+def test_stochastic_beam_search_draws_distinct_schedules_like_gumbel_top_k():
+    """sbs: W schedules without replacement from the policy's distribution at the temperature.
+
+    Reference: the exact log-probability of every valid schedule of a tiny graph (all of them from a
+    wide deterministic beam, scored by teacher forcing), then the Gumbel-top-2 of complete schedules
+    drawn in NumPy. The inclusion frequency of every schedule in sbs's two samples (3,000 draws)
+    matches it; the two samples always differ; a wide sbs returns every valid schedule."""
+    from respect_jax.policy.model import beam_search, log_probs_and_entropy
+
+    k, temperature, draws = 3, 1.5, 3000
+    graph = random_graphs(1, seed=4, min_nodes=4, max_nodes=4)[0]
+    hw = make_hw(k)
+    model = small_policy(seed=6)
+    one = stack_graphs([graph], SHAPE)
+    h, g = nnx.jit(lambda m, x: m.encode(x))(model, one)
+    every = np.asarray(nnx.jit(lambda m, gr, h, g: beam_search(m, gr, h, g, hw, "paper", 1.0, 128))(model, one, h, g))
+    schedules = np.unique(every[0], axis=0)  # [M, N] by position, each valid schedule once
+    m = len(schedules)
+    assert 6 <= m <= 40
+
+    def exact_logp(mdl, gr, h, g, st):
+        logits = mdl.teacher_logits(gr, h, g, st, hw, "paper", 1.0) / temperature
+        return log_probs_and_entropy(logits, st, gr.node_mask)[0]
+
+    logp = np.asarray(nnx.jit(exact_logp)(model, one, h, g, jnp.asarray(schedules)[None]))[0]
+    np.testing.assert_allclose(np.exp(logp).sum(), 1.0, atol=1e-4)  # every schedule is there once
+
+    rng = np.random.default_rng(0)
+    top2 = np.argsort(-(logp + rng.gumbel(size=(200_000, m))), axis=1)[:, :2]
+    expected = np.bincount(top2.ravel(), minlength=m) / 200_000
+
+    batch = jax.tree.map(lambda x: jnp.repeat(x, draws, axis=0), one)
+    run, params = make_decoder(model, hw, "paper", 1.0, Decoding("sbs", samples=2, temperature=temperature))
+    sbs = nnx.jit(lambda mdl, gr, h, g, key: beam_search(mdl, gr, h, g, hw, "paper", 1.0, 2, key, temperature))
+    h_r, g_r = jnp.repeat(h, draws, axis=0), jnp.repeat(g, draws, axis=0)
+    drawn = np.asarray(sbs(model, batch, h_r, g_r, jax.random.PRNGKey(1)))  # [draws, 2, N]
+    index = {row.tobytes(): i for i, row in enumerate(schedules)}
+    picked = np.array([[index[drawn[r, j].tobytes()] for j in range(2)] for r in range(draws)])
+    assert np.all(picked[:, 0] != picked[:, 1])
+    observed = np.bincount(picked.ravel(), minlength=m) / draws
+    np.testing.assert_allclose(observed, expected, atol=0.04)  # 4.4 standard errors at p = 0.5
+    assert np.max(expected) > 0.3  # the test distinguishes schedules (not a flat distribution)
+
+    out = jax.device_get(run(params, batch, jax.random.PRNGKey(2)))  # decode keeps the better one
+    assert np.all(out.valid) and Decoding("sbs", samples=64).label == "sbs_64"
+    objs = np.asarray(schedule_objectives(one, jnp.asarray(schedules)[None], hw, "paper", 1.0)[0])[0]
+    chosen = np.array([index[row.tobytes()] for row in out.stage])
+    assert np.all(out.objective <= np.sort(objs)[-2] * (1 + 1e-6))  # never the worst of two distinct
+
+    wide = nnx.jit(lambda mdl, gr, h, g, key: beam_search(mdl, gr, h, g, hw, "paper", 1.0, 128, key, temperature))
+    assert {row.tobytes() for row in np.asarray(wide(model, one, h, g, jax.random.PRNGKey(3)))[0]} == set(index)
+    assert len(set(chosen)) > 1

@@ -41,8 +41,9 @@ def test_schedules_after_repair_are_valid_on_every_bundled_model():
     hw = make_hw(4)
     batch = stack_graphs(graphs)  # one common bucket: one compilation
     run, params = make_decoder(PointerNetwork(TINY, rngs=nnx.Rngs(0)), hw, "paper", 1.0, Decoding("greedy"))
-    with pytest.raises(ValueError, match="beam is not available"):
-        make_decoder(PointerNetwork(TINY, rngs=nnx.Rngs(0)), hw, "paper", 1.0, Decoding("beam", samples=4))
+    for strategy in ("beam", "sbs"):
+        with pytest.raises(ValueError, match=f"{strategy} is not available"):
+            make_decoder(PointerNetwork(TINY, rngs=nnx.Rngs(0)), hw, "paper", 1.0, Decoding(strategy, samples=4))
     out = jax.device_get(run(params, batch, jax.random.PRNGKey(0)))
     assert np.all(out.valid)
     for g, assignment, obj in zip(graphs, unstack_positions(batch, out.stage), out.objective, strict=True):

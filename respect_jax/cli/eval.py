@@ -96,7 +96,7 @@ def evaluate(cfg: DictConfig) -> dict:
 
     from respect_jax.costs import evaluate_assignment
     from respect_jax.graphs.padded import graph_at, to_original_order
-    from respect_jax.policy.decoding import Decoding, make_decoder
+    from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, make_decoder
     from respect_jax.respect_pointer.checkpoints import checkpoint_kind
     from respect_jax.solvers import run_solver
     from respect_jax.train.checkpoints import load_policy
@@ -122,7 +122,7 @@ def evaluate(cfg: DictConfig) -> dict:
     for name in cfg.decodings:
         dec = Decoding(
             strategy=str(name),
-            samples=int(cfg.samples) if name in ("best_of", "beam") else 1,
+            samples=int(cfg.samples) if name in MULTI_STRATEGIES else 1,
             temperature=float(cfg.temperature),
             local_search=int(cfg.local_search),
             pair_escapes=int(cfg.pair_escapes),

@@ -349,33 +349,73 @@ def beam_search(
     objective: str,
     lam: float,
     width: int,
+    key: jax.Array | None = None,
+    temperature: float = 1.0,
 ) -> jax.Array:
-    """Beam search over the policy's stage choices; returns i32[B, W, N] the W = ``width`` most
-    probable schedules found per graph (by sum of log-probabilities; padding 0).
+    """Beam search over the policy's stage choices; returns i32[B, W, N] W = ``width`` schedules
+    per graph (padding 0).
 
-    Every step expands each beam by its K stages and keeps the W best of the W*K partial schedules;
-    masked stages score -1e9 per step, so they survive only while fewer than W allowed partial
+    Deterministic (``key`` None): the W most probable schedules found, by sum of log-probabilities.
+    Every step expands each beam by its K stages and keeps the W best of the W*K partial schedules.
+
+    Stochastic (``key`` given): stochastic beam search (Kool, van Hoof and Welling, ICML 2019), W
+    schedules sampled *without replacement* from ``softmax(logits / temperature)``. Every partial
+    schedule carries a Gumbel-perturbed log-probability; its children's perturbations are drawn
+    conditioned on their maximum being the parent's (:func:`_gumbel_children`), and the W largest are
+    kept, so the W complete schedules are exactly the Gumbel-top-W of the policy's distribution:
+    distinct schedules, unlike W independent samples, which repeat the likely ones.
+
+    Masked stages score -1e9 per step, so they survive only while fewer than W allowed partial
     schedules exist (then they duplicate an allowed one: the chosen stage is raised to the
     precedence bound, and the schedule stays valid). Graphs shorter than the batch's longest keep
     their beams through the remaining steps. The same decoder steps as :func:`rollout`.
     """
     b, k = graphs.params.shape[0], hw.stages
     ds, step_logits, place = decoder_steps(model, graphs, h, g, hw, objective, lam, width)
-    score = jnp.where(jnp.arange(width) == 0, 0.0, -jnp.inf)[None, :].repeat(b, axis=0)  # one live beam
+    live = jnp.where(jnp.arange(width) == 0, 0.0, -jnp.inf)[None, :].repeat(b, axis=0)  # one live beam
+    logp_sum = jnp.zeros((b, width))
 
     def body(carry):
-        t, ds, score = carry
-        logp = jax.nn.log_softmax(step_logits(ds, t)[0], axis=-1)
+        t, ds, score, logp_sum = carry
+        logits = step_logits(ds, t)[0]
+        logp = jax.nn.log_softmax(logits if key is None else logits / temperature, axis=-1)
         done = (t >= graphs.num_nodes)[:, None, None]  # finished graphs: each beam continues unchanged
         logp = jnp.where(done, jnp.where(jnp.arange(k) == 0, 0.0, -jnp.inf), logp)
-        top, idx = jax.lax.top_k((score[..., None] + logp).reshape(b, width * k), width)
+        child_logp = logp_sum[..., None] + logp  # [B, W, K]
+        if key is None:
+            child = score[..., None] + logp
+        else:
+            child = _gumbel_children(jax.random.fold_in(key, t), score, child_logp)
+        top, idx = jax.lax.top_k(child.reshape(b, width * k), width)
         parent, action = idx // k, idx % k
         ds = jax.tree.map(lambda x: jnp.take_along_axis(x, parent.reshape(parent.shape + (1,) * (x.ndim - 2)), 1), ds)
-        return t + 1, place(ds, t, action), top
+        logp_sum = jnp.take_along_axis(child_logp.reshape(b, width * k), idx, axis=1)
+        return t + 1, place(ds, t, action), top, logp_sum
 
     n_max = jnp.max(graphs.num_nodes)
-    _, ds, _ = jax.lax.while_loop(lambda c: c[0] < n_max, body, (jnp.int32(0), ds, score))
+    _, ds, _, _ = jax.lax.while_loop(lambda c: c[0] < n_max, body, (jnp.int32(0), ds, live, logp_sum))
     return jnp.where(graphs.node_mask[:, None, :], ds.stage, 0)
+
+
+def _gumbel_children(key: jax.Array, parent: jax.Array, child_logp: jax.Array) -> jax.Array:
+    """Perturbed log-probabilities f32[B, W, K] of the children of W partial schedules.
+
+    Args: parent f32[B, W] the parents' perturbed log-probabilities (-inf: no beam);
+    child_logp f32[B, W, K] the children's log-probabilities. Each child gets ``child_logp +
+    Gumbel(0)``; the children of one parent are then shifted so that their maximum equals the
+    parent's value (the numerically stable form of ``-log(exp(-T) - exp(-Z) + exp(-g))``, Kool et al.
+    2019, appendix B), which is how a Gumbel-top-k over complete schedules factorises over steps.
+    """
+    g = child_logp + jax.random.gumbel(key, child_logp.shape)
+    z = jnp.max(g, axis=-1, keepdims=True)
+    t = parent[..., None]
+    finite = jnp.isfinite(g) & jnp.isfinite(t)
+    g_safe, t_safe = jnp.where(finite, g, 0.0), jnp.where(finite, t, 0.0)
+    a = jnp.minimum(g_safe - jnp.where(finite, z, 0.0), 0.0)
+    log1mexp = jnp.where(a > -0.6931, jnp.log(-jnp.expm1(a)), jnp.log1p(-jnp.exp(a)))  # log(1 - e^a)
+    v = t_safe - g_safe + log1mexp
+    shifted = t_safe - jnp.maximum(v, 0.0) - jnp.log1p(jnp.exp(-jnp.abs(v)))
+    return jnp.where(finite, shifted, -jnp.inf)
 
 
 def schedule_objectives(

@@ -4,8 +4,8 @@ Importing this module registers it (``respect_jax.solvers`` never imports the po
 imports this module before looking solvers up). Options (conf/solver/policy.yaml):
 
 * ``checkpoint``: a run folder written by ``respect-train`` (default: the shipped checkpoint);
-* ``decoding``: ``greedy`` | ``sample`` | ``best_of`` | ``beam``; ``samples`` (best_of candidates,
-  beam width); ``temperature``; ``seed``;
+* ``decoding``: ``greedy`` | ``sample`` | ``best_of`` | ``beam`` | ``sbs``; ``samples`` (best_of and sbs
+  candidates, beam width); ``temperature``; ``seed``;
   ``local_search`` (hill-climbing moves on every candidate, 0: none); ``pair_escapes`` (pair moves
   out of the local optima of the best ``pair_candidates`` candidates, 0: none; see
   :mod:`respect_jax.solvers.local_search`).
@@ -26,7 +26,7 @@ import numpy as np
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import pad_graph, to_original_order
-from respect_jax.policy.decoding import Decoding, make_decoder
+from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, make_decoder
 from respect_jax.solvers.base import SolveResult, register_solver
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "data" / "checkpoints" / "respect_k4_paper_cut"
@@ -72,7 +72,7 @@ def checkpoint_solver(default_checkpoint: Path, load: Callable, decoder: Callabl
             raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
         dec = Decoding(
             strategy=decoding,
-            samples=int(samples) if decoding in ("best_of", "beam") else 1,
+            samples=int(samples) if decoding in MULTI_STRATEGIES else 1,
             temperature=temperature,
             local_search=int(local_search),
             pair_escapes=int(pair_escapes),

@@ -64,8 +64,9 @@ def decode(
 
 def make_decoder(model: PointerNetwork, hw: Hardware, objective: str, lam: float, decoding: Decoding):
     """A jitted ``(params, graphs, key) -> DecodeResult`` and the model's current ``params``."""
-    if decoding.strategy == "beam":
-        raise ValueError("decoding beam is not available for the respect_pointer baseline (greedy | sample | best_of)")
+    if decoding.strategy in ("beam", "sbs"):
+        name = decoding.strategy
+        raise ValueError(f"decoding {name} is not available for the respect_pointer baseline (greedy, sample, best_of)")
     graphdef, params = nnx.split(model)
 
     @jax.jit
