@@ -146,6 +146,20 @@ ENTRIES = [
      "experiments/results/bench_policy_quality_cut.md",
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_cut --skip-training "
      "--beam 64 --out experiments/results/bench_policy_quality_cut", None, []),
+    ("The default checkpoint with 64 distinct samples (`sbs_64`, stochastic beam search) next to best-of-64 and "
+     "beam-64, each + local search and + pair escapes (issue 4)",
+     "experiments/results/bench_policy_quality_cut_sbs.md",
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_cut --skip-training "
+     "--beam 64 --sbs 64 --pair-escapes 20 --pair-candidates 8 --dnn-graphs 0 "
+     "--out experiments/results/bench_policy_quality_cut_sbs", None, []),
+    ("Quality against decoding budget, the policy alone: best-of-N, N distinct samples (sbs), beam-N (issue 4)",
+     "experiments/results/decoding_budget_cut.md",
+     ".venv/bin/python experiments/decoding_budget.py --checkpoint data/checkpoints/respect_k4_paper_cut "
+     "--out experiments/results/decoding_budget_cut", None, ["experiments/results/decoding_budget_cut.png"]),
+    ("best-of-64, sbs-64 and beam-64 of the default checkpoint on fresh generated graphs (decoding selection)",
+     "experiments/results/compare_cut_sbs.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut --graphs 1024 "
+     "--samples 64 --beam 64 --sbs 64 --out experiments/results/compare_cut_sbs", None, []),
     ("Dense vs segment message passing: why decoders encode with segment ops (issue 4)",
      "experiments/results/bench_aggregation.md",
      ".venv/bin/python experiments/bench_aggregation.py --out experiments/results/bench_aggregation", None, []),

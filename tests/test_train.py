@@ -219,11 +219,11 @@ def test_eval_rebuilds_policy_from_run_folder(trained_run, tmp_path):
     cfg = compose_cfg(
         "eval",
         [f"checkpoint={root / 'full'}", f"dataset={dataset}", "samples=4", "batch_size=8", "progress=false"]
-        + ["decodings=[greedy,best_of,beam]"],
+        + ["decodings=[greedy,best_of,beam,sbs]"],
     )
     doc = evaluate(cfg)
     assert doc["graphs"] == 24 and doc["reference"] == "oracle" and doc["checkpoint_step"] == 8
-    assert set(doc["aggregate"]) == {"greedy", "best_of_4", "beam_4", "compiler"}
+    assert set(doc["aggregate"]) == {"greedy", "best_of_4", "beam_4", "sbs_4", "compiler"}
     for method, agg in doc["aggregate"].items():
         assert agg["valid_pct"] == 100.0, method
         assert agg["gap_mean_pct"] >= -1e-4, method  # nothing beats a proven optimum

@@ -49,8 +49,9 @@ class Decoding:
             lowest objective; no randomness, temperature ignored) or ``sbs`` (stochastic beam search:
             ``samples`` distinct schedules sampled without replacement from
             ``softmax(logits / temperature)``, keep the best; independent samples of ``best_of``
-            repeat the likely schedules: a trained policy's 64 samples of a 50-node graph hold
-            about 36 distinct ones).
+            repeat the likely schedules: the greedy schedule and 63 samples of a 50-node graph
+            from the default checkpoint hold 34.5 distinct ones on average,
+            experiments/results/decoding_budget_cut.md).
         samples: candidates of ``best_of`` and ``sbs``, beam width of ``beam`` (ignored otherwise).
         temperature: sampling temperature.
         include_greedy: ``best_of`` makes the greedy schedule one of its ``samples`` candidates
