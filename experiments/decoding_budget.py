@@ -132,9 +132,10 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
         ax_gap.plot(budgets, [r["gap_mean_pct"] for r in rs], marker="o", label=strategy)
     ax_opt.axhline(TARGET_OPTIMAL_PCT, color="grey", linestyle="--", label="target")
     ax_gap.axhline(TARGET_GAP_PCT, color="grey", linestyle="--", label="target")
+    ticks = sorted({r["budget"] for r in rows})
     for ax, ylabel in ((ax_opt, "exactly optimal (%)"), (ax_gap, "mean gap to the optimum (%)")):
         ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted({r["budget"] for r in rows}), [str(b) for b in sorted({r["budget"] for r in rows})])
+        ax.set_xticks(ticks, [str(b) for b in ticks])
         ax.set_xlabel("candidates per graph")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)

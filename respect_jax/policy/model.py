@@ -373,19 +373,15 @@ def beam_search(
     b, k = graphs.params.shape[0], hw.stages
     ds, step_logits, place = decoder_steps(model, graphs, h, g, hw, objective, lam, width)
     live = jnp.where(jnp.arange(width) == 0, 0.0, -jnp.inf)[None, :].repeat(b, axis=0)  # one live beam
-    logp_sum = jnp.zeros((b, width))
 
     def body(carry):
-        t, ds, score, logp_sum = carry
+        t, ds, score, logp_sum = carry  # score: the ranking value (logp_sum, perturbed when stochastic)
         logits = step_logits(ds, t)[0]
         logp = jax.nn.log_softmax(logits if key is None else logits / temperature, axis=-1)
         done = (t >= graphs.num_nodes)[:, None, None]  # finished graphs: each beam continues unchanged
         logp = jnp.where(done, jnp.where(jnp.arange(k) == 0, 0.0, -jnp.inf), logp)
         child_logp = logp_sum[..., None] + logp  # [B, W, K]
-        if key is None:
-            child = score[..., None] + logp
-        else:
-            child = _gumbel_children(jax.random.fold_in(key, t), score, child_logp)
+        child = child_logp if key is None else _gumbel_children(jax.random.fold_in(key, t), score, child_logp)
         top, idx = jax.lax.top_k(child.reshape(b, width * k), width)
         parent, action = idx // k, idx % k
         ds = jax.tree.map(lambda x: jnp.take_along_axis(x, parent.reshape(parent.shape + (1,) * (x.ndim - 2)), 1), ds)
@@ -393,7 +389,7 @@ def beam_search(
         return t + 1, place(ds, t, action), top, logp_sum
 
     n_max = jnp.max(graphs.num_nodes)
-    _, ds, _, _ = jax.lax.while_loop(lambda c: c[0] < n_max, body, (jnp.int32(0), ds, live, logp_sum))
+    _, ds, _, _ = jax.lax.while_loop(lambda c: c[0] < n_max, body, (jnp.int32(0), ds, live, live))
     return jnp.where(graphs.node_mask[:, None, :], ds.stage, 0)
 
 
