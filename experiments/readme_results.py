@@ -174,6 +174,11 @@ ENTRIES = [
      "runs/soup_cut_f50 --beam 16 --out experiments/results/compare_cut_f50_soup "
      "(commands: data/checkpoints/README.md)",
      None, []),
+    ("respect_k4_paper_cut fine-tuned with 128 graphs per step (runs/cut_big) and its averages: no gain, not shipped",
+     "experiments/results/compare_cut_big.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut "
+     "runs/cut_big/checkpoints/1000 runs/soup_big runs/soup_big_only --beam 16 "
+     "--out experiments/results/compare_cut_big (commands: data/checkpoints/README.md)", None, []),
     ("Sampling temperature of best-of-64 for respect_k4_paper_cut (model selection of the decoding, fresh graphs)",
      "experiments/results/compare_cut_temperature.md",
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut --graphs 1024 "
