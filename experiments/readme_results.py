@@ -152,6 +152,12 @@ ENTRIES = [
      ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_paper_cut --skip-training "
      "--beam 64 --sbs 64 --pair-escapes 20 --pair-candidates 8 --dnn-graphs 0 "
      "--out experiments/results/bench_policy_quality_cut_sbs", None, []),
+    ("Latency checkpoint with 64 distinct samples (`sbs_64`) next to best-of-64 and beam-64, each + local search "
+     "(issue 4)",
+     "experiments/results/bench_policy_latency_si_sbs.md",
+     ".venv/bin/python experiments/bench_policy.py --checkpoint data/checkpoints/respect_k4_latency_si "
+     "--labels50 data/labels/respect50_k4_latency --skip-training --dnn-graphs 0 --beam 64 --sbs 64 "
+     "--out experiments/results/bench_policy_latency_si_sbs", None, []),
     ("Quality against decoding budget, the policy alone: best-of-N, N distinct samples (sbs), beam-N (issue 4)",
      "experiments/results/decoding_budget_cut.md",
      ".venv/bin/python experiments/decoding_budget.py --checkpoint data/checkpoints/respect_k4_paper_cut "
