@@ -29,8 +29,7 @@ sys.path.insert(0, str(ROOT))
 from respect_jax.cli.common import machine_description  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.graphs.graph import write_json_atomic  # noqa: E402
-from respect_jax.policy.decoding import INFERENCE_AGGREGATION, MULTI_STRATEGIES, Decoding, candidates  # noqa: E402
-from respect_jax.policy.model import beam_search  # noqa: E402
+from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, decode_candidates  # noqa: E402
 from respect_jax.train.checkpoints import load_policy  # noqa: E402
 from respect_jax.train.data import load_labelled_batches  # noqa: E402
 from respect_jax.train.evaluation import decode_set, summarise  # noqa: E402
@@ -38,19 +37,11 @@ from respect_jax.train.evaluation import decode_set, summarise  # noqa: E402
 TARGET_OPTIMAL_PCT, TARGET_GAP_PCT = 80.0, 0.5  # issue 4: best-of-64 <= 0.5% with >= 80% exactly optimal
 
 
-def distinct_candidates(model, graphs, hw, objective: str, lam: float, strategy: str, budget: int) -> float:
-    """Mean number of distinct schedules among the ``budget`` candidates of each of a batch of graphs."""
+def distinct_candidates(model, graphs, hw, objective: str, lam: float, decoding: Decoding) -> float:
+    """Mean number of distinct schedules among the candidates of ``decoding`` for each of a batch of graphs."""
     graphdef, params = nnx.split(model)
-
-    @jax.jit
-    def stages(params, graphs, key):
-        m = nnx.merge(graphdef, params)
-        h, g = m.encode(graphs, aggregation=INFERENCE_AGGREGATION)
-        if strategy == "best_of":
-            return candidates(m, graphs, h, g, hw, objective, lam, key, budget, True, 1.0)
-        return beam_search(m, graphs, h, g, hw, objective, lam, budget, key if strategy == "sbs" else None)
-
-    stage = np.asarray(stages(params, graphs, jax.random.PRNGKey(0)))  # [B, budget, N]
+    run = jax.jit(lambda p, gr, k: decode_candidates(nnx.merge(graphdef, p), gr, hw, objective, lam, k, decoding))
+    stage = np.asarray(run(params, graphs, jax.random.PRNGKey(0)))  # [B, S, N]
     return float(np.mean([len({row.tobytes() for row in per_graph}) for per_graph in stage]))
 
 
@@ -73,7 +64,7 @@ def measure(checkpoint: str, labels: str, strategies: list[str], budgets: list[i
         s = summarise(decoded)
         head = max(1, min(64, schedules // budget))
         first = jax.tree.map(lambda x, head=head: x[:head], data[0].graphs)
-        distinct = distinct_candidates(model, first, hw, doc["objective"], doc["lam"], strategy, budget)
+        distinct = distinct_candidates(model, first, hw, doc["objective"], doc["lam"], dec)
         rows.append(
             {
                 "strategy": strategy,

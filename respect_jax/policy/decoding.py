@@ -130,6 +130,33 @@ def candidates(
     return jnp.concatenate(parts, axis=1)
 
 
+def decode_candidates(
+    model: SchedulingPolicy,
+    graphs: PaddedGraph,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    key: jax.Array,
+    decoding: Decoding,
+) -> jax.Array:
+    """The candidate schedules i32[B, S, N] of ``decoding`` for every graph of the batch, before
+    local search and the choice of the best (S = 1 for greedy and sample; traceable).
+
+    The encoder runs with :data:`INFERENCE_AGGREGATION`, whatever the network was trained with.
+    """
+    d = decoding
+    h, g = model.encode(graphs, aggregation=INFERENCE_AGGREGATION)
+    if d.strategy == "greedy":
+        return rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=True)
+    if d.strategy == "sample":
+        return rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=False, temperature=d.temperature)
+    if d.strategy == "beam":
+        return beam_search(model, graphs, h, g, hw, objective, lam, d.samples)
+    if d.strategy == "sbs":
+        return beam_search(model, graphs, h, g, hw, objective, lam, d.samples, key=key, temperature=d.temperature)
+    return candidates(model, graphs, h, g, hw, objective, lam, key, d.samples, d.include_greedy, d.temperature)
+
+
 def decode(
     model: SchedulingPolicy,
     graphs: PaddedGraph,
@@ -139,23 +166,9 @@ def decode(
     key: jax.Array,
     decoding: Decoding,
 ) -> DecodeResult:
-    """Decode one schedule per graph of the batch with ``decoding`` (traceable; see make_decoder).
-
-    The encoder runs with :data:`INFERENCE_AGGREGATION`, whatever the network was trained with.
-    """
-    h, g = model.encode(graphs, aggregation=INFERENCE_AGGREGATION)
-    if decoding.strategy == "greedy":
-        stage = rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=True)
-    elif decoding.strategy == "sample":
-        stage = rollout(model, graphs, h, g, hw, objective, lam, key, 1, greedy=False, temperature=decoding.temperature)
-    elif decoding.strategy == "beam":
-        stage = beam_search(model, graphs, h, g, hw, objective, lam, decoding.samples)
-    elif decoding.strategy == "sbs":
-        d = decoding
-        stage = beam_search(model, graphs, h, g, hw, objective, lam, d.samples, key=key, temperature=d.temperature)
-    else:
-        d = decoding
-        stage = candidates(model, graphs, h, g, hw, objective, lam, key, d.samples, d.include_greedy, d.temperature)
+    """Decode one schedule per graph of the batch with ``decoding`` (traceable; see make_decoder):
+    the best of :func:`decode_candidates` after ``decoding``'s local search (:func:`keep_best`)."""
+    stage = decode_candidates(model, graphs, hw, objective, lam, key, decoding)
     return keep_best(graphs, stage, hw, objective, lam, decoding)
 
 
