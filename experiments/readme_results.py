@@ -1,15 +1,20 @@
-"""Regenerate the README's results section from ``experiments/results/`` (no number typed by hand).
+"""Regenerate the results sections of ``README.md`` and ``experiments/RESULTS.md`` from
+``experiments/results/`` (no number typed by hand).
 
-    .venv/bin/python experiments/readme_results.py          # rewrites README.md between the markers
+    .venv/bin/python experiments/readme_results.py   # rewrites both files between their markers
 
-The section between ``<!-- results:begin -->`` and ``<!-- results:end -->`` is replaced by, for
-every entry of ``ENTRIES`` whose result file exists: a heading, the command that produced it, the
-selected part of its Markdown (tables and the machine line) and links to its figures. Entries whose
-file does not exist yet are listed as "not yet run" with their command.
+``experiments/RESULTS.md`` gets every entry of ``ENTRIES`` (the full record: model selection,
+runs that did not improve, superseded checkpoints); ``README.md`` only the entries whose title is
+in ``README_TITLES`` (the current figures) and a link to the full record. The text between
+``<!-- results:begin -->`` and ``<!-- results:end -->`` of each file is replaced by, for every
+selected entry whose result file exists: a heading, the command that produced it, the selected part
+of its Markdown (tables and the machine line) and its figures. Entries whose file does not exist
+yet are listed as "not yet run" with their command. The text outside the markers is kept.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -253,7 +258,8 @@ ENTRIES = [
      ["experiments/results/generalisation/generalisation.png"]),
     ("RL-to-ILP warm start", "experiments/results/warm_start/warm_start.md",
      ".venv/bin/python experiments/paper.py experiment=warm_start", ["RL-to-ILP warm start"], []),
-    ("Training curves of the shipped checkpoint", "experiments/results/training_curves/training_curves.md",
+    ("Training curves of the paper experiments' checkpoints (respect_k4_paper, respect_pointer_k4_paper)",
+     "experiments/results/training_curves/training_curves.md",
      ".venv/bin/python experiments/paper.py experiment=training_curves", None,
      ["experiments/results/training_curves/training_curves.png"]),
     ("ASET: success ratio per policy and load, scenario `small` (issue 7)", "experiments/results/edge/success_small.md",
@@ -282,6 +288,32 @@ ENTRIES = [
      "--out-dir experiments/results/bench_gumbel_700", None, []),
 ]
 
+# the entries README.md shows (the current figures); experiments/RESULTS.md shows them all
+README_TITLES = {
+    'Simulator and generator speed',
+    'The default checkpoint (respect_k4_paper_cut, the cut-attention network): quality, with beam search (issue 4)',
+    "The default checkpoint with 64 distinct samples (`sbs_64`, stochastic beam search) next to best-of-64 and "
+    "beam-64, each + local search and + pair escapes (issue 4)",
+    "Latency checkpoint with 64 distinct samples (`sbs_64`) next to best-of-64 and beam-64, each + local search "
+    "(issue 4)",
+    'Quality against decoding budget, the policy alone: best-of-N, N distinct samples (sbs), beam-N (issue 4)',
+    'Learned scheduler: training and scheduling speed (issue 4)',
+    'Training and scheduling speed of the cut-attention network (respect_k4_paper_cut: width 128, cut_heads 4)',
+    'Table 1: real models, paper objective',
+    'Table 2: schedule time',
+    'Table 1 under the latency objective (throughput)',
+    'Real models on the Coral USB preset: compiler split vs MILP, and a LiteRT CPU pipeline (issue 5)',
+    'Table 3: generalisation to larger graphs',
+    'RL-to-ILP warm start',
+    "Training curves of the paper experiments' checkpoints (respect_k4_paper, respect_pointer_k4_paper)",
+    'ASET: success ratio per policy and load, scenario `small` (issue 7)',
+    'ASET: success ratio per policy and load, ISP-like scenario (issue 7)',
+    'ASET: simulator speed vs the Python reference (issue 7)',
+    'Real-time scheduler with safety layer (issue 8)',
+    'Exact oracles and baselines (issue 3)',
+    'Batched Gumbel-softmax solver, 300-node DNN graphs (issue 3)',
+}
+
 
 def sections(markdown: str, keep: list[str] | None) -> str:
     """The whole text, or only the parts under headings whose title starts with one of ``keep``
@@ -308,10 +340,38 @@ def sections(markdown: str, keep: list[str] | None) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def render() -> str:
+def demote_headings(markdown: str, levels: int = 2) -> str:
+    """Headings of an embedded result file ``levels`` deeper (``## X`` -> ``#### X``), so they nest under
+    the entry's ``###`` heading; lines inside code fences are left alone."""
+    out, fenced = [], False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line):
+            line = "#" * levels + line
+        out.append(line)
+    return "\n".join(out)
+
+
+def relink_images(markdown: str, source: Path, at: Path) -> str:
+    """Image links of a result file in folder ``source`` rewritten relative to folder ``at``."""
+
+    def relink(match: re.Match) -> str:
+        alt, target = match.group(1), match.group(2)
+        if re.match(r"[a-z]+:|/", target):
+            return match.group(0)
+        return f"![{alt}]({os.path.relpath(source / target, at)})"
+
+    return re.sub(r"!\[([^\]]*)\]\(([^)\s]+)\)", relink, markdown)
+
+
+def render(entries: list[tuple], at: Path, note: str = "") -> str:
+    """The marked block of ``entries`` for a Markdown file in folder ``at`` (figure links relative to it)."""
     out = [BEGIN, "", "*Generated by `experiments/readme_results.py` from `experiments/results/`; "
            "every number comes from a result file written by the command above it.*", ""]
-    for title, rel, command, keep, figures in ENTRIES:
+    if note:
+        out += [note, ""]
+    for title, rel, command, keep, figures in entries:
         out.append(f"### {title}")
         out.append("")
         out.append(f"`{command}` → `{rel}`")
@@ -320,23 +380,40 @@ def render() -> str:
         if not path.is_file():
             out += ["Not yet run in this checkout.", ""]
             continue
-        out += [sections(path.read_text(), keep), ""]
+        text = relink_images(demote_headings(sections(path.read_text(), keep)), path.parent, at)
+        out += [text, ""]
         for fig in figures:
-            if (ROOT / fig).is_file():
-                out += [f"![{Path(fig).stem}]({fig})", ""]
+            link = os.path.relpath(ROOT / fig, at)
+            if (ROOT / fig).is_file() and f"]({link})" not in text:
+                out += [f"![{Path(fig).stem}]({link})", ""]
     out.append(END)
     return "\n".join(out)
 
 
-def main() -> None:
-    readme = ROOT / "README.md"
-    text = readme.read_text()
+def rewrite(path: Path, block: str) -> None:
+    """Replace the marked block of ``path`` (which must hold both markers) by ``block``."""
+    text = path.read_text()
     if BEGIN not in text or END not in text:
-        sys.exit(f"{readme}: markers {BEGIN} / {END} not found; add them where the results go")
+        sys.exit(f"{path}: markers {BEGIN} / {END} not found; add them where the results go")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    readme.write_text(head + render() + tail)
-    print(f"rewrote the results section of {readme}")
+    path.write_text(head + block + tail)
+    print(f"rewrote the results section of {path.relative_to(ROOT)}")
+
+
+def main() -> None:
+    unknown = README_TITLES - {entry[0] for entry in ENTRIES}
+    if unknown:
+        sys.exit(f"README_TITLES names no entry: {sorted(unknown)}")
+    readme, full = ROOT / "README.md", ROOT / "experiments" / "RESULTS.md"
+    for path in (readme, full):  # check both before writing either
+        if BEGIN not in path.read_text() or END not in path.read_text():
+            sys.exit(f"{path}: markers {BEGIN} / {END} not found; add them where the results go")
+    headline = [entry for entry in ENTRIES if entry[0] in README_TITLES]
+    note = ("The current figures only; `experiments/RESULTS.md` holds every result "
+            "(model selection, superseded checkpoints, the runs that did not improve).")
+    rewrite(readme, render(headline, readme.parent, note))
+    rewrite(full, render(ENTRIES, full.parent))
 
 
 if __name__ == "__main__":
