@@ -22,6 +22,7 @@ from respect_jax.cli.common import CONF_DIR
 from respect_jax.cli.rt import evaluate, train
 
 RUN_DIR = "experiments/results/rt/policy"
+OUT_DIR = "experiments/results/rt"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("overrides", nargs="*", help="Hydra overrides of conf/rt.yaml")
     args = ap.parse_args(argv)
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("rt", overrides=["command=eval", f"run_dir={RUN_DIR}", *args.overrides])
+        overrides = ["command=eval", f"run_dir={RUN_DIR}", f"eval.out_dir={OUT_DIR}", *args.overrides]
+        cfg = compose("rt", overrides=overrides)
     tic = time.perf_counter()
     if args.retrain or not (Path(cfg.run_dir) / "network.json").is_file():
         print(train(cfg), file=sys.stderr)

@@ -62,6 +62,28 @@ def test_checkpoint_round_trip(trained):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+TRAIN_IN_CHUNKS = """
+import sys
+from respect_jax.edge_cluster.dqn import DQNConfig, train_dqn
+from respect_jax.edge_cluster.scenarios import load_preset
+assert "respect_jax.edge_cluster.policies" not in sys.modules  # the import order of `respect-edge train`
+cfg = DQNConfig(hidden=(16, 16), action_width=8, num_envs=4, episode_steps=32, episodes=4, batch_size=32,
+                learning_starts=64, target_period=20, seed=0)
+print(len(train_dqn(load_preset("small", horizon_s=0.5), cfg, chunk=2).history))
+"""
+
+
+def test_training_runs_past_its_first_chunk_in_a_fresh_interpreter():
+    """Regression: the first trace of a chunk imported the static policies lazily, and a jnp constant created at
+    that import leaked into the compiled program, so every later chunk failed with "Execution supplied 101
+    arguments but compiled program expected 115" (`respect-edge train` with more episodes than `chunk`)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", TRAIN_IN_CHUNKS], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1] == "4"
+
+
 @pytest.mark.slow
 def test_longer_training_beats_every_static_policy_at_every_load():
     scn = load_preset("small", horizon_s=2.0)

@@ -22,10 +22,10 @@ def _main(monkeypatch, capsys, *args) -> tuple[int, str]:
     return exc.value.code, capsys.readouterr().err.strip()
 
 
-def test_infeasible_task_set_is_one_line_error(monkeypatch, capsys):
-    code, err = _main(
-        monkeypatch, capsys, "eval", "rt_scenario=infeasible_demo", "eval.presets=null", "eval.methods=[edf]"
-    )
+@pytest.mark.parametrize("presets", [["eval.presets=null"], []], ids=["presets_null", "implied_by_rt_scenario"])
+def test_infeasible_task_set_is_one_line_error(monkeypatch, capsys, presets):
+    """Also: choosing rt_scenario on the command line evaluates it, not the default eval.presets."""
+    code, err = _main(monkeypatch, capsys, "eval", "rt_scenario=infeasible_demo", *presets, "eval.methods=[edf]")
     assert code == 2
     assert err.count("\n") == 0
     assert err.startswith("respect-rt: error: scenario infeasible_demo: HRT task 0 (resnet50): deadline 3.000 ms")
@@ -49,6 +49,13 @@ def test_infeasible_task_set_is_one_line_error(monkeypatch, capsys):
 def test_user_errors_are_one_line(monkeypatch, capsys, args, needle):
     code, err = _main(monkeypatch, capsys, *args)
     assert code == 2 and err.count("\n") == 0 and needle in err, err
+
+
+def test_choosing_rt_scenario_replaces_the_presets_of_that_command_only():
+    assert rt.scenario_only("eval", ["rt_scenario=u70_balanced", "eval.scenarios=5"]) == ["eval.presets=null"]
+    assert rt.scenario_only("train", ["rt_scenario.hrt_tasks=3"]) == ["train.presets=null"]
+    assert rt.scenario_only("eval", ["rt_scenario=tiny", "eval.presets=[tiny,u50_balanced]"]) == []
+    assert rt.scenario_only("eval", ["train.presets=null", "run_dir=x"]) == []
 
 
 def test_usage_without_command(monkeypatch, capsys):

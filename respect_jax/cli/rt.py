@@ -4,11 +4,12 @@ Examples::
 
     respect-rt train run_dir=runs/rt train.updates=150
     respect-rt eval run_dir=runs/rt                      # every eval.presets, table + plots
-    respect-rt eval rt_scenario=u70_balanced eval.presets=null eval.methods=[edf,edf+safety]
+    respect-rt eval rt_scenario=u70_balanced eval.methods=[edf,edf+safety]   # that scenario only
     respect-rt eval rt_scenario=infeasible_demo          # -> one-line infeasibility error
 
 ``train`` writes ``run_dir/{network.json,metrics.jsonl,checkpoints/}`` and resumes from it.
-``eval`` writes ``out_dir/rt_eval.{json,md}`` and ``out_dir/rt_*.png``.
+``eval`` writes ``eval.out_dir/rt_eval.{json,md}`` and ``eval.out_dir/rt_*.png``
+(``experiments/rt_sweep.py`` writes the committed ones into ``experiments/results/rt``).
 """
 
 from __future__ import annotations
@@ -201,6 +202,15 @@ def _main(cfg: DictConfig) -> None:
         raise ValueError(f"unknown command {cfg.command!r}; choose one of {', '.join(COMMANDS)}")
 
 
+def scenario_only(cmd: str, overrides: list[str]) -> list[str]:
+    """``<cmd>.presets=null`` when the command line chooses or edits ``rt_scenario`` without naming
+    ``<cmd>.presets``: the scenario it asks for is used alone instead of being ignored for the presets."""
+    names = [o.lstrip("+~").split("=", 1)[0] for o in overrides]
+    chosen = any(n == "rt_scenario" or n.startswith("rt_scenario.") for n in names)
+    named = any(n == f"{cmd}.presets" or n.startswith(f"{cmd}.presets.") for n in names)
+    return [f"{cmd}.presets=null"] if chosen and not named else []
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if not argv or argv[0] in ("-h", "--help"):
@@ -211,7 +221,7 @@ def main() -> None:
         print(f"{PROG}: error: unknown command {cmd!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
     check_group_choices(PROG, ("rt_scenario",), rest)
-    sys.argv = [sys.argv[0], f"command={cmd}", *rest]
+    sys.argv = [sys.argv[0], f"command={cmd}", *rest, *scenario_only(cmd, rest)]
     _main()
 
 

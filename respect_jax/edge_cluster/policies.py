@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from respect_jax.edge_cluster.simulator import Policy, action_mask, backlog_estimate, first_argmin
 from respect_jax.edge_cluster.types import EdgeParams, SimState, Trace
 
-_BIG = jnp.int32(2**31 - 1)
+_BIG = 2**31 - 1  # a Python int: a jnp value made at import time would leak into the trace that imports it
 
 
 def _feasible(params: EdgeParams, query: Trace) -> jax.Array:
