@@ -23,7 +23,7 @@ from respect_jax.cli.common import CONF_DIR
 from respect_jax.graphs import GeneratorConfig, generate_dataset
 from respect_jax.labels.dataset import LabelledGraph, write_manifest, write_shard
 from respect_jax.policy.config import PolicyConfig
-from respect_jax.train.checkpoints import average_checkpoints, load_policy
+from respect_jax.train.checkpoints import average_checkpoints, checkpoint_label, load_policy
 from respect_jax.train.config import AlgorithmConfig, TrainConfig
 from respect_jax.train.data import make_batches
 from respect_jax.train.loop import Trainer, without_timing
@@ -230,7 +230,7 @@ def test_eval_rebuilds_policy_from_run_folder(trained_run, tmp_path):
     assert doc["aggregate"]["best_of_4"]["gap_mean_pct"] <= doc["aggregate"]["greedy"]["gap_mean_pct"] + 1e-4
     row = doc["per_graph"][0]
     assert row["reference_optimal"] and {"objective", "gap", "valid", "time_s"} <= set(row["greedy"])
-    assert "| greedy |" in markdown(doc)
+    assert "| greedy |" in markdown(doc) and "(step 8)" in markdown(doc)
 
 
 def test_init_from_starts_from_the_trained_parameters_and_architecture(trained_run):
@@ -267,6 +267,8 @@ def test_average_checkpoints_writes_the_mean_parameters(trained_run, tmp_path):
     assert [a["step"] for a in doc["averaged_from"]] == steps
     soup, soup_doc = load_policy(tmp_path / "soup")
     assert soup_doc["step"] == 0 and soup_doc["policy"] == load_policy(sources[0])[1]["policy"]
+    assert checkpoint_label(soup_doc) == f"the average of 2 checkpoints: full {steps[0]}, full {steps[1]}"
+    assert checkpoint_label(load_policy(sources[0])[1]) == f"step {steps[0]}"
     leaves = [jax.tree.leaves(nnx.split(load_policy(s)[0])[1]) for s in sources]
     got = jax.tree.leaves(nnx.split(soup)[1])
     assert any(not np.array_equal(a, b) for a, b in zip(*leaves, strict=True))  # the sources differ

@@ -150,8 +150,9 @@ def to_markdown(results: dict) -> str:
 
 def policy_markdown(p: dict) -> list[str]:
     """The "Learned scheduler" section of :func:`to_markdown` (lines)."""
+    label = p.get("checkpoint_label") or f"step {p['checkpoint_step']}"  # results written before the label: the step
     lines = [
-        f"## Learned scheduler (`{p['checkpoint']}`, step {p['checkpoint_step']})",
+        f"## Learned scheduler (`{p['checkpoint']}`, {label})",
         "",
         f"| training ({p['training_nodes']}-node graphs) | graphs/s | schedules/s | compile s | batch "
         "| schedules/graph |",
@@ -209,6 +210,7 @@ def load_policy_inputs(p: DictConfig) -> dict:
 
 def bench_policy(p: DictConfig, inputs: dict) -> dict:
     """The learned scheduler's speed figures (see :mod:`respect_jax.train.speed`)."""
+    from respect_jax.train.checkpoints import checkpoint_label
     from respect_jax.train.speed import RL_NODES, bench_compile_bucket, bench_latency, bench_training
 
     def log(message: str) -> None:
@@ -224,6 +226,7 @@ def bench_policy(p: DictConfig, inputs: dict) -> dict:
     return {
         "checkpoint": str(p.checkpoint),
         "checkpoint_step": doc["step"],
+        "checkpoint_label": checkpoint_label(doc),
         "policy": policy.to_dict(),
         "labels": str(p.labels),
         "labels_large": str(p.labels_large),

@@ -99,7 +99,7 @@ def evaluate(cfg: DictConfig) -> dict:
     from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, make_decoder
     from respect_jax.respect_pointer.checkpoints import checkpoint_kind
     from respect_jax.solvers import run_solver
-    from respect_jax.train.checkpoints import load_policy
+    from respect_jax.train.checkpoints import checkpoint_label, load_policy
     from respect_jax.train.data import make_batches
     from respect_jax.train.evaluation import decode_set
 
@@ -189,6 +189,7 @@ def evaluate(cfg: DictConfig) -> dict:
     return {
         "checkpoint": doc["run_dir"],
         "checkpoint_step": doc.get("step"),
+        "checkpoint_label": checkpoint_label(doc),
         "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
         "dataset": str(cfg.dataset),
         "graphs": n,
@@ -212,12 +213,17 @@ def _solver_options(name: str) -> dict:
     return OmegaConf.to_container(node.options, resolve=True) if node.get("options") else {}
 
 
+def _label(doc: dict) -> str:
+    """The checkpoint's step, or what it averages (documents written before the label existed: the step)."""
+    return doc.get("checkpoint_label") or f"step {doc['checkpoint_step']}"
+
+
 def markdown(doc: dict) -> str:
     """The aggregate table of an evaluation document."""
     lines = [
         f"# Policy evaluation: {doc['dataset']}",
         "",
-        f"checkpoint `{doc['checkpoint']}` (step {doc['checkpoint_step']}), objective `{doc['objective_name']}`, "
+        f"checkpoint `{doc['checkpoint']}` ({_label(doc)}), objective `{doc['objective_name']}`, "
         f"K = {doc['hardware']['stages']}, {doc['graphs']} graphs, reference: {doc['reference']} "
         f"({doc['reference_proven_optimal_pct']:.0f}% proven optimal). Measured on {doc['machine']['processor']} "
         f"({doc['machine']['cpu_count']} CPUs, JAX {doc['machine']['jax_backend']}), {doc['created']}.",

@@ -131,6 +131,16 @@ def load_network(
     return nnx.merge(graphdef, params), {**doc, "step": step, "run_dir": str(run_dir)}
 
 
+def checkpoint_label(doc: dict) -> str:
+    """``step N`` of a trained checkpoint's document (:func:`load_policy`), or what an averaged one
+    (:func:`average_checkpoints`, saved as step 0) is the average of."""
+    averaged = doc.get("averaged_from")
+    if averaged:
+        steps = ", ".join(f"{Path(a['run_dir']).name} {a['step']}" for a in averaged)
+        return f"the average of {len(averaged)} checkpoints: {steps}"
+    return f"step {doc['step']}"
+
+
 NETWORK_KEYS = ("format", "policy", "hardware", "objective", "lam")
 
 
