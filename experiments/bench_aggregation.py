@@ -24,6 +24,7 @@ from flax import nnx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from respect_jax.cli.common import user_errors_exit  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import write_results  # noqa: E402
 from respect_jax.graphs import GeneratorConfig, load_graph, make_jax_generator, pad_graph  # noqa: E402
@@ -109,6 +110,7 @@ def greedy_row(checkpoint: str, model, doc: dict, graph_path: str, repeats: int)
     return row
 
 
+@user_errors_exit("bench_aggregation")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(

@@ -34,6 +34,7 @@ import jax
 import numpy as np
 import yaml
 
+from respect_jax.cli.common import user_errors_exit
 from respect_jax.costs import hardware_from_dict
 from respect_jax.graphs import GeneratorConfig, bucket_shape, generate_dataset, stack_graphs, write_json_atomic
 from respect_jax.graphs.padded import graph_at, to_original_order
@@ -68,7 +69,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=64,
         help="pad the batch to the node count rounded up to this multiple (0: the library's bucket)",
     )
-    p.add_argument("--oracles", nargs="*", default=list(ORACLES), help="exact solvers to run when registered")
+    p.add_argument("--oracles", nargs="*", default=list(ORACLES), help="exact solvers to compare with")
     p.add_argument("--time-limit", type=float, default=60.0, help="time limit (s) of each oracle run")
     p.add_argument("--out-dir", default=str(ROOT / "experiments" / "results"))
     return p.parse_args(argv)
@@ -199,7 +200,7 @@ def write_markdown(path: Path, meta: dict, results: list[dict], solvers: list[st
         f"lam = {a['lam']}, seed {a['seed']}. Gumbel: steps {a['steps']}, samples {a['samples']}, lr {a['lr']}, "
         f"particles {a['particles']}, sampler `{a['sampler']}`, local search {a.get('local_search', 0)} moves, "
         "one batched call per objective. Oracles: "
-        f"{', '.join(meta['oracles']) or 'none registered'} with a {a['time_limit']} s limit. "
+        f"{', '.join(meta['oracles']) or 'none'} with a {a['time_limit']} s limit. "
         f"Wall time of the whole run: {meta['wall_s']:.0f} s.",
         "",
         "Ratios are to the best schedule any solver found per graph (the proven optimum where an oracle "
@@ -232,14 +233,21 @@ def write_markdown(path: Path, meta: dict, results: list[dict], solvers: list[st
     path.write_text("\n".join(lines) + "\n")
 
 
+@user_errors_exit("bench_gumbel")
 def main(argv=None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
-    hw_path = Path(args.hardware) if Path(args.hardware).is_absolute() else ROOT / args.hardware
+    hw_path = Path(args.hardware)  # relative: to the working directory, else to the repository (the default)
+    hw_path = hw_path if hw_path.is_absolute() or hw_path.is_file() else ROOT / args.hardware
+    if not hw_path.is_file():
+        raise FileNotFoundError(f"--hardware {args.hardware}: no such file (here or under {ROOT})")
     hw_values = yaml.safe_load(hw_path.read_text())
     hw = hardware_from_dict({**hw_values, "stages": args.stages})
-    registered = available_solvers()
-    oracles = [o for o in args.oracles if o in registered]
+    unknown = sorted(set(args.oracles) - set(available_solvers()))
+    if unknown:
+        known = ', '.join(available_solvers())
+        raise ValueError(f"--oracles: unknown solver(s) {', '.join(unknown)}; available: {known}")
+    oracles = list(args.oracles)
     cfg = GeneratorConfig(mode="dnn", min_nodes=args.nodes, max_nodes=args.nodes)
     graphs = generate_dataset(cfg, args.graphs, seed=args.seed, prefix="dnn")
     meta = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "args": vars(args)}

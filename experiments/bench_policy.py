@@ -35,8 +35,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from respect_jax.cli.common import machine_description  # noqa: E402
+from respect_jax.cli.common import machine_description, user_errors_exit  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
+from respect_jax.experiments.report import result_stem, with_extension  # noqa: E402
 from respect_jax.graphs import GeneratorConfig, generate_dataset  # noqa: E402
 from respect_jax.graphs.graph import write_json_atomic  # noqa: E402
 from respect_jax.policy.config import PolicyConfig  # noqa: E402
@@ -44,7 +45,7 @@ from respect_jax.policy.decoding import Decoding  # noqa: E402
 from respect_jax.solvers import run_solver  # noqa: E402
 from respect_jax.solvers.gumbel import solve_batch  # noqa: E402
 from respect_jax.train.checkpoints import load_policy  # noqa: E402
-from respect_jax.train.data import load_labelled_batches, make_batches  # noqa: E402
+from respect_jax.train.data import check_manifest, load_labelled_batches, make_batches  # noqa: E402
 from respect_jax.train.evaluation import decode_set, summarise  # noqa: E402
 from respect_jax.train.speed import bench_compile_bucket, bench_latency, bench_training  # noqa: E402
 
@@ -195,20 +196,24 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
+@user_errors_exit("bench_policy")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", default=str(ROOT / "data" / "checkpoints" / "respect_k4_paper"))
     ap.add_argument("--labels30", default=str(ROOT / "data" / "labels" / "respect30_k4_paper"))
     ap.add_argument("--labels50", default=str(ROOT / "data" / "labels" / "respect50_k4_paper"))
     ap.add_argument("--graph350", default=str(ROOT / "data" / "models" / "resnet101.json"))
-    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=128, help="graphs per training step of the training rows")
+    ap.add_argument("--decode-batch", type=int, default=64, help="graphs per decoding call of the quality rows")
     ap.add_argument("--steps", type=int, default=10, help="update steps per timed epoch")
     ap.add_argument("--rl-samples", type=int, default=8)
     ap.add_argument("--samples", type=int, default=64, help="best-of-N candidates")
     ap.add_argument("--quality-limit", type=int, default=500)
     ap.add_argument("--dnn-graphs", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--gumbel-steps", type=int, default=200, help="Gumbel solver steps for the 300-node reference")
+    ap.add_argument(
+        "--gumbel-steps", type=int, default=200, help="Gumbel solver steps (64 samples a graph), 300-node reference"
+    )
     ap.add_argument("--local-search", type=int, default=300, help="max hill-climbing moves of the +ls rows (0: none)")
     ap.add_argument(
         "--pair-escapes", type=int, default=0, help="pair moves of the +ls+pairs rows (50-node graphs; 0: no such rows)"
@@ -222,9 +227,14 @@ def main() -> None:
     ap.add_argument("--out", default=str(RESULTS / "bench_policy"))
     args = ap.parse_args()
 
+    for name in ("batch", "decode_batch", "samples", "repeats", "steps"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     model, doc_ckpt = load_policy(args.checkpoint)
     policy = PolicyConfig.from_dict(doc_ckpt["policy"])
     hw = hardware_from_dict(doc_ckpt["hardware"])
+    if not args.skip_quality:  # before the slow parts: labels of another problem fail now, not after them
+        check_manifest(args.labels50, hw, args.objective or doc_ckpt["objective"], doc_ckpt["lam"])
     doc = {
         "machine": machine_description(),
         "load_before": list(os.getloadavg()),
@@ -254,7 +264,7 @@ def main() -> None:
             args.quality_limit,
             args.samples,
             args.dnn_graphs,
-            64,
+            args.decode_batch,
             args.gumbel_steps,
             args.local_search,
             args.pair_escapes,
@@ -263,10 +273,10 @@ def main() -> None:
             args.sbs,
         )
     doc["load_after"] = list(os.getloadavg())
-    out = Path(args.out)
+    out = result_stem(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(doc, out.with_suffix(".json"))
-    out.with_suffix(".md").write_text(markdown(doc))
+    write_json_atomic(doc, with_extension(out, ".json"))
+    with_extension(out, ".md").write_text(markdown(doc))
     print(markdown(doc))
 
 

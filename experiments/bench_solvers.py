@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from respect_jax.cli.common import user_errors_exit
 from respect_jax.costs import hardware_from_dict
 from respect_jax.graphs import GeneratorConfig, generate_dataset, write_json_atomic
 from respect_jax.solvers import available_solvers, run_solver
@@ -286,6 +287,7 @@ def markdown(summary1, summary2, meta) -> str:
     return "\n".join(lines) + "\n"
 
 
+@user_errors_exit("bench_solvers")
 def main(argv=None) -> int:
     args = parse_args(argv)
     hw_values = yaml.safe_load(args.hardware.read_text())

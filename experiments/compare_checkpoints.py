@@ -22,8 +22,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from respect_jax.cli.common import machine_description  # noqa: E402
+from respect_jax.cli.common import machine_description, user_errors_exit  # noqa: E402
 from respect_jax.costs import hardware_from_dict, objective_lower_bound  # noqa: E402
+from respect_jax.experiments.report import result_stem, with_extension  # noqa: E402
 from respect_jax.graphs import GeneratorConfig, make_jax_generator  # noqa: E402
 from respect_jax.graphs.graph import write_json_atomic  # noqa: E402
 from respect_jax.policy.decoding import Decoding, make_decoder  # noqa: E402
@@ -65,6 +66,7 @@ def decode_all(
     return doc, out
 
 
+@user_errors_exit("compare_checkpoints")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoints", nargs="+", help="run folders or step folders; the first is the reference")
@@ -84,6 +86,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20261203)
     parser.add_argument("--out", default=None, help="write <out>.json and <out>.md")
     args = parser.parse_args()
+    if args.graphs < 1 or args.batch < 1 or args.samples < 1:
+        raise SystemExit(
+            f"compare_checkpoints: --graphs, --batch and --samples must be >= 1, got {args.graphs}, {args.batch}, "
+            f"{args.samples}"
+        )
     if any(not t > 0 for t in args.temperatures):
         raise SystemExit(f"compare_checkpoints: --temperatures must be > 0, got {args.temperatures}")
     if args.beam < 0 or args.sbs < 0:
@@ -130,10 +137,10 @@ def main() -> None:
     ]
     print("\n".join(lines))
     if args.out:
-        out = Path(args.out)
+        out = result_stem(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic({"args": vars(args), "machine": m, "rows": rows}, out.with_suffix(".json"))
-        out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+        write_json_atomic({"args": vars(args), "machine": m, "rows": rows}, with_extension(out, ".json"))
+        with_extension(out, ".md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -26,8 +26,9 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from respect_jax.cli.common import machine_description  # noqa: E402
+from respect_jax.cli.common import machine_description, user_errors_exit  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
+from respect_jax.experiments.report import result_stem, with_extension  # noqa: E402
 from respect_jax.graphs.graph import write_json_atomic  # noqa: E402
 from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, decode_candidates  # noqa: E402
 from respect_jax.train.checkpoints import load_policy  # noqa: E402
@@ -137,6 +138,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+@user_errors_exit("decoding_budget")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", default=str(ROOT / "data" / "checkpoints" / "respect_k4_paper_cut"))
@@ -160,12 +162,12 @@ def main() -> None:
     doc, rows = measure(args.checkpoint, args.labels, args.strategies, sorted(args.budgets), args.limit, args.schedules)
     args.load_after = os.getloadavg()
     machine = machine_description()
-    out = Path(args.out)
+    out = result_stem(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic({"args": vars(args), "machine": machine, "rows": rows}, out.with_suffix(".json"))
+    write_json_atomic({"args": vars(args), "machine": machine, "rows": rows}, with_extension(out, ".json"))
     text = markdown(args, doc, rows, machine)
-    out.with_suffix(".md").write_text(text)
-    plot(rows, out.with_suffix(".png"), f"{Path(args.checkpoint).name}, {rows[0]['graphs']} held-out graphs")
+    with_extension(out, ".md").write_text(text)
+    plot(rows, with_extension(out, ".png"), f"{Path(args.checkpoint).name}, {rows[0]['graphs']} held-out graphs")
     print(text)
 
 

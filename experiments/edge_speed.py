@@ -21,7 +21,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from respect_jax.cli.common import machine_description
+from respect_jax.cli.common import machine_description, user_errors_exit
 from respect_jax.edge_cluster.evaluation import batched_counts, eval_traces
 from respect_jax.edge_cluster.policies import STATIC_POLICIES
 from respect_jax.edge_cluster.reference import ReferenceSimulator
@@ -40,6 +40,7 @@ def timed(fn, repeats: int) -> tuple[float, float]:
     return wall, cpu
 
 
+@user_errors_exit("edge_speed")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenarios", nargs="+", default=["small", "isp"])
@@ -50,6 +51,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "edge"))
     args = ap.parse_args()
+    unknown = sorted(set(args.policies) - set(STATIC_POLICIES))
+    if unknown:
+        raise ValueError(f"--policies: unknown {', '.join(unknown)}; choose from {', '.join(sorted(STATIC_POLICIES))}")
 
     rows = []
     for name in args.scenarios:

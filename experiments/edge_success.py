@@ -20,7 +20,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from respect_jax.cli.common import machine_description
+from respect_jax.cli.common import machine_description, user_errors_exit
 from respect_jax.edge_cluster.dqn import NETWORK_FILE, DQNConfig, load_agent, train_dqn
 from respect_jax.edge_cluster.evaluation import best_static, compare, write_report
 from respect_jax.edge_cluster.policies import STATIC_POLICIES
@@ -49,6 +49,7 @@ def training_plot(history: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+@user_errors_exit("edge_success")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenarios", nargs="+", default=["small", "isp"])

@@ -11,7 +11,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from respect_jax.cli.common import CONF_DIR, user_errors_exit
+from respect_jax.cli.common import CONF_DIR, check_group_choices, user_errors_exit
 
 PROG = "experiments/paper.py"
 
@@ -26,4 +26,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    check_group_choices(PROG, ("experiment", "hardware"))
     main()

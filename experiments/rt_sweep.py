@@ -18,13 +18,15 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from respect_jax.cli.common import CONF_DIR
-from respect_jax.cli.rt import evaluate, train
+from respect_jax.cli.common import CONF_DIR, user_errors_exit
+from respect_jax.cli.rt import evaluate, scenario_only, train
 
-RUN_DIR = "experiments/results/rt/policy"
-OUT_DIR = "experiments/results/rt"
+ROOT = Path(__file__).resolve().parents[1]
+RUN_DIR = ROOT / "experiments" / "results" / "rt" / "policy"
+OUT_DIR = ROOT / "experiments" / "results" / "rt"
 
 
+@user_errors_exit("rt_sweep")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--retrain", action="store_true", help="train even if the run folder holds a policy")
@@ -32,9 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         overrides = ["command=eval", f"run_dir={RUN_DIR}", f"eval.out_dir={OUT_DIR}", *args.overrides]
+        # as respect-rt does: a chosen rt_scenario replaces the presets it did not name (training and evaluation)
+        overrides += scenario_only("train", args.overrides) + scenario_only("eval", args.overrides)
         cfg = compose("rt", overrides=overrides)
     tic = time.perf_counter()
-    if args.retrain or not (Path(cfg.run_dir) / "network.json").is_file():
+    policy = Path(cfg.eval.policy if cfg.eval.policy is not None else cfg.run_dir)
+    if args.retrain or not (policy / "network.json").is_file():
+        if cfg.eval.policy is not None and not args.retrain:
+            sys.exit(f"rt_sweep: eval.policy={cfg.eval.policy} holds no trained policy (network.json)")
         print(train(cfg), file=sys.stderr)
     doc = evaluate(cfg)
     print(f"{len(doc['rows'])} rows -> {cfg.eval.out_dir} in {time.perf_counter() - tic:.0f} s", file=sys.stderr)

@@ -75,6 +75,8 @@ def test_schedule_writes_result_json(tmp_path, objective):
         ([f"graph={GRAPH}", "hardware.stages=0"], "hardware.stages must be an integer >= 1"),
         ([f"graph={GRAPH}", "hardware.link_bw=-3"], "hardware.link_bw must be > 0"),
         ([f"graph={GRAPH}", "objective=speed"], "objective must be one of paper, latency"),
+        ([f"graph={GRAPH}", "solver=cpsat", "+solver.options.time_limt=1"], "solver cpsat: unknown option(s)"),
+        ([f"graph={GRAPH}", "+solver.options.samples=4"], "solver compiler: unknown option(s) samples; it takes no"),
     ],
 )
 def test_schedule_user_errors_are_one_line_and_write_nothing(tmp_path, args, message):
@@ -165,6 +167,8 @@ def test_bench_policy_writes_speed_figures(tmp_path):
         (["policy.checkpoint=/no/such/run"], "policy.checkpoint /no/such/run does not exist"),
         (["benchmarks=[policy,nope]"], "choose from env, generator, policy"),
         (["policy.algorithms.reinforce.name=ppo"], "algorithm.name must be one of"),
+        (["benchmarks=[env]", "env.loop_graphs=0"], "env.loop_graphs must be an integer >= 1, got 0"),
+        (["benchmarks=[]"], "unknown or no benchmarks"),
     ],
 )
 def test_bench_policy_user_errors_are_one_line_and_write_nothing(tmp_path, args, message):

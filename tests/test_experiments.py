@@ -136,13 +136,32 @@ def paper_main():
     return module.main
 
 
-def test_bad_experiment_input_is_a_one_line_error(tmp_path, monkeypatch, capsys):
-    argv = ["experiment=real_models", "experiment.models=[no_such_model]", f"out_dir={tmp_path / 'out'}"]
-    assert run_main(paper_main(), argv, monkeypatch) == 2
-    assert capsys.readouterr().err.strip().splitlines() == [
-        "experiments/paper.py: error: model 'no_such_model': no graph file data/models/no_such_model.json"
-    ]
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["experiment=real_models", "experiment.models=[no_such_model]"],
+         "model 'no_such_model': no graph file data/models/no_such_model.json"),
+        (["experiment=real_models", "experiment.models=[]"], "experiment.models is empty: nothing to run"),
+        (["experiment=real_models", "+experiment.methods.gumbel.options.stepz=3"],
+         "method 'gumbel': solver gumbel: unknown option(s) stepz; it takes "),
+        (["experiment=generalisation", "experiment.graphs_per_size=0"], "experiment.graphs_per_size must be >= 1"),
+    ],
+)
+def test_bad_experiment_input_is_a_one_line_error(tmp_path, monkeypatch, capsys, args, message):
+    """Checked before any method runs: nothing is written."""
+    assert run_main(paper_main(), [*args, f"out_dir={tmp_path / 'out'}"], monkeypatch) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"experiments/paper.py: error: {message}"), lines
     assert not (tmp_path / "out").exists()
+
+
+def test_result_stems_keep_dots_and_run_labels_stay_distinct():
+    from respect_jax.experiments.report import result_stem, with_extension
+    from respect_jax.experiments.training_curves import run_names
+
+    assert with_extension(result_stem("out/run_v1.5"), ".json") == Path("out/run_v1.5.json")
+    assert with_extension(result_stem("out/run.md"), ".png") == Path("out/run.png")
+    assert run_names(["a/x", "b/x", "c/y"]) == ["a/x", "b/x", "y"]
 
 
 @pytest.mark.parametrize("name", ABLATIONS)

@@ -177,6 +177,14 @@ def policy_markdown(p: dict) -> list[str]:
     return lines
 
 
+def check_counts(node: DictConfig, prefix: str, keys: tuple[str, ...]) -> None:
+    """One-line ValueError unless every ``<prefix>.<key>`` is an integer >= 1."""
+    for key in keys:
+        value = node[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{prefix}.{key} must be an integer >= 1, got {value!r}")
+
+
 def load_policy_inputs(p: DictConfig) -> dict:
     """Check the ``policy`` group and load its inputs before anything is measured.
 
@@ -189,10 +197,7 @@ def load_policy_inputs(p: DictConfig) -> dict:
     from respect_jax.train.checkpoints import load_policy
     from respect_jax.train.data import check_manifest
 
-    for key in ("batch", "steps", "repeats"):
-        value = p[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"policy.{key} must be an integer >= 1, got {value!r}")
+    check_counts(p, "policy", ("batch", "steps", "repeats"))
     if not Path(p.checkpoint).exists():
         raise FileNotFoundError(f"policy.checkpoint {p.checkpoint} does not exist")
     model, doc = load_policy(p.checkpoint)
@@ -242,8 +247,12 @@ def bench_policy(p: DictConfig, inputs: dict) -> dict:
 def _main(cfg: DictConfig) -> None:
     hw = hardware_from_cfg(cfg.hardware)
     unknown = set(cfg.benchmarks) - set(BENCHMARKS)
-    if unknown:
-        raise ValueError(f"unknown benchmarks {sorted(unknown)}; choose from {', '.join(BENCHMARKS)}")
+    if unknown or not cfg.benchmarks:
+        raise ValueError(f"unknown or no benchmarks {sorted(unknown)}; choose from {', '.join(BENCHMARKS)}")
+    if "env" in cfg.benchmarks:
+        check_counts(cfg.env, "env", ("batch", "nodes", "repeats", "loop_graphs"))
+    if "generator" in cfg.benchmarks:
+        check_counts(cfg.generator, "generator", ("batch", "nodes", "repeats"))
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(cfg.out_name)):
         raise ValueError(f"out_name must be a file name stem (letters, digits, _ . -), got {cfg.out_name!r}")
     policy_inputs = load_policy_inputs(cfg.policy) if "policy" in cfg.benchmarks else None

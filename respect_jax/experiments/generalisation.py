@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from respect_jax.experiments.methods import ensure_registered, methods_from_cfg, run_method
+from respect_jax.experiments.methods import ensure_registered, methods_from_cfg, require_items, run_method
 from respect_jax.experiments.report import markdown_table, mean, write_results
 
 
@@ -21,6 +21,7 @@ def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
     from respect_jax.graphs import GeneratorConfig, generate_dataset
 
     exp = cfg.experiment
+    require_items(exp, lists=("families", "sizes"), counts=("graphs_per_size",))
     methods = methods_from_cfg(exp.methods)
     ensure_registered(methods)
     jobs = []

@@ -56,10 +56,20 @@ def methods_from_cfg(node) -> list[Method]:
     return methods
 
 
+def require_items(exp, lists: tuple[str, ...] = (), counts: tuple[str, ...] = ()) -> None:
+    """One-line ValueError unless every ``experiment.<list>`` is non-empty and every ``experiment.<count>`` >= 1."""
+    for key in lists:
+        if not exp[key]:
+            raise ValueError(f"experiment.{key} is empty: nothing to run")
+    for key in counts:
+        if int(exp[key]) < 1:
+            raise ValueError(f"experiment.{key} must be >= 1, got {exp[key]}")
+
+
 def ensure_registered(methods: list[Method]) -> None:
     """Import the learned solvers' modules when used; raise a one-line error for unknown names."""
     import respect_jax.solvers  # noqa: F401  (registers the non-learned solvers)
-    from respect_jax.solvers.base import available_solvers
+    from respect_jax.solvers.base import available_solvers, check_solver_options
 
     solvers = {m.solver for m in methods}
     if "policy" in solvers:
@@ -69,6 +79,11 @@ def ensure_registered(methods: list[Method]) -> None:
     missing = sorted(solvers - set(available_solvers()))
     if missing:
         raise ValueError(f"unknown solver(s) {', '.join(missing)}; available: {', '.join(available_solvers())}")
+    for method in methods:  # typos in options fail before any method runs
+        try:
+            check_solver_options(method.solver, method.options)
+        except ValueError as err:
+            raise ValueError(f"method {method.label!r}: {err}") from None
 
 
 def run_method(method: Method, graph: Graph, hw: Hardware, objective: str, lam: float) -> dict:

@@ -11,11 +11,12 @@ per-stage parameter memory bars, and the quality-vs-solve-time Pareto front.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from respect_jax.experiments.methods import ensure_registered, methods_from_cfg, run_method
+from respect_jax.experiments.methods import ensure_registered, methods_from_cfg, require_items, run_method
 from respect_jax.experiments.report import fmt, geomean, markdown_table, mean, write_results
 
 MIB = 2.0**20
@@ -26,6 +27,7 @@ def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
     from respect_jax.graphs.graph import load_graph
 
     exp = cfg.experiment
+    require_items(exp, lists=("models", "stages"))
     methods = methods_from_cfg(exp.methods)
     ensure_registered(methods)
     labels = [m.label for m in methods]
@@ -198,6 +200,7 @@ def plot_memory_bars(doc: dict, path: Path, models: list[str], k: int, sram_byte
     records = [r for r in doc["records"] if r["stages"] == k]
     models = [m for m in models if any(r["graph"] == m for r in records)]
     if not models:
+        print(f"no {path.name}: experiment.bar_models / bar_stages name no model and K that ran", file=sys.stderr)
         return
     labels = list(doc["methods"])
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), squeeze=False)

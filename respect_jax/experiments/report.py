@@ -63,6 +63,18 @@ def machine_header() -> tuple[dict, str]:
     return desc, line
 
 
+def result_stem(path: str | Path) -> Path:
+    """The stem of a script's ``--out`` option: the path without a trailing ``.md`` / ``.json`` / ``.png``
+    (any other dot belongs to the name: ``run_v1.5`` -> ``run_v1.5.json``, not ``run_v1.json``)."""
+    path = Path(path)
+    return path.with_suffix("") if path.suffix in (".md", ".json", ".png") else path
+
+
+def with_extension(stem: Path, extension: str) -> Path:
+    """``stem`` + ``extension`` (``.json``, ``.md``, ...), keeping every dot of the stem."""
+    return stem.with_name(stem.name + extension)
+
+
 def write_results(out_dir: Path, stem: str, doc: dict, markdown: str) -> list[Path]:
     """Write ``<stem>.json`` (doc + machine) and ``<stem>.md`` atomically; returns the paths."""
     from respect_jax.graphs.graph import write_json_atomic

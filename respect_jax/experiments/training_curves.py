@@ -2,7 +2,8 @@
 
 Plots, per run: the training loss (imitation) or mean objective ratio (reinforce) and the periodic
 evaluation metric (gap to the labels' optimum when the run evaluated on a labelled set, else the
-ratio to the objective's lower bound) against update steps and against cumulative wall time.
+ratio to the objective's lower bound) against update steps and against cumulative wall time, one
+pair of panels per metric (runs are labelled by folder name, or by path where names repeat).
 Writes ``training_curves.{png,md,json}``.
 """
 
@@ -36,30 +37,42 @@ def eval_value(record: dict) -> tuple[str, float] | None:
     return None
 
 
+def run_names(run_dirs) -> list[str]:
+    """A label per run folder: its name, or its whole path where two folders share a name."""
+    names = [Path(d).name for d in run_dirs]
+    return [n if names.count(n) == 1 else str(d) for n, d in zip(names, run_dirs, strict=True)]
+
+
 def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = {str(Path(d).name): read_metrics(Path(d)) for d in cfg.experiment.runs}
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    runs = dict(zip(run_names(cfg.experiment.runs), (read_metrics(Path(d)) for d in cfg.experiment.runs), strict=True))
+    evals = {name: [(r, eval_value(r)) for r in metrics if eval_value(r)] for name, metrics in runs.items()}
+    keys = list(dict.fromkeys(v[0] for ev in evals.values() for _, v in ev))  # one pair of panels per eval metric
+    fig, axes = plt.subplots(1, 1 + 2 * len(keys), figsize=(4.6 * (1 + 2 * len(keys)), 3.8), squeeze=False)
+    axes = axes[0]
     rows = []
     for name, metrics in runs.items():
         train = [r for r in metrics if "loss" in r]
         axes[0].plot([r["step"] for r in train], [r["loss"] for r in train], label=name)
-        evals = [(r, eval_value(r)) for r in metrics if eval_value(r)]
-        if evals:
-            key = evals[0][1][0]
-            axes[1].plot([r["step"] for r, _ in evals], [v for _, (_, v) in evals], marker="o", label=f"{name} ({key})")
-            axes[2].plot([r["cum_wall_s"] / 60 for r, _ in evals], [v for _, (_, v) in evals], marker="o", label=name)
+        ev = evals[name]
+        for r_ax, key in enumerate(keys):
+            points = [(r, v) for r, (k, v) in ev if k == key]
+            if points:
+                axes[1 + 2 * r_ax].plot([r["step"] for r, _ in points], [v for _, v in points], marker="o", label=name)
+                axes[2 + 2 * r_ax].plot([r["cum_wall_s"] / 60 for r, _ in points], [v for _, v in points], marker="o",
+                                        label=name)
         last = metrics[-1]
         rows.append([name, last["step"], last["cum_wall_s"] / 60, last.get("loss"),
-                     evals[-1][1][1] if evals else None, evals[-1][1][0] if evals else "-",
+                     ev[-1][1][1] if ev else None, ev[-1][1][0] if ev else "-",
                      max((r.get("graphs_per_s", 0.0) for r in metrics[1:] or metrics), default=None)])
     axes[0].set(xlabel="update step", ylabel="training loss", title="loss")
-    axes[1].set(xlabel="update step", ylabel="evaluation metric", title="evaluation vs steps")
-    axes[2].set(xlabel="wall time (min)", ylabel="evaluation metric", title="evaluation vs wall time")
+    for r_ax, key in enumerate(keys):
+        axes[1 + 2 * r_ax].set(xlabel="update step", ylabel=key, title=f"evaluation ({key}) vs steps")
+        axes[2 + 2 * r_ax].set(xlabel="wall time (min)", ylabel=key, title=f"evaluation ({key}) vs wall time")
     for ax in axes:
         ax.legend(fontsize=7)
     fig.tight_layout()

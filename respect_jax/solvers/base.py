@@ -8,6 +8,7 @@ unchecked: :func:`run_solver` scores every assignment with the shared evaluator.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,12 +60,42 @@ def get_solver(name: str) -> SolverFn:
     return _REGISTRY[name]
 
 
+def solver_options(name: str) -> list[str] | None:
+    """The keyword options solver ``name`` takes after (graph, hw, objective, lam); None: any.
+
+    A solver that passes ``**options`` on names the function that takes them as its ``forwards_to``
+    attribute; their keyword options count as the solver's (beyond the fixed leading arguments).
+    """
+    solver = get_solver(name)
+    params = list(inspect.signature(solver).parameters.values())[4:]
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = [p.name for p in params if p.kind in named]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        target = getattr(solver, "forwards_to", None)
+        if target is None:
+            return None
+        names += [p.name for p in inspect.signature(target).parameters.values()
+                  if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in names]
+    return names
+
+
+def check_solver_options(name: str, options: dict) -> None:
+    """Raise a one-line ValueError naming the options solver ``name`` does not take (typos)."""
+    known = solver_options(name)
+    unknown = [] if known is None else sorted(set(options) - set(known))
+    if unknown:
+        raise ValueError(
+            f"solver {name}: unknown option(s) {', '.join(unknown)}; it takes {', '.join(known) or 'no options'}"
+        )
+
+
 def run_solver(name: str, graph: Graph, hw: Hardware, objective: str = "paper", lam: float = 1.0, **options) -> dict:
     """Solve, time and score: the SPEC RESULT.json fields (minus file-level ones).
 
     Raises ValueError if the solver returned an invalid schedule (a solver bug, never hidden).
     """
     solver = get_solver(name)
+    check_solver_options(name, options)
     start = time.perf_counter()
     result = solver(graph, hw, objective, lam, **options)
     elapsed = time.perf_counter() - start

@@ -636,3 +636,6 @@ def solve_gumbel(
     if not math.isfinite(info["objective_reported"]):
         raise RuntimeError(f"gumbel solver found no valid schedule for graph {graph.name!r}")
     return SolveResult(result, optimal=None, gap=None, info=info)
+
+
+solve_gumbel.forwards_to = solve_batch  # its **options are solve_batch's (checked by run_solver)
