@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from respect_jax.experiments.methods import Method, ensure_registered, methods_from_cfg, run_method
+from respect_jax.experiments.methods import Method, ensure_registered, methods_from_cfg, require_items, run_method
 from respect_jax.experiments.report import geomean, markdown_table, write_results
 
 STARTS = ("none", "heuristic", "policy")
@@ -35,16 +35,21 @@ def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
     for label, spec in exact.items():
         if set(spec) - {"solver", "start_option", "options"} or "start_option" not in spec:
             raise ValueError(f"experiment.exact.{label} needs solver, start_option and options")
+    require_items(exp, lists=("starts", "exact"))
     bad = set(exp.starts) - set(STARTS)
     if bad:
         raise ValueError(f"experiment.starts: unknown {sorted(bad)}; choose from {', '.join(STARTS)}")
-    ensure_registered([start_method] + [Method(lbl, s["solver"]) for lbl, s in exact.items()])
+    ensure_registered([start_method] + [
+        Method(lbl, s["solver"], {**dict(s.get("options") or {}), s["start_option"]: None}) for lbl, s in exact.items()
+    ])
     graphs = []
     for size in exp.sizes:
         gcfg = GeneratorConfig(mode=str(exp.family), min_nodes=int(size), max_nodes=int(size))
         graphs += generate_dataset(gcfg, int(exp.graphs_per_size), seed=int(exp.seed) + int(size),
                                    prefix=f"{exp.family}{size}_")
     graphs += [load_graph(Path(exp.models_dir) / f"{m}.json") for m in exp.models]
+    if not graphs:
+        raise ValueError("experiment.sizes x graphs_per_size and experiment.models give no graph: nothing to run")
     records = []
     bar = tqdm(total=len(graphs) * (1 + len(exact) * len(exp.starts)), desc="warm start", disable=not progress)
     for graph in graphs:
