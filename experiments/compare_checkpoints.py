@@ -28,7 +28,7 @@ from respect_jax.experiments.report import result_stem, with_extension  # noqa: 
 from respect_jax.graphs import GeneratorConfig, make_jax_generator  # noqa: E402
 from respect_jax.graphs.graph import write_json_atomic  # noqa: E402
 from respect_jax.policy.decoding import Decoding, make_decoder  # noqa: E402
-from respect_jax.train.checkpoints import load_policy  # noqa: E402
+from respect_jax.train.checkpoints import find_run_dir, load_policy, read_network  # noqa: E402
 
 
 def decodings(samples: int, temperatures: list[float], beam: int = 0, sbs: int = 0) -> list[tuple[str, Decoding]]:
@@ -97,6 +97,11 @@ def main() -> None:
         raise SystemExit(f"compare_checkpoints: --beam and --sbs must be >= 0, got {args.beam} and {args.sbs}")
     if args.graphs % args.batch:
         raise SystemExit(f"compare_checkpoints: --graphs ({args.graphs}) must be a multiple of --batch ({args.batch})")
+    docs = [read_network(find_run_dir(path)) for path in args.checkpoints]
+    problems = [(d["objective"], d["lam"], d["hardware"]) for d in docs]
+    for path, problem in zip(args.checkpoints[1:], problems[1:], strict=True):  # before decoding anything
+        if problem != problems[0]:
+            raise SystemExit(f"compare_checkpoints: {path} was trained for another objective, lam or hardware")
     gen = make_jax_generator(GeneratorConfig(mode="respect", min_nodes=args.nodes, max_nodes=args.nodes))
     graphs = jax.jit(jax.vmap(gen))(jax.random.split(jax.random.PRNGKey(args.seed), args.graphs))
     rows, ref = [], None
@@ -105,8 +110,6 @@ def main() -> None:
         hw = hardware_from_dict(doc["hardware"])
         bound = np.asarray(jax.vmap(objective_lower_bound, in_axes=(0, None, None))(graphs, hw, doc["objective"]))
         ref = ref or (doc, objs)
-        if (doc["objective"], doc["hardware"]) != (ref[0]["objective"], ref[0]["hardware"]):
-            raise SystemExit(f"compare_checkpoints: {path} was trained for another objective or hardware")
         for name, obj in objs.items():
             r = obj / ref[1][name]
             rows.append(
