@@ -26,5 +26,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    check_group_choices(PROG, ("experiment", "hardware"))
+    check_group_choices(PROG, ("experiment", "hardware"), config="paper")
     main()

@@ -77,6 +77,7 @@ def test_schedule_writes_result_json(tmp_path, objective):
         ([f"graph={GRAPH}", "objective=speed"], "objective must be one of paper, latency"),
         ([f"graph={GRAPH}", "solver=cpsat", "+solver.options.time_limt=1"], "solver cpsat: unknown option(s)"),
         ([f"graph={GRAPH}", "+solver.options.samples=4"], "solver compiler: unknown option(s) samples; it takes no"),
+        ([f"graph={GRAPH}", "modell=3"], "Could not override 'modell': no such key"),
     ],
 )
 def test_schedule_user_errors_are_one_line_and_write_nothing(tmp_path, args, message):
@@ -87,6 +88,30 @@ def test_schedule_user_errors_are_one_line_and_write_nothing(tmp_path, args, mes
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["-m", "policy=gat,mean", "train.steps=2"], None),  # a sweep over a group: every choice checked
+        (["-m", "policy=gat,nope"], "unknown policy 'nope'; choose one of"),
+        (["-m", "train.stepz=1,2"], None),  # multiruns are left to Hydra (values expand per job)
+        (["train.stepz=5"], "Could not override 'train.stepz': no such key"),
+        (["datasets=[a,"], "no viable alternative at input"),
+        (["hydra/launcher=local", "train.steps=4", "+ablation=encoder_depth"], None),
+    ],
+)
+def test_command_lines_are_checked_before_hydra_runs(capsys, argv, error):
+    from respect_jax.cli.common import check_group_choices
+
+    if error is None:
+        check_group_choices("respect-train", ("policy",), argv, config="train")
+        return
+    with pytest.raises(SystemExit) as exc:
+        check_group_choices("respect-train", ("policy",), argv, config="train")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(lines) == 1 and lines[0].startswith("respect-train: error: ")
+    assert error in lines[0], lines
 
 
 def test_bad_graph_file_names_file_and_node(tmp_path):

@@ -274,7 +274,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    check_group_choices("respect-bench", ("hardware",))
+    check_group_choices("respect-bench", ("hardware",), config="bench")
     _main()
 
 

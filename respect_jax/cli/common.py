@@ -40,18 +40,50 @@ def user_errors_exit(prog: str) -> Callable:
     return wrap
 
 
-def check_group_choices(prog: str, groups: tuple[str, ...], argv: list[str] | None = None) -> None:
-    """Exit 2 with one line if a command-line ``group=choice`` names no file in ``conf/group/``.
+def check_group_choices(
+    prog: str, groups: tuple[str, ...], argv: list[str] | None = None, config: str | None = None
+) -> None:
+    """Exit 2 with one line if a command-line ``group=choice`` names no file in ``conf/group/`` (each
+    choice of a sweep ``group=a,b``), or, with ``config`` (the command's top-level config name), if the
+    command line does not compose: a misspelt key, a malformed override.
 
-    Hydra itself would report this over many lines; SPEC section 4 wants one.
+    Hydra itself would report these over many lines; SPEC section 4 wants one. The composition check
+    is skipped for multiruns (``-m``: sweep values are expanded per job) and leaves ``hydra`` keys to Hydra.
     """
-    for arg in sys.argv[1:] if argv is None else argv:
+    args = sys.argv[1:] if argv is None else argv
+    for arg in args:
         key, sep, value = arg.partition("=")
         key = key.lstrip("+~")
-        if sep and key in groups and not (Path(CONF_DIR) / key / f"{value}.yaml").is_file():
-            choices = sorted(p.stem for p in (Path(CONF_DIR) / key).glob("*.yaml"))
-            print(f"{prog}: error: unknown {key} {value!r}; choose one of {', '.join(choices)}", file=sys.stderr)
-            sys.exit(2)
+        if not sep or key not in groups or "(" in value:  # choice(...), glob(...): Hydra's sweep functions
+            continue
+        for choice in value.split(","):
+            if not (Path(CONF_DIR) / key / f"{choice}.yaml").is_file():
+                choices = sorted(p.stem for p in (Path(CONF_DIR) / key).glob("*.yaml"))
+                print(f"{prog}: error: unknown {key} {choice!r}; choose one of {', '.join(choices)}", file=sys.stderr)
+                sys.exit(2)
+    if config is None or any(a in ("-m", "--multirun") for a in args) or any(a.startswith("-") for a in args):
+        return
+    overrides = [a for a in args if not a.lstrip("+~").startswith("hydra")]
+    message = composition_error(config, overrides)
+    if message:
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def composition_error(config: str, overrides: list[str]) -> str | None:
+    """One line saying why ``config`` with ``overrides`` does not compose (None: it does)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+            compose(config, overrides=overrides)
+    except (HydraException, omegaconf.errors.OmegaConfBaseException) as err:
+        lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()] or [type(err).__name__]
+        if len(lines) > 1 and lines[1].startswith("To append to your config use "):
+            return f"{lines[0].rstrip('.')}: no such key"
+        return lines[0]
+    return None
 
 
 def hardware_from_cfg(node: DictConfig) -> Hardware:

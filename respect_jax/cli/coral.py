@@ -215,7 +215,7 @@ def _segment_main(cfg: DictConfig) -> None:
 
 def segment_main() -> None:
     """Console script ``respect-segment``."""
-    check_group_choices("respect-segment", ("hardware", "solver"))
+    check_group_choices("respect-segment", ("hardware", "solver"), config="respect_segment")
     _segment_main()
 
 
@@ -348,6 +348,7 @@ def _pipeline_main(cfg: DictConfig) -> None:
 
 def pipeline_main() -> None:
     """Console script ``respect-pipeline``."""
+    check_group_choices("respect-pipeline", (), config="respect_pipeline")
     _pipeline_main()
 
 
@@ -451,7 +452,7 @@ def _calibrate_main(cfg: DictConfig) -> None:
 
 def calibrate_main() -> None:
     """Console script ``respect-calibrate``."""
-    check_group_choices("respect-calibrate", ("hardware",))
+    check_group_choices("respect-calibrate", ("hardware",), config="respect_calibrate")
     _calibrate_main()
 
 
@@ -474,5 +475,5 @@ def _deploy_main(cfg: DictConfig) -> None:
 
 def deploy_main() -> None:
     """Console script ``respect-deploy``."""
-    check_group_choices("respect-deploy", ("hardware", "solver"))
+    check_group_choices("respect-deploy", ("hardware", "solver"), config="respect_deploy")
     _deploy_main()

@@ -132,7 +132,7 @@ def main() -> None:
     if args[0] not in COMMANDS:
         print(f"{PROG}: error: unknown command {args[0]!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
-    check_group_choices(PROG, ("edge_scenario",), args[1:])
+    check_group_choices(PROG, ("edge_scenario",), args[1:], config="edge")
     sys.argv = [sys.argv[0], f"command={args[0]}", *args[1:]]
     _main()
 

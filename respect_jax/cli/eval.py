@@ -25,7 +25,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, machine_description, user_errors_exit
+from respect_jax.cli.common import CONF_DIR, check_group_choices, machine_description, user_errors_exit
 
 PROG = "respect-eval"
 OPTIMAL_RTOL = 1e-6
@@ -268,6 +268,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    check_group_choices("respect-eval", (), config="eval")
     _main()
 
 

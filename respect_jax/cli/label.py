@@ -14,8 +14,6 @@ dataset (``retry_unproven=true``). Bad arguments exit 2 with one line on stderr 
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
@@ -91,28 +89,6 @@ def label(cfg: DictConfig) -> dict:
     )
 
 
-def check_overrides(prog: str, config_name: str, argv: list[str] | None = None) -> None:
-    """Exit 2 with one line if the command-line overrides do not compose (unknown key, bad syntax).
-
-    Hydra itself reports these over several lines with exit status 1; SPEC section 4 wants one
-    line. Flags, ``hydra.*`` overrides and multirun sweeps are left to Hydra.
-    """
-    argv = sys.argv[1:] if argv is None else argv
-    if any(a.startswith("-") for a in argv):
-        return
-    overrides = [a for a in argv if not a.lstrip("+~").startswith("hydra")]
-    from hydra import compose, initialize_config_dir
-
-    try:
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            compose(config_name=config_name, overrides=overrides)
-    except Exception as err:  # noqa: BLE001  (any composition failure is a user error here)
-        lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
-        msg = " ".join(lines[:2]) if lines else type(err).__name__
-        print(f"{prog}: error: {msg}", file=sys.stderr)
-        sys.exit(2)
-
-
 @hydra.main(config_path=CONF_DIR, config_name="label", version_base="1.3")
 @user_errors_exit(PROG)
 def _main(cfg: DictConfig) -> None:
@@ -120,8 +96,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    check_group_choices(PROG, GROUPS)
-    check_overrides(PROG, "label")
+    check_group_choices(PROG, GROUPS, config="label")
     _main()
 
 

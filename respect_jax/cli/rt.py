@@ -220,7 +220,7 @@ def main() -> None:
     if cmd not in COMMANDS:
         print(f"{PROG}: error: unknown command {cmd!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
-    check_group_choices(PROG, ("rt_scenario",), rest)
+    check_group_choices(PROG, ("rt_scenario",), rest, config="rt")
     sys.argv = [sys.argv[0], f"command={cmd}", *rest, *scenario_only(cmd, rest)]
     _main()
 

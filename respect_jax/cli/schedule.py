@@ -52,7 +52,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    check_group_choices("respect-schedule", ("hardware", "solver"))
+    check_group_choices("respect-schedule", ("hardware", "solver"), config="schedule")
     _main()
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, user_errors_exit
+from respect_jax.cli.common import CONF_DIR, check_group_choices, user_errors_exit
 
 PROG = "respect-tables"
 IGNORED_KEYS = ("run_dir", "progress", "resume", "train.kill_after_step")
@@ -104,7 +104,7 @@ def render(table: dict) -> str:
 
 @hydra.main(config_path=CONF_DIR, config_name="tables", version_base=None)
 @user_errors_exit(PROG)
-def main(cfg: DictConfig) -> None:
+def _main(cfg: DictConfig) -> None:
     from respect_jax.graphs.graph import write_json_atomic
 
     root = Path(cfg.runs)
@@ -119,6 +119,11 @@ def main(cfg: DictConfig) -> None:
     tmp.replace(out.with_suffix(".md"))
     print(md)
     print(f"{PROG}: {len(table['rows'])} runs -> {out.with_suffix('.md')}", file=sys.stderr)
+
+
+def main() -> None:
+    check_group_choices(PROG, (), config="tables")
+    _main()
 
 
 if __name__ == "__main__":

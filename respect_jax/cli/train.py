@@ -141,7 +141,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    check_group_choices(PROG, GROUPS)
+    check_group_choices(PROG, GROUPS, config="train")
     _main()
 
 
