@@ -220,7 +220,8 @@ ENTRIES = [
      "out_name=bench_policy_speed_cut", None, []),
     ("Policy evaluation against proven optima (respect-eval)",
      "experiments/results/eval_respect_k4_paper_respect50.md",
-     ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper dataset=data/labels/respect50_k4_paper",
+     ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper dataset=data/labels/respect50_k4_paper "
+     "out=experiments/results/eval_respect_k4_paper_respect50.json",
      None, []),
     ("Policy + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_respect50_ls_t15.md",

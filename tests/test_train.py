@@ -219,11 +219,13 @@ def test_eval_rebuilds_policy_from_run_folder(trained_run, tmp_path):
     cfg = compose_cfg(
         "eval",
         [f"checkpoint={root / 'full'}", f"dataset={dataset}", "samples=4", "batch_size=8", "progress=false"]
-        + ["decodings=[greedy,best_of,beam,sbs]"],
+        + ["decodings=[greedy,best_of,beam,sbs]", "baselines=[compiler,greedy]"],
     )
     doc = evaluate(cfg)
     assert doc["graphs"] == 24 and doc["reference"] == "oracle" and doc["checkpoint_step"] == 8
-    assert set(doc["aggregate"]) == {"greedy", "best_of_4", "beam_4", "sbs_4", "compiler"}
+    # the greedy solver keeps its own row beside the policy's greedy decoding
+    assert set(doc["aggregate"]) == {"greedy", "best_of_4", "beam_4", "sbs_4", "compiler", "solver_greedy"}
+    assert "compile_s" in doc["aggregate"]["greedy"] and "compile_s" not in doc["aggregate"]["solver_greedy"]
     for method, agg in doc["aggregate"].items():
         assert agg["valid_pct"] == 100.0, method
         assert agg["gap_mean_pct"] >= -1e-4, method  # nothing beats a proven optimum

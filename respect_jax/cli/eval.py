@@ -151,8 +151,9 @@ def evaluate(cfg: DictConfig) -> dict:
         for i, g in enumerate(graphs):
             r = run_solver(str(name), g, hw, objective, lam, **options)
             obj[i], valid[i], times[i] = r["objective"], True, r["solve_time_s"]
-        results[str(name)] = {"objective": obj, "valid": valid, "time": times}
-        log(f"{PROG}: baseline {name}: solved {n} graphs")
+        key = str(name) if str(name) not in results else f"solver_{name}"  # the greedy solver vs greedy decoding
+        results[key] = {"objective": obj, "valid": valid, "time": times}
+        log(f"{PROG}: baseline {key}: solved {n} graphs")
     if reference is not None:
         ref = np.asarray(reference, float)
         ref_kind = "oracle"
@@ -254,7 +255,7 @@ def _main(cfg: DictConfig) -> None:
     from respect_jax.graphs.graph import write_json_atomic
 
     doc = evaluate(cfg)
-    out = cfg.out or f"experiments/results/eval_{Path(doc['checkpoint']).name}_{Path(str(cfg.dataset)).stem}.json"
+    out = cfg.out or f"runs/eval/eval_{Path(doc['checkpoint']).name}_{Path(str(cfg.dataset)).stem}.json"
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(doc, out)
