@@ -67,6 +67,29 @@ def test_update_step_compiles_once_per_bucket():
     assert dict(trainer.trace_counts) == {("imitation", 0): 1, ("imitation", 1): 1}
 
 
+def test_resuming_a_run_folder_with_another_network_is_refused(tmp_path):
+    """A run folder resumes only with the network that wrote its checkpoints (a sweep sharing one run_dir, a
+    changed width): one clear error, and network.json keeps describing the checkpoints."""
+    hw = make_hw(3)
+    buckets = labelled_batches([(8, 20)], 8, seed=1)
+    tcfg = TrainConfig(steps=2, batch_size=4, steps_per_epoch=1, checkpoint_every=1, eval_every=2, eval_graphs=0)
+    Trainer(TINY, hw, "paper", 1.0, AlgorithmConfig("imitation"), tcfg, datasets=buckets).fit(
+        tmp_path, progress=False, log=lambda _: None
+    )
+    before = (tmp_path / "network.json").read_text()
+    wider = PolicyConfig(width=32, decoder_width=16, layers=1, decoder_layers=1, heads=2)
+    longer = TrainConfig(steps=4, batch_size=4, steps_per_epoch=1, checkpoint_every=1, eval_every=4, eval_graphs=0)
+    with pytest.raises(ValueError, match="holds checkpoints of another network \\(policy differ"):
+        Trainer(wider, hw, "paper", 1.0, AlgorithmConfig("imitation"), longer, datasets=buckets).fit(
+            tmp_path, progress=False, log=lambda _: None
+        )
+    assert (tmp_path / "network.json").read_text() == before
+    resumed = Trainer(TINY, hw, "paper", 1.0, AlgorithmConfig("imitation"), longer, datasets=buckets).fit(
+        tmp_path, progress=False, log=lambda _: None
+    )
+    assert int(resumed.state.step) == 4
+
+
 SHARDING_SCRIPT = textwrap.dedent(
     """
     import json, sys

@@ -35,7 +35,7 @@ from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy, batch_features
 from respect_jax.train.algorithms import frozen_copy, imitation_loss, reinforce_loss, self_improvement_loss
-from respect_jax.train.checkpoints import CONFIG_FILE, METRICS_FILE, Checkpointer, write_network
+from respect_jax.train.checkpoints import CONFIG_FILE, METRICS_FILE, NETWORK_FILE, Checkpointer, write_network
 from respect_jax.train.config import PHASES, AlgorithmConfig, TrainConfig
 from respect_jax.train.data import LabelledBatch
 from respect_jax.train.evaluation import decode_set, summarise
@@ -313,7 +313,18 @@ def host_loop(
     if latest is not None and not resume:
         ckpt.close()
         raise ValueError(f"{run_dir} already holds checkpoints (step {latest}); use resume=true or a new run_dir")
+    network_path = run_dir / NETWORK_FILE
+    before = network_path.read_text() if latest is not None and network_path.is_file() else None
     write_network(run_dir)
+    if before is not None and json.loads(before) != json.loads(network_path.read_text()):
+        old, new = json.loads(before), json.loads(network_path.read_text())
+        network_path.write_text(before)  # the folder keeps describing its checkpoints
+        ckpt.close()
+        differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        raise ValueError(
+            f"{run_dir} holds checkpoints of another network ({', '.join(differ)} differ from this command's); "
+            "use a new run_dir"
+        )
     if resolved_config is not None:
         (run_dir / CONFIG_FILE).write_text(resolved_config)
     history: list[dict] = []
