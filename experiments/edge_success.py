@@ -70,7 +70,7 @@ def main() -> None:
         if args.retrain or not (run_dir / NETWORK_FILE).is_file():
             cfg = DQNConfig(seed=args.seed, **({"episodes": args.episodes} if args.episodes else {}))
             print(f"[{name}] training {cfg.episodes} episodes x {cfg.num_envs} envs x {cfg.episode_steps} dispatches")
-            agent = train_dqn(scn, cfg, run_dir, log=lambda m, n=name: print(f"[{n}] {m}", flush=True))
+            agent = train_dqn(scn, cfg, run_dir, log=lambda m, n=name: print(f"[{n}] {m}", flush=True), overwrite=True)
         else:
             agent, _ = load_agent(run_dir)
             print(f"[{name}] reusing the agent in {run_dir}")

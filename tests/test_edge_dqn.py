@@ -69,17 +69,27 @@ from respect_jax.edge_cluster.scenarios import load_preset
 assert "respect_jax.edge_cluster.policies" not in sys.modules  # the import order of `respect-edge train`
 cfg = DQNConfig(hidden=(16, 16), action_width=8, num_envs=4, episode_steps=32, episodes=4, batch_size=32,
                 learning_starts=64, target_period=20, seed=0)
-print(len(train_dqn(load_preset("small", horizon_s=0.5), cfg, chunk=2).history))
+scn, run_dir = load_preset("small", horizon_s=0.5), sys.argv[1]
+first = train_dqn(scn, cfg, run_dir, chunk=2)
+try:
+    train_dqn(scn, cfg, run_dir, chunk=2)
+    raise SystemExit("a second run into the same folder was not refused")
+except ValueError as err:
+    assert "already holds a trained agent" in str(err), err
+again = train_dqn(scn, cfg, run_dir, chunk=2, overwrite=True)  # same seed: the same agent again
+assert [h["loss"] for h in again.history] == [h["loss"] for h in first.history]
+print(len(again.history))
 """
 
 
-def test_training_runs_past_its_first_chunk_in_a_fresh_interpreter():
+def test_training_runs_past_its_first_chunk_in_a_fresh_interpreter(tmp_path):
     """Regression: the first trace of a chunk imported the static policies lazily, and a jnp constant created at
     that import leaked into the compiled program, so every later chunk failed with "Execution supplied 101
-    arguments but compiled program expected 115" (`respect-edge train` with more episodes than `chunk`)."""
+    arguments but compiled program expected 115" (`respect-edge train` with more episodes than `chunk`).
+    Also: a second run into the same folder is refused before training unless ``overwrite``."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", TRAIN_IN_CHUNKS], capture_output=True, text=True, env=env,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, "-c", TRAIN_IN_CHUNKS, str(tmp_path / "agent")], capture_output=True,
+                          text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-1] == "4"
 

@@ -50,7 +50,8 @@ def train(cfg: DictConfig) -> dict:
     if int(cfg.chunk) < 1:
         raise ValueError(f"chunk must be >= 1, got {cfg.chunk}")
     run_dir = Path(cfg.run_dir)
-    agent = train_dqn(scn, dqn, run_dir, chunk=int(cfg.chunk), log=_log if cfg.progress else None)
+    agent = train_dqn(scn, dqn, run_dir, chunk=int(cfg.chunk), log=_log if cfg.progress else None,
+                      overwrite=bool(cfg.overwrite))
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     last = agent.history[-1]
     summary = {"scenario": scn.name, "run_dir": str(run_dir), "episodes": dqn.episodes,

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -465,11 +466,22 @@ def train_dqn(
     run_dir: str | Path | None = None,
     chunk: int = 10,
     log: Callable[[str], None] | None = None,
+    overwrite: bool = False,
 ) -> Agent:
     """Train on a scenario; with ``run_dir``, write network.json, metrics.jsonl and orbax checkpoints.
 
-    The first chunk includes compilation; ``train_time_s`` and the metrics report both.
+    Training always starts from scratch: a ``run_dir`` that already holds an agent is refused (ValueError,
+    before any training) unless ``overwrite``, which first removes that agent's files. The first chunk
+    includes compilation; ``train_time_s`` and the metrics report both.
     """
+    from respect_jax.train.checkpoints import CHECKPOINT_DIR
+
+    if run_dir is not None and (Path(run_dir) / CHECKPOINT_DIR).exists():
+        if not overwrite:
+            raise ValueError(f"{run_dir} already holds a trained agent; use a new run_dir or overwrite=true")
+        shutil.rmtree(Path(run_dir) / CHECKPOINT_DIR)
+        for name in (NETWORK_FILE, METRICS_FILE, SUMMARY_FILE):
+            (Path(run_dir) / name).unlink(missing_ok=True)
     model, init, run = make_train(scn, cfg)
     graphdef, _ = nnx.split(model)
     run_jit = jax.jit(run, static_argnums=1, donate_argnums=0)
