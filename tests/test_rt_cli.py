@@ -22,10 +22,15 @@ def _main(monkeypatch, capsys, *args) -> tuple[int, str]:
     return exc.value.code, capsys.readouterr().err.strip()
 
 
-@pytest.mark.parametrize("presets", [["eval.presets=null"], []], ids=["presets_null", "implied_by_rt_scenario"])
-def test_infeasible_task_set_is_one_line_error(monkeypatch, capsys, presets):
-    """Also: choosing rt_scenario on the command line evaluates it, not the default eval.presets."""
-    code, err = _main(monkeypatch, capsys, "eval", "rt_scenario=infeasible_demo", *presets, "eval.methods=[edf]")
+@pytest.mark.parametrize(
+    "extra",
+    [["eval.presets=null", "eval.methods=[edf]"], ["eval.methods=[edf]"], ["run_dir=/nonexistent/rt"]],
+    ids=["presets_null", "implied_by_rt_scenario", "before_the_missing_policy"],
+)
+def test_infeasible_task_set_is_one_line_error(monkeypatch, capsys, extra):
+    """Also: choosing rt_scenario on the command line evaluates it, not the default eval.presets, and the
+    infeasibility is reported before the default methods' missing RL policy."""
+    code, err = _main(monkeypatch, capsys, "eval", "rt_scenario=infeasible_demo", *extra)
     assert code == 2
     assert err.count("\n") == 0
     assert err.startswith("respect-rt: error: scenario infeasible_demo: HRT task 0 (resnet50): deadline 3.000 ms")

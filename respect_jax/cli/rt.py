@@ -119,6 +119,8 @@ def evaluate(cfg: DictConfig) -> dict:
     platform = _platform(cfg)
     presets = _presets(cfg, e.presets)
     methods = [parse_method(str(m)) for m in e.methods]
+    # drawn first: an infeasible task set is reported as such, before a missing policy is
+    drawn = [generate(p, platform, int(e.scenarios), seed=int(e.seed) + i) for i, p in enumerate(presets)]
     model, policy_doc = None, None
     if any(m.policy == "rl" for m in methods):
         from respect_jax.realtime.train import load_policy
@@ -137,8 +139,7 @@ def evaluate(cfg: DictConfig) -> dict:
     sizes = common_sizes(presets, platform)
     runner = Runner([m.policy for m in methods], int(e.max_steps), model)
     rows, overheads = [], []
-    for i, p in enumerate(presets):
-        scs, st = generate(p, platform, int(e.scenarios), seed=int(e.seed) + i)
+    for p, (scs, st) in zip(presets, drawn, strict=True):
         packed = [pack(s, sizes) for s in scs]
         batch = stack(packed)
         demand = [s.demand() for s in scs]
