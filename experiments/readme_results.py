@@ -1,7 +1,8 @@
 """Regenerate the results sections of ``README.md`` and ``experiments/RESULTS.md`` from
 ``experiments/results/`` (no number typed by hand).
 
-    .venv/bin/python experiments/readme_results.py   # rewrites both files between their markers
+    .venv/bin/python experiments/readme_results.py           # rewrites both files between their markers
+    .venv/bin/python experiments/readme_results.py --check   # exit 1 if either is out of date
 
 ``experiments/RESULTS.md`` gets every entry of ``ENTRIES`` (the full record: model selection,
 runs that did not improve, superseded checkpoints); ``README.md`` only the entries whose title is
@@ -14,6 +15,7 @@ yet are listed as "not yet run" with their command. The text outside the markers
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
@@ -391,18 +393,25 @@ def render(entries: list[tuple], at: Path, note: str = "") -> str:
     return "\n".join(out)
 
 
-def rewrite(path: Path, block: str) -> None:
-    """Replace the marked block of ``path`` (which must hold both markers) by ``block``."""
+def rewrite(path: Path, block: str, check: bool = False) -> bool:
+    """Replace the marked block of ``path`` (which must hold both markers) by ``block``; with ``check``,
+    only report whether it would change. Returns True when the file is (or was already) up to date."""
     text = path.read_text()
-    if BEGIN not in text or END not in text:
-        sys.exit(f"{path}: markers {BEGIN} / {END} not found; add them where the results go")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    path.write_text(head + block + tail)
+    new = head + block + tail
+    if check:
+        print(f"{path.relative_to(ROOT)}: {'up to date' if new == text else 'out of date'}")
+        return new == text
+    path.write_text(new)
     print(f"rewrote the results section of {path.relative_to(ROOT)}")
+    return True
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if either file is out of date")
+    args = ap.parse_args(argv)
     unknown = README_TITLES - {entry[0] for entry in ENTRIES}
     if unknown:
         sys.exit(f"README_TITLES names no entry: {sorted(unknown)}")
@@ -413,9 +422,10 @@ def main() -> None:
     headline = [entry for entry in ENTRIES if entry[0] in README_TITLES]
     note = ("The current figures only; `experiments/RESULTS.md` holds every result "
             "(model selection, superseded checkpoints, the runs that did not improve).")
-    rewrite(readme, render(headline, readme.parent, note))
-    rewrite(full, render(ENTRIES, full.parent))
+    fresh = [rewrite(readme, render(headline, readme.parent, note), args.check),
+             rewrite(full, render(ENTRIES, full.parent), args.check)]
+    return 0 if all(fresh) else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -155,6 +155,15 @@ def test_bad_experiment_input_is_a_one_line_error(tmp_path, monkeypatch, capsys,
     assert not (tmp_path / "out").exists()
 
 
+def test_readme_and_results_record_are_generated_from_the_result_files(capsys):
+    """README.md and experiments/RESULTS.md hold exactly what experiments/readme_results.py generates from
+    experiments/results/ (a result file changed without regenerating them fails here)."""
+    spec = importlib.util.spec_from_file_location("readme_results", ROOT / "experiments" / "readme_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--check"]) == 0, capsys.readouterr().out
+
+
 def test_result_stems_keep_dots_and_run_labels_stay_distinct():
     from respect_jax.experiments.report import result_stem, with_extension
     from respect_jax.experiments.training_curves import run_names

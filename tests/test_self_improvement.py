@@ -3,9 +3,13 @@ test is in test_train_learning.py, ``init_from`` fine-tuning in test_train.py)."
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import jax
 import numpy as np
 import pytest
+import yaml
 from conftest import make_hw
 from flax import nnx
 from test_train import TINY
@@ -17,8 +21,21 @@ from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy
 from respect_jax.train.algorithms import self_improvement_targets
 from respect_jax.train.checkpoints import load_policy
-from respect_jax.train.config import AlgorithmConfig, SelfImprovementConfig
+from respect_jax.train.config import AlgorithmConfig, ImitationConfig, ReinforceConfig, SelfImprovementConfig
 from respect_jax.train.data import make_batches
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "algorithm").glob("*.yaml")))
+def test_every_algorithm_preset_sets_every_phase_option(preset):
+    """So any phase option can be overridden on the command line whatever the preset (Hydra refuses keys a
+    preset lacks: `algorithm=imitation_then_self_improvement algorithm.self_improvement.teacher=beam`)."""
+    doc = yaml.safe_load((CONF / "algorithm" / f"{preset}.yaml").read_text())
+    for phase, cls in (("imitation", ImitationConfig), ("reinforce", ReinforceConfig),
+                       ("self_improvement", SelfImprovementConfig)):
+        assert set(doc[phase]) == {f.name for f in dataclasses.fields(cls)}, (preset, phase)
+    assert AlgorithmConfig.from_dict(doc).name == preset
 
 
 def test_two_phase_algorithms_switch_phase_after_imitation():

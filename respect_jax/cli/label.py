@@ -2,7 +2,7 @@
 
 Example::
 
-    respect-label out=data/labels/respect30_k4_paper graphs=respect30 count=2000 \
+    respect-label out=data/labels/my_set graphs=respect30 count=2000 \
         solver=cpsat hardware=coral_usb hardware.stages=4 objective=paper workers=2
 
 Writes ``out/manifest.json`` and ``out/shard-XXXXX.jsonl`` (format of

@@ -46,8 +46,13 @@ def find_runs(root: Path) -> list[Path]:
 
 
 def run_summary(run: Path) -> tuple[dict, dict]:
-    """(flattened config, final figures) of one run folder."""
+    """(flattened config, final figures) of one run folder. The ``policy.*`` values are the network the run
+    trained (its network.json): with ``init_from`` they differ from the ignored ``policy`` group of config.yaml."""
     config = flatten(OmegaConf.to_container(OmegaConf.load(run / "config.yaml"), resolve=False))
+    network = run / "network.json"
+    if network.is_file() and "policy" in json.loads(network.read_text()):
+        config = {k: v for k, v in config.items() if not k.startswith("policy.")}
+        config.update(flatten(json.loads(network.read_text())["policy"], "policy."))
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     if not lines:
         raise ValueError(f"{run}: metrics.jsonl is empty (the run has not logged yet)")
