@@ -63,6 +63,20 @@ def test_choosing_rt_scenario_replaces_the_presets_of_that_command_only():
     assert rt.scenario_only("eval", ["train.presets=null", "run_dir=x"]) == []
 
 
+def test_evaluation_never_redraws_a_training_pool():
+    """Regression: with seed=1 the training pool of preset i was drawn from seed 1000 + i, the same random stream
+    as the evaluation scenarios of eval.seed=1000 (the default). The scenario generator draws everything from
+    ``numpy.random.default_rng(seed)``, so distinct streams are what keeps the two sets apart."""
+    import numpy as np
+
+    def stream(seed):
+        return tuple(np.random.default_rng(seed).integers(0, 2**62, 4))
+
+    train = {stream(rt.train_pool_seed(seed, i)) for seed in range(4) for i in range(8)}
+    evals = {stream(rt.eval_seed(seed, i)) for seed in (0, 1, 1000, 1001, 2000) for i in range(8)}
+    assert len(train) == 32 and len(evals) == 40 and not train & evals
+
+
 def test_usage_without_command(monkeypatch, capsys):
     code, err = _main(monkeypatch, capsys)
     assert code == 2 and "usage: respect-rt {train,eval}" in err

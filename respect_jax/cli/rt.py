@@ -55,6 +55,21 @@ def _platform(cfg: DictConfig):
     return platform_from_dict(OmegaConf.to_container(cfg.platform, resolve=True))
 
 
+def train_pool_seed(seed: int, preset_index: int) -> int:
+    """Seed of the training pool's scenarios of one preset (``seed``: the top-level config value)."""
+    return seed * 1000 + preset_index
+
+
+EVAL_STREAM = 0x5EED  # a third SeedSequence word that no integer seed below 2**64 fills
+
+
+def eval_seed(seed: int, preset_index: int) -> tuple[int, int, int]:
+    """Seed of the evaluation scenarios of one preset (``seed``: ``eval.seed``). numpy pads an integer seed
+    with zero words, so ``(seed, preset_index, EVAL_STREAM)`` can equal no integer seed: evaluation never
+    redraws a training pool (an integer ``eval.seed + i`` equalled :func:`train_pool_seed` at ``seed=1``)."""
+    return (seed, preset_index, EVAL_STREAM)
+
+
 def common_sizes(presets: list, platform):
     """One :class:`Sizes` for every preset (so one compilation serves them all)."""
     from respect_jax.realtime.tasks import Sizes
@@ -87,7 +102,7 @@ def train(cfg: DictConfig) -> dict:
     rcfg = RTTrainConfig.from_dict(tcfg)
     packed, stats = [], {}
     for i, p in enumerate(presets):
-        scs, st = generate(p, platform, per, seed=int(cfg.seed) * 1000 + i)
+        scs, st = generate(p, platform, per, seed=train_pool_seed(int(cfg.seed), i))
         packed += [pack(s, sizes) for s in scs]
         stats[p.name] = st
     extra = {
@@ -120,7 +135,7 @@ def evaluate(cfg: DictConfig) -> dict:
     presets = _presets(cfg, e.presets)
     methods = [parse_method(str(m)) for m in e.methods]
     # drawn first: an infeasible task set is reported as such, before a missing policy is
-    drawn = [generate(p, platform, int(e.scenarios), seed=int(e.seed) + i) for i, p in enumerate(presets)]
+    drawn = [generate(p, platform, int(e.scenarios), seed=eval_seed(int(e.seed), i)) for i, p in enumerate(presets)]
     model, policy_doc = None, None
     if any(m.policy == "rl" for m in methods):
         from respect_jax.realtime.train import load_policy

@@ -141,8 +141,11 @@ def truncate(sc: Scenario, max_hrt: int, max_srt: int) -> Scenario:
     return dataclasses.replace(sc, jobs=tuple(j for j in sc.jobs if j.release < horizon), horizon_us=horizon)
 
 
-def generate(cfg: ScenarioConfig, platform: Platform, count: int, seed: int) -> tuple[list[Scenario], dict]:
-    """``count`` certified scenarios from ``seed`` and statistics of the draws.
+def generate(
+    cfg: ScenarioConfig, platform: Platform, count: int, seed: int | tuple[int, ...]
+) -> tuple[list[Scenario], dict]:
+    """``count`` certified scenarios from ``seed`` (an int or a tuple of ints: numpy SeedSequence entropy, so
+    ``(a, b)`` and any int seed give unrelated streams) and statistics of the draws.
 
     Raises:
         InfeasibleTaskSet: explicit HRT tasks that fail the check (one line), or random draws of
