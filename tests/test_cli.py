@@ -114,6 +114,21 @@ def test_command_lines_are_checked_before_hydra_runs(capsys, argv, error):
     assert error in lines[0], lines
 
 
+def test_schedule_notes_a_checkpoint_trained_for_another_problem():
+    from respect_jax.cli.schedule import training_mismatch
+
+    trained = {"objective": "paper", "lam": 1.0, "hardware": {"stages": 4}}
+    same = {"info": {"trained_on": trained}, "objective_name": "paper", "lam": 1.0, "hardware": {"stages": 4}}
+    assert training_mismatch(same) is None
+    assert training_mismatch({**same, "info": {}}) is None  # not a learned solver
+    other = {**same, "objective_name": "latency", "hardware": {"stages": 6}}
+    assert training_mismatch(other) == (
+        "the checkpoint was trained for objective paper (here latency), K=4 (here K=6); "
+        "a checkpoint trained for this problem may do better"
+    )
+    assert "lam 1.0 (here 2.0)" in training_mismatch({**same, "lam": 2.0})
+
+
 def test_bad_graph_file_names_file_and_node(tmp_path):
     bad = tmp_path / "bad.json"
     doc = json.loads(GRAPH.read_text())

@@ -35,10 +35,31 @@ def schedule(cfg: DictConfig) -> dict:
     return run_solver(cfg.solver.name, graph, hw, cfg.objective, float(cfg.lam), **options)
 
 
+def training_mismatch(result: dict) -> str | None:
+    """A learned solver's checkpoint trained for another objective, lam or stage count than it scheduled for
+    (it still schedules, validly; the results of such transfers are usually worse): one line, else None."""
+    trained = (result.get("info") or {}).get("trained_on")
+    if not trained:
+        return None
+    differ = []
+    if trained["objective"] != result["objective_name"]:
+        differ.append(f"objective {trained['objective']} (here {result['objective_name']})")
+    if result["objective_name"] == "paper" and float(trained["lam"]) != float(result["lam"]):
+        differ.append(f"lam {trained['lam']} (here {result['lam']})")
+    if int(trained["hardware"]["stages"]) != int(result["hardware"]["stages"]):
+        differ.append(f"K={trained['hardware']['stages']} (here K={result['hardware']['stages']})")
+    if not differ:
+        return None
+    return f"the checkpoint was trained for {', '.join(differ)}; a checkpoint trained for this problem may do better"
+
+
 @hydra.main(config_path=CONF_DIR, config_name="schedule", version_base="1.3")
 @user_errors_exit("respect-schedule")
 def _main(cfg: DictConfig) -> None:
     result = schedule(cfg)
+    note = training_mismatch(result)
+    if note:
+        print(f"respect-schedule: note: {note}", file=sys.stderr)
     if cfg.out:
         write_json_atomic(result, cfg.out)
         print(
