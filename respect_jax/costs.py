@@ -51,6 +51,9 @@ class Hardware:
         return {k: (int(v) if k == "stages" else float(v)) for k, v in asdict(self).items()}
 
 
+MAX_STAGES = 1024  # accelerators in one pipeline: far above any real one; bounds the [K, K] state arrays
+
+
 def hardware_from_dict(values: dict) -> Hardware:
     """Build :class:`Hardware` from a mapping (e.g. a Hydra ``hardware`` node); checks ranges."""
     fields = (
@@ -67,8 +70,8 @@ def hardware_from_dict(values: dict) -> Hardware:
     if missing:
         raise ValueError(f"hardware config is missing {', '.join(missing)}")
     stages = values["stages"]
-    if not isinstance(stages, int) or isinstance(stages, bool) or stages < 1:
-        raise ValueError(f"hardware.stages must be an integer >= 1, got {stages!r}")
+    if not isinstance(stages, int) or isinstance(stages, bool) or not 1 <= stages <= MAX_STAGES:
+        raise ValueError(f"hardware.stages must be an integer in [1, {MAX_STAGES}], got {stages!r}")
     kwargs = {"stages": stages}
     for f in fields[1:]:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -275,3 +276,50 @@ def test_round_trip(reference, tmp_path):
     assert [key(it) for it in back] == [key(it) for it in items[:5]]
     assert all(np.array_equal(a.assignment, b.assignment) for a, b in zip(back, items[:5], strict=True))
     assert len(load_labelled_dataset(tmp_path, limit=2)) == 2
+
+
+def _corrupt_copy(tmp_path: Path, edit) -> Path:
+    """A copy of the shipped 50-node set whose first shard's first record went through ``edit(record)``."""
+    copy = tmp_path / "set"
+    shutil.copytree(REPO / "data" / "labels" / "respect50_k4_paper", copy)
+    shard = sorted(copy.glob("shard-*.jsonl"))[0]
+    lines = shard.read_text().splitlines()
+    edited = edit(json.loads(lines[0]))
+    shard.write_text("\n".join(([json.dumps(edited)] if edited is not None else []) + lines[1:]) + "\n")
+    return copy
+
+
+def _with(record: dict, **changes) -> dict:
+    return {**record, **changes}
+
+
+def _backwards(record: dict) -> dict:
+    """The first edge's consumer moved to an earlier stage than its producer."""
+    stage = list(record["assignment"])
+    producer, consumer = record["graph"]["edges"][0][:2]
+    ids = [node["id"] for node in record["graph"]["nodes"]]
+    stage[ids.index(producer)], stage[ids.index(consumer)] = 3, 0
+    return _with(record, assignment=stage)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: _with(r, assignment=[9] + r["assignment"][1:]), "assignment stages must be in [0, 4), got 0..9"),
+        (lambda r: _with(r, assignment=[-1] + r["assignment"][1:]), "assignment stages must be in [0, 4)"),
+        (_backwards, "assignment puts a consumer on an earlier stage than its producer"),
+        (lambda r: _with(r, objective=0), "objective must be a positive finite number, got 0"),
+        (lambda r: None, "499 records in the shards, the manifest's summary says 500"),
+        (lambda r: [r], "expected a JSON object, got list"),
+    ],
+)
+def test_corrupted_labels_are_refused_with_the_record_named(tmp_path, edit, message):
+    """Training imitates these schedules and evaluation measures gaps against them: a record that is not a valid
+    schedule of its graph, or a set with records missing, is an error naming where, not a silent wrong result."""
+    copy = _corrupt_copy(tmp_path, edit)
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        load_labelled_dataset(copy)
+    assert str(copy) in str(err.value)
+    (copy / "manifest.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="manifest.json: expected a JSON object, got list"):
+        read_manifest(copy)

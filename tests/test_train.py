@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -396,3 +397,41 @@ def test_reinforce_loss_matches_a_numpy_reference(baseline, leader_weight):
         ref -= np.sum(adv * logp)
     np.testing.assert_allclose(float(loss), ref / (len(graphs) * 5), rtol=2e-4, atol=1e-6)
     assert float(metrics["valid"]) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda d: (d / "network.json").write_text("[1]"), "network.json: expected a JSON object, got list"),
+        (lambda d: (d / "network.json").write_text("{nope"), "network.json: not JSON"),
+        (lambda d: _edit_network(d, objective="speed"), "objective must be one of paper, latency, got 'speed'"),
+        (lambda d: _edit_network(d, hardware={**_network(d)["hardware"], "stages": 0}),
+         "hardware.stages must be an integer in [1, 1024], got 0"),
+        (lambda d: _edit_network(d, policy={**_network(d)["policy"], "width": 64}), "cannot restore this checkpoint"),
+        (lambda d: _truncate_params(d), "cannot restore this checkpoint"),
+        (lambda d: shutil.rmtree(d / "checkpoints"), "no checkpoint to restore"),
+    ],
+)
+def test_a_damaged_checkpoint_is_a_one_line_error_that_writes_nothing(tmp_path, damage, message):
+    copy = tmp_path / "ckpt"
+    shutil.copytree(ROOT / "data" / "checkpoints" / "respect_k4_paper", copy)
+    damage(copy)
+    before = sorted(str(p.relative_to(copy)) for p in copy.rglob("*"))
+    with pytest.raises((ValueError, FileNotFoundError), match=re.escape(message)) as err:  # both: user errors
+        load_policy(copy)
+    assert len(str(err.value).splitlines()) == 1
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == before  # no empty checkpoints/ made
+
+
+def _network(run_dir: Path) -> dict:
+    return json.loads((run_dir / "network.json").read_text())
+
+
+def _edit_network(run_dir: Path, **changes) -> None:
+    (run_dir / "network.json").write_text(json.dumps({**_network(run_dir), **changes}))
+
+
+def _truncate_params(run_dir: Path) -> None:
+    biggest = max((p for p in (run_dir / "checkpoints").rglob("*") if p.is_file() and "params" in p.parts),
+                  key=lambda p: p.stat().st_size)
+    biggest.write_bytes(biggest.read_bytes()[:16])

@@ -103,6 +103,9 @@ def evaluate(cfg: DictConfig) -> dict:
         policies["aset"] = agent.policy
         header.append(f"ASET agent: `{ckpt}` ({agent.config.episodes} episodes x {agent.config.num_envs} envs x "
                       f"{agent.config.episode_steps} dispatches, trained in {agent.train_time_s:.0f} s)")
+    if not policies:
+        agent_dir = cfg.eval.checkpoint or cfg.run_dir
+        raise ValueError(f"eval.policies={list(names)}: nothing to evaluate (no trained agent in {agent_dir})")
     t0 = time.perf_counter()
     doc = compare(scn, policies, loads, jax.random.key(int(cfg.eval.seed)), int(cfg.eval.traces))
     doc["machine"] = machine_description()

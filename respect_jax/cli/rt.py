@@ -131,6 +131,9 @@ def evaluate(cfg: DictConfig) -> dict:
     from respect_jax.realtime.tasks import pack, stack
 
     e = cfg.eval
+    for key, low in (("scenarios", 1), ("max_steps", 1), ("overhead_scenarios", 0)):
+        if not isinstance(e[key], int) or isinstance(e[key], bool) or e[key] < low:
+            raise ValueError(f"eval.{key} must be an integer >= {low}, got {e[key]!r}")
     platform = _platform(cfg)
     presets = _presets(cfg, e.presets)
     methods = [parse_method(str(m)) for m in e.methods]

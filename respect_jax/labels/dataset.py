@@ -101,10 +101,26 @@ def read_manifest(directory: str | Path) -> dict:
     path = Path(directory) / "manifest.json"
     if not path.is_file():
         raise FileNotFoundError(f"{directory}: not a labelled dataset (no manifest.json)")
-    return json.loads(path.read_text())
+    manifest = parse_json(path.read_text(), str(path))
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(manifest).__name__}")
+    return manifest
 
 
-def record_to_item(record: dict, origin: str) -> LabelledGraph:
+def parse_json(text: str, origin: str):
+    """``json.loads`` whose error names the file (and line) it came from."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{origin}: not JSON ({err})") from None
+
+
+def record_to_item(record: dict, origin: str, stages: int | None = None) -> LabelledGraph:
+    """One labelled record, checked: its schedule must be valid (stages in [0, ``stages``) when given, every
+    edge forward) and its objective a positive finite number, since training imitates it and evaluation
+    measures gaps against it."""
+    if not isinstance(record, dict):
+        raise GraphError(f"{origin}: expected a JSON object, got {type(record).__name__}")
     missing = [f for f in RECORD_FIELDS if f not in record]
     if missing:
         raise GraphError(f"{origin}: record is missing {', '.join(missing)}")
@@ -112,6 +128,13 @@ def record_to_item(record: dict, origin: str) -> LabelledGraph:
     assignment = np.asarray(record["assignment"], dtype=np.int64)
     if assignment.shape != (graph.num_nodes,):
         raise GraphError(f"{origin}: assignment has {assignment.size} entries for {graph.num_nodes} nodes")
+    if assignment.size and (assignment.min() < 0 or (stages is not None and assignment.max() >= stages)):
+        low, high = int(assignment.min()), int(assignment.max())
+        raise GraphError(f"{origin}: assignment stages must be in [0, {stages}), got {low}..{high}")
+    if graph.num_edges and np.any(assignment[graph.edges[:, 0]] > assignment[graph.edges[:, 1]]):
+        raise GraphError(f"{origin}: assignment puts a consumer on an earlier stage than its producer")
+    if not np.isfinite(float(record["objective"])) or float(record["objective"]) <= 0:
+        raise GraphError(f"{origin}: objective must be a positive finite number, got {record['objective']!r}")
     return LabelledGraph(
         index=int(record["index"]),
         graph=graph,
@@ -129,14 +152,29 @@ def shard_paths(directory: str | Path) -> list[Path]:
 
 
 def load_labelled_dataset(directory: str | Path, limit: int | None = None) -> list[LabelledGraph]:
-    """All records of a dataset directory in index order (at most ``limit``)."""
-    read_manifest(directory)
+    """All records of a dataset directory in index order (at most ``limit``); ValueError/GraphError on a bad
+    record, a repeated index, or (finished datasets, no limit) fewer or more records than the manifest's summary."""
+    manifest = read_manifest(directory)
+    stages = (manifest.get("hardware") or {}).get("stages")
+    stages = int(stages) if isinstance(stages, int) and not isinstance(stages, bool) else None
     items: list[LabelledGraph] = []
     for path in shard_paths(directory):
         with path.open() as fh:
             for line_no, line in enumerate(fh, 1):
                 if line.strip():
-                    items.append(record_to_item(json.loads(line), origin=f"{path}:{line_no}"))
+                    origin = f"{path}:{line_no}"
+                    items.append(record_to_item(parse_json(line, origin), origin=origin, stages=stages))
                 if limit is not None and len(items) >= limit:
-                    return sorted(items, key=lambda it: it.index)
-    return sorted(items, key=lambda it: it.index)
+                    return _in_index_order(items, directory)
+    expected = (manifest.get("summary") or {}).get("graphs")
+    if isinstance(expected, int) and len(items) != expected:
+        raise ValueError(f"{directory}: {len(items)} records in the shards, the manifest's summary says {expected}")
+    return _in_index_order(items, directory)
+
+
+def _in_index_order(items: list[LabelledGraph], directory) -> list[LabelledGraph]:
+    items = sorted(items, key=lambda it: it.index)
+    repeated = sorted({a.index for a, b in zip(items[:-1], items[1:], strict=True) if a.index == b.index})
+    if repeated:
+        raise ValueError(f"{directory}: record index {repeated[0]} appears more than once")
+    return items

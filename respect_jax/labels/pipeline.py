@@ -31,7 +31,6 @@ import collections
 import dataclasses
 import inspect
 import itertools
-import json
 import multiprocessing
 import os
 import statistics
@@ -49,6 +48,7 @@ from respect_jax.graphs.graph import Graph
 from respect_jax.labels.dataset import (
     LabelledGraph,
     load_labelled_dataset,
+    parse_json,
     read_manifest,
     record_to_item,
     shard_name,
@@ -428,7 +428,8 @@ def load_shard(directory: Path, shard: int) -> list[LabelledGraph]:
     """The records of one shard file, in file order."""
     path = directory / shard_name(shard)
     with path.open() as fh:
-        return [record_to_item(json.loads(line), origin=f"{path}:{n}") for n, line in enumerate(fh, 1) if line.strip()]
+        return [record_to_item(parse_json(line, f"{path}:{n}"), origin=f"{path}:{n}") for n, line in enumerate(fh, 1)
+                if line.strip()]
 
 
 def _run(out: Path, todo: list[int], retry: dict[int, list[LabelledGraph]], shard_size: int, count: int,

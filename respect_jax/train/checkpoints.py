@@ -22,7 +22,7 @@ import jax
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from respect_jax.costs import Hardware, hardware_from_dict
+from respect_jax.costs import OBJECTIVES, Hardware, hardware_from_dict
 from respect_jax.graphs.graph import write_json_atomic
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.model import SchedulingPolicy
@@ -53,9 +53,25 @@ def find_run_dir(path: str | Path) -> Path:
 
 
 def read_network(run_dir: str | Path) -> dict:
-    doc = json.loads((Path(run_dir) / NETWORK_FILE).read_text())
+    """The network document of a run folder, checked (one-line ValueError naming the file when it is not one)."""
+    path = Path(run_dir) / NETWORK_FILE
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(doc).__name__}")
     if doc.get("format") != FORMAT:
-        raise ValueError(f"{run_dir}/{NETWORK_FILE}: unknown format {doc.get('format')!r} (expected {FORMAT})")
+        raise ValueError(f"{path}: unknown format {doc.get('format')!r} (expected {FORMAT})")
+    missing = [key for key in ("policy", "hardware", "objective", "lam") if key not in doc]
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)}")
+    if doc["objective"] not in OBJECTIVES:
+        raise ValueError(f"{path}: objective must be one of {', '.join(OBJECTIVES)}, got {doc['objective']!r}")
+    try:
+        hardware_from_dict(doc["hardware"])
+    except (ValueError, TypeError, AttributeError) as err:
+        raise ValueError(f"{path}: {err}") from None
     return doc
 
 
@@ -66,9 +82,11 @@ def abstract(tree):
 class Checkpointer:
     """Orbax checkpoint manager of one run folder (params and train state as two items)."""
 
-    def __init__(self, run_dir: str | Path, max_to_keep: int | None = 3):
+    def __init__(self, run_dir: str | Path, max_to_keep: int | None = 3, create: bool = True):
         self.directory = (Path(run_dir) / CHECKPOINT_DIR).resolve()
-        options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
+        if not create and not self.directory.is_dir():  # reading: never leave an empty folder behind
+            raise FileNotFoundError(f"{self.directory}: no checkpoint to restore")
+        options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=create)
         self.manager = ocp.CheckpointManager(self.directory, options=options)
 
     def latest_step(self) -> int | None:
@@ -87,7 +105,11 @@ class Checkpointer:
         items = {"params": ocp.args.StandardRestore(abstract(params_like))}
         if train_like is not None:
             items["train"] = ocp.args.StandardRestore(abstract(train_like))
-        out = self.manager.restore(step, args=ocp.args.Composite(**items))
+        try:
+            out = self.manager.restore(step, args=ocp.args.Composite(**items))
+        except Exception as err:  # noqa: BLE001  (orbax raises bare Exceptions for missing or truncated files)
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(f"{self.directory}/{step}: cannot restore this checkpoint ({first})") from None
         return out.params, (out.train if train_like is not None else None)
 
     def wait(self) -> None:
@@ -122,7 +144,7 @@ def load_network(
         step = int(path.name)
     doc = read_doc(run_dir)
     graphdef, params = nnx.split(build(doc))
-    ckpt = Checkpointer(run_dir, max_to_keep=None)
+    ckpt = Checkpointer(run_dir, max_to_keep=None, create=False)
     try:
         step = ckpt.latest_step() if step is None else step
         params, _ = ckpt.restore(params, None, step)
