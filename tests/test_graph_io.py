@@ -61,6 +61,7 @@ BAD = [
     ("id_out_of_range", lambda d: d["nodes"][3].update(id=7), "node entry 3 has id 7"),
     ("negative", lambda d: d["nodes"][1].update(params=-5), "node 1 has params=-5"),
     ("non_integer", lambda d: d["nodes"][2].update(macs=1.5), "node 2 has macs=1.5"),
+    ("too_big", lambda d: d["nodes"][1].update(params=10**30), "node 1 has params=" + str(10**30)),
     ("bool_count", lambda d: d["nodes"][2].update(output_size=True), "node 2 has output_size=True"),
     ("missing_field", lambda d: d["nodes"][1].pop("output_size"), "node id 1 is missing field 'output_size'"),
     ("missing_top", lambda d: d.pop("edges"), "missing top-level field 'edges'"),

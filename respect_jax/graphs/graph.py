@@ -187,6 +187,9 @@ def _longest_path(n: int, incoming: list[list[int]], order) -> np.ndarray:
 # ----------------------------------------------------------------------------- JSON io
 
 
+MAX_COUNT = 2**53  # params, output_size, macs: exact in float64 (the cost model's sums), far within int64
+
+
 def graph_from_dict(doc: dict, origin: str = "<dict>") -> Graph:
     """Build a :class:`Graph` from a SPEC JSON document; errors name ``origin``."""
     if not isinstance(doc, dict):
@@ -213,8 +216,8 @@ def graph_from_dict(doc: dict, origin: str = "<dict>") -> Graph:
             raise GraphError(f"{origin}: node id {nid} is duplicated")
         for key in COUNT_FIELDS:
             val = node[key]
-            if not _is_int(val) or val < 0:
-                raise GraphError(f"{origin}: node {nid} has {key}={val!r}; must be a non-negative integer")
+            if not _is_int(val) or not 0 <= val <= MAX_COUNT:
+                raise GraphError(f"{origin}: node {nid} has {key}={val!r}; must be an integer in [0, 2**53]")
         rows[nid] = node
     edges = doc["edges"]
     if not isinstance(edges, list):
