@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from respect_jax.cli.common import (
     CONF_DIR,
+    check_counts,
     check_group_choices,
     hardware_from_cfg,
     machine_description,
@@ -175,14 +176,6 @@ def policy_markdown(p: dict) -> list[str]:
         "",
     ]
     return lines
-
-
-def check_counts(node: DictConfig, prefix: str, keys: tuple[str, ...]) -> None:
-    """One-line ValueError unless every ``<prefix>.<key>`` is an integer >= 1."""
-    for key in keys:
-        value = node[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{prefix}.{key} must be an integer >= 1, got {value!r}")
 
 
 def load_policy_inputs(p: DictConfig) -> dict:

@@ -40,6 +40,14 @@ def user_errors_exit(prog: str) -> Callable:
     return wrap
 
 
+def check_counts(node: DictConfig, prefix: str, keys: tuple[str, ...], low: int = 1) -> None:
+    """One-line ValueError unless every ``<prefix>.<key>`` is an integer >= ``low``."""
+    for key in keys:
+        value = node[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{prefix}.{key} must be an integer >= {low}, got {value!r}")
+
+
 def check_group_choices(
     prog: str, groups: tuple[str, ...], argv: list[str] | None = None, config: str | None = None
 ) -> None:

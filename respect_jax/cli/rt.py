@@ -22,7 +22,14 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, dump_json, machine_description, user_errors_exit
+from respect_jax.cli.common import (
+    CONF_DIR,
+    check_counts,
+    check_group_choices,
+    dump_json,
+    machine_description,
+    user_errors_exit,
+)
 from respect_jax.graphs.graph import write_json_atomic
 
 PROG = "respect-rt"
@@ -131,9 +138,8 @@ def evaluate(cfg: DictConfig) -> dict:
     from respect_jax.realtime.tasks import pack, stack
 
     e = cfg.eval
-    for key, low in (("scenarios", 1), ("max_steps", 1), ("overhead_scenarios", 0)):
-        if not isinstance(e[key], int) or isinstance(e[key], bool) or e[key] < low:
-            raise ValueError(f"eval.{key} must be an integer >= {low}, got {e[key]!r}")
+    check_counts(e, "eval", ("scenarios", "max_steps"))
+    check_counts(e, "eval", ("overhead_scenarios",), low=0)
     platform = _platform(cfg)
     presets = _presets(cfg, e.presets)
     methods = [parse_method(str(m)) for m in e.methods]

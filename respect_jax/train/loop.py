@@ -316,11 +316,11 @@ def host_loop(
     network_path = run_dir / NETWORK_FILE
     before = network_path.read_text() if latest is not None and network_path.is_file() else None
     write_network(run_dir)
-    if before is not None and json.loads(before) != json.loads(network_path.read_text()):
-        old, new = json.loads(before), json.loads(network_path.read_text())
+    old, new = (json.loads(before), json.loads(network_path.read_text())) if before is not None else ({}, {})
+    differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    if differ:
         network_path.write_text(before)  # the folder keeps describing its checkpoints
         ckpt.close()
-        differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
         raise ValueError(
             f"{run_dir} holds checkpoints of another network ({', '.join(differ)} differ from this command's); "
             "use a new run_dir"
