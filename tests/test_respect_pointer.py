@@ -167,6 +167,18 @@ def pointer_run(tmp_path_factory):
     return root, dataset, summary
 
 
+def test_baseline_test_draws_keys_apart_from_every_update_step():
+    """The baseline test after step s must not reuse a key of the updates around it (with partitionable
+    threefry, ``split(k)[1] == fold_in(k, 1)``, which the first version of the trainer collided with)."""
+    from respect_jax.respect_pointer.train import baseline_test_key, step_keys
+
+    key = jax.random.PRNGKey(7)
+    update = {tuple(np.asarray(k).tolist()) for s in range(40) for k in step_keys(key, jnp.int32(s))}
+    tests = {tuple(np.asarray(baseline_test_key(key, jnp.int32(s))).tolist()) for s in range(40)}
+    assert len(update) == 80 and len(tests) == 40
+    assert not update & tests
+
+
 def test_respect_train_dispatch_trains_and_reward_improves(pointer_run):
     """policy=respect_pointer runs its own loop; the greedy cosine cost on the training graphs drops."""
     root, _, summary = pointer_run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -85,6 +86,44 @@ def test_uunifast_sums():
     rng = np.random.default_rng(0)
     u = uunifast(5, 2.5, rng)
     assert u.min() >= 0 and u.sum() == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "rule"),
+    [
+        ("num_clients", -2, ">= 0"),
+        ("num_hrt_tasks", -1, ">= 0"),
+        ("horizon_ms", 0.0, "a finite number > 0"),
+        ("utilisation", float("inf"), "a finite number > 0"),
+        ("min_gap_factor", 1.0, "in [0, 1)"),
+        ("deadline_factor", (1.0, 0.5), "0 < low <= high"),
+        ("qos_factor", (0.0, 0.0), "0 < low <= high"),
+        ("qos_factor", (1.0,), "0 < low <= high"),
+        ("srt_models", (), "non-empty when there are SRT clients"),
+        ("hrt_models", (), "non-empty when HRT tasks are drawn"),
+        ("max_tries", 0, ">= 1"),
+    ],
+)
+def test_scenario_fields_out_of_range_are_errors_naming_the_field(field, value, rule):
+    with pytest.raises(ValueError, match=rf"scenario custom: {field} must be .*{re.escape(rule)}"):
+        ScenarioConfig(**{field: value})
+
+
+def test_scenarios_without_srt_clients_report_no_srt_rate():
+    """num_clients=0 is a valid HRT-only distribution: its SRT satisfaction is None (n/a), not NaN."""
+    from respect_jax.realtime.evaluate import summarise
+    from respect_jax.realtime.report import markdown_table
+
+    metrics = {
+        "hrt_jobs": np.array([3, 2]), "hrt_missed": np.array([0, 1]), "srt_jobs": np.array([0, 0]),
+        "srt_met": np.array([0, 0]), "jain": np.array([1.0, 1.0]), "utilisation": np.array([0.4, 0.5]),
+        "overrides": np.array([0, 0]), "decisions": np.array([6, 4]), "finished": np.array([True, True]),
+        "violation": np.array([0, 0]),
+    }
+    row = summarise(metrics)
+    assert row["srt_satisfaction"] is None and row["hrt_schedulability"] == 0.5
+    table = markdown_table([{"preset": "p", "utilisation_target": 0.5, "hrt_share": 1.0, "method": "edf", **row}])
+    assert "| 50.0 | 1 / 5 | n/a | 1.000 |" in table
 
 
 def test_generator_is_seeded_and_certified():

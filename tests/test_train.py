@@ -85,9 +85,17 @@ def test_resuming_a_run_folder_with_another_network_is_refused(tmp_path):
             tmp_path, progress=False, log=lambda _: None
         )
     assert (tmp_path / "network.json").read_text() == before
-    resumed = Trainer(TINY, hw, "paper", 1.0, AlgorithmConfig("imitation"), longer, datasets=buckets).fit(
-        tmp_path, progress=False, log=lambda _: None
-    )
+    # a damaged metrics line is named, and the folder (config.yaml, metrics.jsonl) is left as it was
+    metrics = tmp_path / "metrics.jsonl"
+    good = metrics.read_text()
+    metrics.write_text(good + '{"step": 3, "loss": \n')
+    snapshot = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    same = Trainer(TINY, hw, "paper", 1.0, AlgorithmConfig("imitation"), longer, datasets=buckets)
+    with pytest.raises(ValueError, match=r"metrics\.jsonl:3: not a JSON metrics record"):
+        same.fit(tmp_path, progress=False, log=lambda _: None, resolved_config="changed: true\n")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == snapshot
+    metrics.write_text(good)
+    resumed = same.fit(tmp_path, progress=False, log=lambda _: None)
     assert int(resumed.state.step) == 4
 
 

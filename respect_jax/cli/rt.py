@@ -134,7 +134,7 @@ def evaluate(cfg: DictConfig) -> dict:
     """Evaluate every method on every preset; write JSON, Markdown and plots; return the document."""
     from respect_jax.realtime.evaluate import Runner, parse_method, safety_overhead_jax, safety_overhead_py, summarise
     from respect_jax.realtime.generator import generate
-    from respect_jax.realtime.report import markdown_table, overhead_table, plot_figures
+    from respect_jax.realtime.report import markdown_table, overhead_table, percent, plot_figures
     from respect_jax.realtime.tasks import pack, stack
 
     e = cfg.eval
@@ -172,9 +172,11 @@ def evaluate(cfg: DictConfig) -> dict:
             row = {"preset": p.name, "utilisation_target": p.utilisation, "hrt_share": p.hrt_share, "method": m.name}
             row.update(summarise(metrics))
             rows.append(row)
+            srt = row["srt_satisfaction"]
+            srt_text = "  n/a " if srt is None else f"{percent(srt, '5.1f')}%"
             print(
                 f"{p.name:15s} {m.name:20s} HRT sched {100 * row['hrt_schedulability']:5.1f}%  "
-                f"SRT {100 * row['srt_satisfaction']:5.1f}%  Jain {row['jain']:.3f}  "
+                f"SRT {srt_text}  Jain {row['jain']:.3f}  "
                 f"util {100 * row['utilisation']:4.1f}%  overrides {100 * row['override_rate']:4.1f}%",
                 file=sys.stderr,
             )

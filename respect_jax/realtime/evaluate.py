@@ -7,7 +7,8 @@ traced policy index), so adding methods costs no compilation.
 Figures per method (:func:`summarise`):
 
 * ``hrt_schedulability`` -- fraction of scenarios with no HRT deadline miss;
-* ``srt_satisfaction`` -- SRT jobs finished by their deadline / SRT jobs (pooled over scenarios);
+* ``srt_satisfaction`` -- SRT jobs finished by their deadline / SRT jobs (pooled over scenarios; None
+  when the scenarios release no SRT job);
 * ``jain`` -- mean over scenarios of Jain's index of the per-client SRT satisfaction rates;
 * ``utilisation`` -- mean over scenarios and accelerators of busy time / makespan;
 * ``override_rate`` -- rejected proposals / decisions (0 without the safety layer);
@@ -113,7 +114,7 @@ def summarise(metrics: dict) -> dict:
         "hrt_schedulability": float(np.mean(metrics["hrt_missed"] == 0)),
         "hrt_jobs": int(metrics["hrt_jobs"].sum()),
         "hrt_missed": int(metrics["hrt_missed"].sum()),
-        "srt_satisfaction": float(metrics["srt_met"].sum() / srt_jobs) if srt_jobs else float("nan"),
+        "srt_satisfaction": float(metrics["srt_met"].sum() / srt_jobs) if srt_jobs else None,  # None: no SRT job
         "jain": float(np.mean(metrics["jain"])),
         "utilisation": float(np.mean(metrics["utilisation"])),
         "override_rate": float(metrics["overrides"].sum() / decisions) if decisions else 0.0,

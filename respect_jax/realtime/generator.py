@@ -20,6 +20,7 @@ Modelling choices:
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,12 +52,33 @@ class ScenarioConfig:
     hrt_tasks: tuple[dict, ...] | None = None  # explicit HRT tasks (then no random HRT draw)
 
     def __post_init__(self) -> None:
-        if not 0 < self.utilisation:
-            raise ValueError(f"scenario {self.name}: utilisation must be > 0")
+        def bad(field: str, rule: str, value) -> ValueError:
+            return ValueError(f"scenario {self.name}: {field} must be {rule}, got {value!r}")
+
+        if not 0 < self.utilisation < math.inf:
+            raise bad("utilisation", "a finite number > 0", self.utilisation)
         if not 0 <= self.hrt_share <= 1:
-            raise ValueError(f"scenario {self.name}: hrt_share must be in [0, 1]")
-        if self.groups < 1 or self.max_hrt_jobs < 1 or self.max_srt_jobs < 1:
-            raise ValueError(f"scenario {self.name}: groups and job caps must be >= 1")
+            raise bad("hrt_share", "in [0, 1]", self.hrt_share)
+        if not 0 < self.horizon_ms < math.inf:
+            raise bad("horizon_ms", "a finite number > 0", self.horizon_ms)
+        if not 0 <= self.min_gap_factor < 1:
+            rule = "in [0, 1) (the minimum gap is a fraction of the mean gap)"
+            raise bad("min_gap_factor", rule, self.min_gap_factor)
+        for field in ("num_hrt_tasks", "num_clients"):
+            if getattr(self, field) < 0:
+                raise bad(field, ">= 0", getattr(self, field))
+        for field in ("groups", "max_hrt_jobs", "max_srt_jobs", "max_tries"):
+            if getattr(self, field) < 1:
+                raise bad(field, ">= 1", getattr(self, field))
+        for field in ("deadline_factor", "qos_factor"):
+            pair = getattr(self, field)
+            if len(pair) != 2 or not 0 < pair[0] <= pair[1] < math.inf:
+                raise bad(field, "[low, high] with 0 < low <= high", list(pair))
+        draws_hrt = self.hrt_tasks is None and self.num_hrt_tasks > 0 and self.hrt_share > 0
+        if draws_hrt and not self.hrt_models:
+            raise bad("hrt_models", "non-empty when HRT tasks are drawn", list(self.hrt_models))
+        if self.num_clients > 0 and self.hrt_share < 1 and not self.srt_models:
+            raise bad("srt_models", "non-empty when there are SRT clients", list(self.srt_models))
 
     @classmethod
     def from_dict(cls, doc: dict) -> ScenarioConfig:

@@ -13,6 +13,11 @@ FIGURES = (
 )
 
 
+def percent(value: float | None, spec: str = ".1f") -> str:
+    """``100 * value`` formatted by ``spec``; ``n/a`` for None (a rate with no event to count)."""
+    return "n/a" if value is None else format(100 * value, spec)
+
+
 def markdown_table(rows: list[dict]) -> str:
     """One row per (preset, method)."""
     head = (
@@ -25,7 +30,7 @@ def markdown_table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['preset']} | {r['utilisation_target']:.2f} | {r['hrt_share']:.2f} | {r['method']} "
             f"| {100 * r['hrt_schedulability']:.1f} | {r['hrt_missed']} / {r['hrt_jobs']} "
-            f"| {100 * r['srt_satisfaction']:.1f} | {r['jain']:.3f} | {100 * r['utilisation']:.1f} "
+            f"| {percent(r['srt_satisfaction'])} | {r['jain']:.3f} | {100 * r['utilisation']:.1f} "
             f"| {100 * r['override_rate']:.1f} | {r['decisions']} | {r['unfinished']} |"
         )
     return head + "\n".join(lines) + "\n"
@@ -64,7 +69,8 @@ def plot_figures(rows: list[dict], overheads: list[dict], out_dir: str | Path, p
     for key, label, scale in FIGURES:
         fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(presets) + 3), 3.6))
         for k, method in enumerate(methods):
-            vals = [scale * index[(p, method)][key] if (p, method) in index else np.nan for p in presets]
+            vals = [index.get((p, method), {}).get(key) for p in presets]
+            vals = [np.nan if v is None else scale * v for v in vals]
             ax.bar(np.arange(len(presets)) + (k - (len(methods) - 1) / 2) * width, vals, width, label=method)
         ax.set_xticks(np.arange(len(presets)), presets, rotation=15, fontsize=8)
         ax.set_ylabel(label, fontsize=8)

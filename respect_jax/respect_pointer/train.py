@@ -60,6 +60,17 @@ class PointerFitResult:
     history: list[dict] = field(default_factory=list)
 
 
+
+def step_keys(key: jax.Array, step: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The (data, sampling) keys of update ``step``: ``split(fold_in(key, step))``."""
+    return tuple(jax.random.split(jax.random.fold_in(key, step)))
+
+
+def baseline_test_key(key: jax.Array, step: jax.Array) -> jax.Array:
+    """The key of the baseline test after ``step``. With partitionable threefry (JAX's default),
+    ``split(k)[i] == fold_in(k, i)``, so tag 2 keeps it apart from both keys of :func:`step_keys`."""
+    return jax.random.fold_in(jax.random.fold_in(key, step), 2)
+
 def _rows(data: LabelledBatch, idx: jax.Array) -> tuple[Any, jax.Array]:
     return jax.tree.map(lambda x: x[idx], data.graphs), data.labels[idx]
 
@@ -130,8 +141,7 @@ class PointerTrainer:
         exponential = cfg.baseline == "exponential" or (cfg.baseline == "rollout" and warmup)
 
         def step(state: PointerState, data: LabelledBatch):
-            key = jax.random.fold_in(state.key, state.step)
-            k_data, k_sample = jax.random.split(key)
+            k_data, k_sample = step_keys(state.key, state.step)
             d = data.labels.shape[0]
             idx = jax.random.permutation(k_data, d)[:b] if d >= b else jax.random.randint(k_data, (b,), 0, d)
             graphs, labels = _rows(data, idx)
@@ -198,7 +208,7 @@ class PointerTrainer:
 
         data = self.datasets[bucket]
         d = data.size
-        key = jax.random.fold_in(jax.random.fold_in(state.key, state.step), 1)
+        key = baseline_test_key(state.key, state.step)
         idx = jax.random.permutation(key, d)[: min(self.cfg.bl_eval_graphs, d)]
         graphs, labels = _rows(data, idx)
         cand = np.asarray(self._greedy_costs(state.params, graphs, labels), np.float64)

@@ -325,15 +325,27 @@ def host_loop(
             f"{run_dir} holds checkpoints of another network ({', '.join(differ)} differ from this command's); "
             "use a new run_dir"
         )
-    if resolved_config is not None:
-        (run_dir / CONFIG_FILE).write_text(resolved_config)
     history: list[dict] = []
     if latest is not None:
-        state = restore(ckpt, state, latest)
-        history = _truncate_metrics(metrics_path, latest)
+        try:  # both are read before anything else in the folder changes
+            history = _metrics_up_to(metrics_path, latest)
+            state = restore(ckpt, state, latest)
+        except ValueError:
+            if before is not None:
+                network_path.write_text(before)
+            else:
+                network_path.unlink(missing_ok=True)
+            ckpt.close()
+            raise
+        _write_jsonl(metrics_path, history)
         log(f"resumed from {ckpt.directory}/{latest}")
-    elif metrics_path.exists():
-        metrics_path.unlink()
+    else:
+        if ckpt.directory.is_dir() and any(ckpt.directory.iterdir()):
+            log(f"{ckpt.directory} holds no complete checkpoint; training starts from step 0")
+        if metrics_path.exists():
+            metrics_path.unlink()
+    if resolved_config is not None:
+        (run_dir / CONFIG_FILE).write_text(resolved_config)
     bar = _progress(tcfg.steps, int(state.step), progress)
     try:
         while int(state.step) < tcfg.steps:
@@ -388,14 +400,29 @@ def _append_jsonl(path: Path, record: dict) -> None:
         fh.write(json.dumps(record) + "\n")
 
 
-def _truncate_metrics(path: Path, step: int) -> list[dict]:
-    """Keep the metrics lines up to ``step`` (a resumed run rewrites what came after)."""
+def _metrics_up_to(path: Path, step: int) -> list[dict]:
+    """The metrics records up to ``step`` (a resumed run rewrites what came after); a damaged line is a
+    one-line error naming the file and line."""
     if not path.exists():
         return []
-    kept = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    kept = [r for r in kept if r["step"] <= step]
-    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    kept = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            message = f"{path}:{number}: not a JSON metrics record ({err.msg}); fix or remove the line"
+            raise ValueError(message) from None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise ValueError(f"{path}:{number}: a metrics record needs an integer 'step'; fix or remove the line")
+        if record["step"] <= step:
+            kept.append(record)
     return kept
+
+
+def _write_jsonl(path: Path, records: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 def without_timing(record: dict) -> dict:
