@@ -415,7 +415,10 @@ def test_reinforce_loss_matches_a_numpy_reference(baseline, leader_weight):
         (lambda d: _edit_network(d, objective="speed"), "objective must be one of paper, latency, got 'speed'"),
         (lambda d: _edit_network(d, hardware={**_network(d)["hardware"], "stages": 0}),
          "hardware.stages must be an integer in [1, 1024], got 0"),
-        (lambda d: _edit_network(d, policy={**_network(d)["policy"], "width": 64}), "cannot restore this checkpoint"),
+        (lambda d: _edit_network(d, policy={**_network(d)["policy"], "width": 64}),
+         "the checkpoint's params do not match the network of network.json (decoder.graph_query.kernel: stored shape"),
+        (lambda d: _edit_network(d, policy={**_network(d)["policy"], "decoder_layers": 2}),
+         "params do not match the network of network.json (missing: decoder.blocks.1"),
         (lambda d: _truncate_params(d), "cannot restore this checkpoint"),
         (lambda d: shutil.rmtree(d / "checkpoints"), "no checkpoint to restore"),
     ],
@@ -429,6 +432,21 @@ def test_a_damaged_checkpoint_is_a_one_line_error_that_writes_nothing(tmp_path, 
         load_policy(copy)
     assert len(str(err.value).splitlines()) == 1
     assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == before  # no empty checkpoints/ made
+
+
+def test_a_checkpoint_of_another_shape_is_one_line_on_stderr(tmp_path):
+    """The command line prints the one-line error only: the shapes are compared before orbax starts a restore
+    (a failed orbax restore used to leave its asyncio workers printing 'Event loop is closed' tracebacks)."""
+    copy = tmp_path / "ckpt"
+    shutil.copytree(ROOT / "data" / "checkpoints" / "respect_k4_paper", copy)
+    _edit_network(copy, policy={**_network(copy)["policy"], "width": 64})
+    cmd = [
+        str(BIN / "respect-schedule"), f"graph={ROOT / 'data' / 'models' / 'mobilenet.json'}", "solver=policy",
+        f"solver.options.checkpoint={copy}", "hardware.stages=4",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("\n") == 1 and "params do not match the network" in out.stderr, out.stderr
 
 
 def _network(run_dir: Path) -> dict:

@@ -32,6 +32,7 @@ CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
 CHECKPOINT_DIR = "checkpoints"
 FORMAT = "respect-jax-policy/1"
+ITEMS = ("params", "train")  # the two orbax items of a checkpoint step
 
 # orbax logs every save/restore at INFO and warns about missing sharding on CPU restores
 logging.getLogger("absl").setLevel(logging.ERROR)
@@ -79,6 +80,17 @@ def abstract(tree):
     return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
 
 
+def _shapes(tree) -> dict[str, tuple[int, ...]]:
+    """``{dotted path: shape}`` of the arrays of a tree (nnx.State, dict, or orbax metadata alike)."""
+    out = {}
+    for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+        names = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
+        if names and names[-1] == "value":
+            names = names[:-1]
+        out[".".join(names)] = tuple(getattr(leaf, "shape", ()))
+    return out
+
+
 class Checkpointer:
     """Orbax checkpoint manager of one run folder (params and train state as two items)."""
 
@@ -87,7 +99,8 @@ class Checkpointer:
         if not create and not self.directory.is_dir():  # reading: never leave an empty folder behind
             raise FileNotFoundError(f"{self.directory}: no checkpoint to restore")
         options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=create)
-        self.manager = ocp.CheckpointManager(self.directory, options=options)
+        handlers = {name: ocp.StandardCheckpointHandler() for name in ITEMS}  # item_metadata reads shapes
+        self.manager = ocp.CheckpointManager(self.directory, options=options, item_handlers=handlers)
 
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
@@ -102,15 +115,39 @@ class Checkpointer:
         step = self.latest_step() if step is None else step
         if step is None:
             raise FileNotFoundError(f"{self.directory}: no checkpoint to restore")
-        items = {"params": ocp.args.StandardRestore(abstract(params_like))}
-        if train_like is not None:
-            items["train"] = ocp.args.StandardRestore(abstract(train_like))
+        likes = {"params": params_like} if train_like is None else {"params": params_like, "train": train_like}
+        for name, like in likes.items():
+            self._check_shapes(step, name, like)
+        items = {name: ocp.args.StandardRestore(abstract(like)) for name, like in likes.items()}
         try:
             out = self.manager.restore(step, args=ocp.args.Composite(**items))
         except Exception as err:  # noqa: BLE001  (orbax raises bare Exceptions for missing or truncated files)
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise ValueError(f"{self.directory}/{step}: cannot restore this checkpoint ({first})") from None
         return out.params, (out.train if train_like is not None else None)
+
+    def _check_shapes(self, step: int, name: str, like) -> None:
+        """Compare the stored arrays of item ``name`` with the tree to restore, before orbax starts a
+        restore that would fail (and leave its asynchronous workers printing tracebacks at exit)."""
+        try:
+            stored = self.manager.item_metadata(step)[name]
+        except Exception:  # noqa: BLE001  (no readable metadata: the restore itself reports the problem)
+            return
+        if stored is None:
+            return
+        want, have = _shapes(like), _shapes(stored)
+        where = f"{self.directory}/{step}: the checkpoint's {name} do not match the network of network.json"
+        if want.keys() != have.keys():
+            extra, missing = sorted(have.keys() - want.keys()), sorted(want.keys() - have.keys())
+            detail = "; ".join(
+                f"{label} {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}"
+                for label, keys in (("stored but not in the network:", extra), ("missing:", missing))
+                if keys
+            )
+            raise ValueError(f"{where} ({detail})")
+        for key in sorted(want):
+            if want[key] != have[key]:
+                raise ValueError(f"{where} ({key}: stored shape {have[key]}, the network's {want[key]})")
 
     def wait(self) -> None:
         self.manager.wait_until_finished()
