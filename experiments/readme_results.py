@@ -196,6 +196,21 @@ ENTRIES = [
      "experiments/results/compare_cut_temperature.md",
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut --graphs 1024 "
      "--samples 64 --temperatures 0.75 1.0 1.25 1.5 2.0 --out experiments/results/compare_cut_temperature", None, []),
+    ("Validation set (300 proven-optimal 50-node graphs, seed 3): the default checkpoint respect_k4_paper_cut",
+     "experiments/results/eval_val_cut.md",
+     ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_cut dataset=data/labels/respect50_k4_paper_val "
+     "decodings=[greedy,best_of] samples=64 baselines=[] out=experiments/results/eval_val_cut.json", None, []),
+    ("Validation set: respect_k4_paper_cut after imitation of 3,000 proven-optimal 50-node labels (runs/imit50, "
+     "not shipped)",
+     "experiments/results/eval_val_imit50.md",
+     ".venv/bin/respect-eval checkpoint=runs/imit50/checkpoints/1500 dataset=data/labels/respect50_k4_paper_val "
+     "decodings=[greedy,best_of] samples=64 baselines=[] out=experiments/results/eval_val_imit50.json "
+     "(training commands: data/checkpoints/README.md)", None, []),
+    ("Validation set: runs/imit50 then 1,000 self-improvement steps (runs/imit50_si, not shipped)",
+     "experiments/results/eval_val_imit50_si.md",
+     ".venv/bin/respect-eval checkpoint=runs/imit50_si/checkpoints/1000 dataset=data/labels/respect50_k4_paper_val "
+     "decodings=[greedy,best_of] samples=64 baselines=[] out=experiments/results/eval_val_imit50_si.json "
+     "(training commands: data/checkpoints/README.md)", None, []),
     ("Self-improvement checkpoint + local search, best-of-64 at temperature 1.5 (respect-eval)",
      "experiments/results/eval_respect_k4_paper_si_respect50_ls_t15.md",
      ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_si dataset=data/labels/respect50_k4_paper "
