@@ -198,8 +198,9 @@ ENTRIES = [
      "--samples 64 --temperatures 0.75 1.0 1.25 1.5 2.0 --out experiments/results/compare_cut_temperature", None, []),
     ("Validation set (300 proven-optimal 50-node graphs, seed 3): the default checkpoint respect_k4_paper_cut",
      "experiments/results/eval_val_cut.md",
-     ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_cut dataset=data/labels/respect50_k4_paper_val "
-     "decodings=[greedy,best_of] samples=64 baselines=[] out=experiments/results/eval_val_cut.json", None, []),
+     ".venv/bin/respect-eval checkpoint=data/checkpoints/respect_k4_paper_cut "
+     "dataset=data/labels/respect50_k4_paper_val decodings=[greedy,best_of] samples=64 baselines=[] "
+     "out=experiments/results/eval_val_cut.json", None, []),
     ("Validation set: respect_k4_paper_cut after imitation of 3,000 proven-optimal 50-node labels (runs/imit50, "
      "not shipped)",
      "experiments/results/eval_val_imit50.md",

@@ -359,6 +359,39 @@ def test_launcher_presets_compose(launcher, target):
     assert cfg.hydra.launcher._target_.endswith(target)
 
 
+def test_sweep_jobs_never_share_a_run_folder(trained_run, tmp_path):
+    """`respect-train -m`: without run_dir every job trains in <sweep dir>/<job number>; a literal run_dir
+    shared by the jobs (the later jobs would silently resume the first one's finished checkpoints) stops
+    the second job with one line, leaving the first job's folder as it was."""
+    _, dataset, _, _ = trained_run
+    skip = ("run_dir=", "train.steps=")
+    common = [o for o in train_overrides(tmp_path / "unused", dataset) if not o.startswith(skip)]
+    sweep = [str(BIN / "respect-train"), "-m", "train.lr=1e-3,3e-4", "train.steps=2", *common]
+    out = subprocess.run([*sweep, f"hydra.sweep.dir={tmp_path / 'sweep'}"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr
+    for job, lr in ((0, 1e-3), (1, 3e-4)):
+        folder = tmp_path / "sweep" / str(job)
+        assert [r["step"] for r in read_metrics(folder)] == [2]
+        config = (folder / "config.yaml").read_text()
+        assert f"lr: {lr}" in config and f"run_dir: {folder}" in config
+    assert "resumed" not in out.stderr
+    shared = tmp_path / "shared"
+    out = subprocess.run([*sweep, f"run_dir={shared}", f"hydra.sweep.dir={tmp_path / 'sweep2'}"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=600)
+    assert out.returncode == 2
+    errors = [x for x in out.stderr.splitlines() if "error" in x]
+    assert errors == [f"respect-train: error: run_dir={shared} is already the run_dir of job 0 of this sweep; give "
+                      "every job its own, e.g. run_dir='runs/sweep_${hydra:job.num}', or leave run_dir out"]
+    assert "lr: 0.001" in (shared / "config.yaml").read_text() and [r["step"] for r in read_metrics(shared)] == [2]
+    # a preset's per-job run_dir (conf/ablation) is kept
+    ablation = [*sweep[:2], *sweep[3:], "+ablation=encoder_depth", "policy.layers=0,1", f"hydra.sweep.dir={tmp_path}/3"]
+    out = subprocess.run(ablation, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr
+    folders = sorted(p.name for p in (tmp_path / "runs" / "ablation" / "encoder_depth").iterdir())
+    assert folders == ["layers_0", "layers_1"]
+
+
 def test_multi_host_detection():
     from respect_jax.train.sharding import multi_host_requested
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import platform
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +40,62 @@ def user_errors_exit(prog: str) -> Callable:
         return inner
 
     return wrap
+
+
+SWEEP_MARKER = "sweep_job.json"  # which job of which Hydra sweep trains in a run folder
+
+
+def job_run_dir(cfg: DictConfig, key: str = "run_dir") -> Path:
+    """The run folder of this job, made safe for Hydra sweeps (``-m``); sets ``cfg[key]`` to it.
+
+    Outside a sweep it is ``cfg[key]``. In a sweep, a ``key`` left at the value of the command's config file
+    (neither the command line nor a preset such as ``conf/ablation/*`` sets it) becomes the job's own folder ``<hydra.sweep.dir>/<hydra.sweep.subdir>`` (by default ``multirun/<time>/<job number>``;
+    pass the same ``hydra.sweep.dir`` again to resume a killed sweep). A folder that another job of the same
+    sweep already trains in (a literal ``run_dir=runs/x`` shared by every job, which would make the later
+    jobs resume the earlier one's checkpoints) is a one-line error; the job's claim is the file
+    ``SWEEP_MARKER`` in the folder.
+    """
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return Path(cfg[key])
+    hc = HydraConfig.get()
+    default = OmegaConf.load(Path(CONF_DIR) / f"{hc.job.config_name}.yaml").get(key)
+    chosen = OmegaConf.to_container(cfg, resolve=False).get(key)  # a preset's run_dir (conf/ablation) counts
+    run_dir = Path(cfg[key]) if chosen != default else Path(hc.sweep.dir) / str(hc.sweep.subdir)
+    OmegaConf.update(cfg, key, str(run_dir), force_add=True)
+    claim = {"sweep_dir": str(Path(hc.sweep.dir).resolve()), "job": int(hc.job.num)}
+    marker = run_dir / SWEEP_MARKER
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        owner = _read_claim(marker)
+        if owner.get("sweep_dir") == claim["sweep_dir"] and owner.get("job") != claim["job"]:
+            raise ValueError(
+                f"{key}={run_dir} is already the {key} of job {owner.get('job')} of this sweep; give every job its "
+                f"own, e.g. {key}='runs/sweep_${{hydra:job.num}}', or leave {key} out"
+            ) from None
+        marker.write_text(json.dumps(claim) + "\n")  # a folder of an earlier sweep, or this job's own
+        return run_dir
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps(claim) + "\n")
+    return run_dir
+
+
+def _read_claim(marker: Path) -> dict:
+    """The claim in ``marker`` (waiting briefly for a job that created it a moment ago to write it)."""
+    for _ in range(50):
+        text = marker.read_text()
+        if text.strip():
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError:
+                return {}
+            return doc if isinstance(doc, dict) else {}
+        time.sleep(0.02)
+    return {}
 
 
 def check_counts(node: DictConfig, prefix: str, keys: tuple[str, ...], low: int = 1) -> None:

@@ -24,7 +24,14 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, dump_json, machine_description, user_errors_exit
+from respect_jax.cli.common import (
+    CONF_DIR,
+    check_group_choices,
+    dump_json,
+    job_run_dir,
+    machine_description,
+    user_errors_exit,
+)
 
 PROG = "respect-edge"
 COMMANDS = ("train", "eval")
@@ -49,7 +56,7 @@ def train(cfg: DictConfig) -> dict:
     dqn = DQNConfig.from_dict(OmegaConf.to_container(cfg.dqn, resolve=True))
     if int(cfg.chunk) < 1:
         raise ValueError(f"chunk must be >= 1, got {cfg.chunk}")
-    run_dir = Path(cfg.run_dir)
+    run_dir = job_run_dir(cfg)  # in a sweep (-m): every job its own folder
     agent = train_dqn(scn, dqn, run_dir, chunk=int(cfg.chunk), log=_log if cfg.progress else None,
                       overwrite=bool(cfg.overwrite))
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
@@ -137,7 +144,7 @@ def main() -> None:
         print(f"{PROG}: error: unknown command {args[0]!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
     check_group_choices(PROG, ("edge_scenario",), args[1:], config="edge")
-    sys.argv = [sys.argv[0], f"command={args[0]}", *args[1:]]
+    sys.argv = [sys.argv[0], *args[1:], f"command={args[0]}"]  # flags such as -m stay first
     _main()
 
 

@@ -27,6 +27,7 @@ from respect_jax.cli.common import (
     check_counts,
     check_group_choices,
     dump_json,
+    job_run_dir,
     machine_description,
     user_errors_exit,
 )
@@ -118,16 +119,17 @@ def train(cfg: DictConfig) -> dict:
         "presets": [p.name for p in presets],
         "pool": stats,
     }
+    run_dir = job_run_dir(cfg)  # in a sweep (-m): every job its own folder
     tic = time.perf_counter()
     _, logs = fit(
         stack(packed),
         RTPolicyConfig(machines=platform.num_machines, **cfg.policy_net),
         rcfg,
-        cfg.run_dir,
+        run_dir,
         extra,
         log=lambda s: print(s, file=sys.stderr),
     )
-    return {"run_dir": str(cfg.run_dir), "train_s": time.perf_counter() - tic, "last": logs[-1] if logs else None}
+    return {"run_dir": str(run_dir), "train_s": time.perf_counter() - tic, "last": logs[-1] if logs else None}
 
 
 def evaluate(cfg: DictConfig) -> dict:
@@ -248,7 +250,7 @@ def main() -> None:
         print(f"{PROG}: error: unknown command {cmd!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
     check_group_choices(PROG, ("rt_scenario",), rest, config="rt")
-    sys.argv = [sys.argv[0], f"command={cmd}", *rest, *scenario_only(cmd, rest)]
+    sys.argv = [sys.argv[0], *rest, *scenario_only(cmd, rest), f"command={cmd}"]  # flags such as -m stay first
     _main()
 
 

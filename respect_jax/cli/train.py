@@ -8,8 +8,11 @@ Example::
 
 Writes ``run_dir/{network.json, config.yaml, metrics.jsonl, checkpoints/<step>/}``; the same
 command after a kill resumes from the latest checkpoint and ends exactly where an uninterrupted
-run would. Trains data-parallel over every visible device (``jax.distributed.initialize()`` first
-when launched as several SLURM tasks). Bad arguments exit 2 with one line on stderr.
+run would. In a sweep (``-m``) every job trains in its own folder: ``run_dir`` left out means
+``<hydra.sweep.dir>/<job number>``, and a ``run_dir`` another job of the sweep trains in is refused
+(:func:`respect_jax.cli.common.job_run_dir`). Trains data-parallel over every visible device
+(``jax.distributed.initialize()`` first when launched as several SLURM tasks). Bad arguments exit 2
+with one line on stderr.
 
 ``policy=respect_pointer algorithm=reinforce`` trains the RESPECT-faithful pointer baseline instead
 (:mod:`respect_jax.respect_pointer.train`, same run-folder layout and resume).
@@ -24,7 +27,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, hardware_from_cfg, user_errors_exit
+from respect_jax.cli.common import CONF_DIR, check_group_choices, hardware_from_cfg, job_run_dir, user_errors_exit
 
 PROG = "respect-train"
 GROUPS = ("hardware", "policy", "algorithm", "graphs")
@@ -116,8 +119,9 @@ def train(cfg: DictConfig) -> dict:
     else:
         maybe_initialize_distributed()
         trainer = build_trainer(cfg)
+    run_dir = job_run_dir(cfg)  # after every check: a bad command line leaves no folder behind
     result = trainer.fit(
-        cfg.run_dir,
+        run_dir,
         resume=bool(cfg.resume),
         resolved_config=OmegaConf.to_yaml(cfg, resolve=True),
         progress=cfg.progress,
@@ -125,7 +129,7 @@ def train(cfg: DictConfig) -> dict:
     last = result.history[-1] if result.history else {}
     evals = [r["eval"] for r in result.history if "eval" in r]
     return {
-        "run_dir": str(cfg.run_dir),
+        "run_dir": str(run_dir),
         "step": int(result.state.step),
         "last": last,
         "eval": evals[-1] if evals else None,
