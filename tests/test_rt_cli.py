@@ -89,6 +89,23 @@ def _run(args, cwd):
     )
 
 
+def test_train_sweep_refuses_a_run_dir_its_jobs_would_share(tmp_path):
+    """``respect-rt train -m``: Hydra's flags reach Hydra, and a run_dir shared by two jobs stops the second."""
+    shared = tmp_path / "shared"
+    args = [
+        "train", "-m", "rt_scenario=tiny", "train.presets=[tiny]", "train.scenarios_per_preset=4", "train.updates=2",
+        "train.updates_per_epoch=2", "train.batch=2", "train.samples=2", "train.lr=1e-3,3e-4", f"run_dir={shared}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    proc = _run(args, tmp_path)
+    assert proc.returncode == 2
+    assert (shared / "network.json").is_file() and len((shared / "metrics.jsonl").read_text().splitlines()) == 1
+    assert [x for x in proc.stderr.splitlines() if "error" in x] == [
+        f"respect-rt: error: run_dir={shared} is already the run_dir of job 0 of this sweep; give every job its own, "
+        "e.g. run_dir='runs/sweep_${hydra:job.num}', or leave run_dir out"
+    ]
+
+
 def test_eval_writes_table_json_and_plots(tmp_path, monkeypatch, capsys):
     """In-process (no second interpreter start); the console script itself is checked to exist."""
     assert (BIN / "respect-rt").is_file()
