@@ -94,9 +94,10 @@ def test_resuming_a_run_folder_with_another_network_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"metrics\.jsonl:3: not a JSON metrics record"):
         same.fit(tmp_path, progress=False, log=lambda _: None, resolved_config="changed: true\n")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == snapshot
-    metrics.write_text(good)
+    metrics.write_text(good + '{"step": 3, "lo')  # a write cut by a kill: dropped, the run resumes
     resumed = same.fit(tmp_path, progress=False, log=lambda _: None)
     assert int(resumed.state.step) == 4
+    assert [json.loads(x)["step"] for x in metrics.read_text().splitlines()] == [1, 2, 3, 4]
 
 
 SHARDING_SCRIPT = textwrap.dedent(

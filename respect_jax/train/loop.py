@@ -402,16 +402,21 @@ def _append_jsonl(path: Path, record: dict) -> None:
 
 def _metrics_up_to(path: Path, step: int) -> list[dict]:
     """The metrics records up to ``step`` (a resumed run rewrites what came after); a damaged line is a
-    one-line error naming the file and line."""
+    one-line error naming the file and line, except an unterminated last line (a write cut by a kill; the
+    records after ``step`` are rewritten anyway), which is dropped."""
     if not path.exists():
         return []
+    text = path.read_text()
+    lines = text.splitlines()
     kept = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
+            if number == len(lines) and not text.endswith("\n"):
+                break
             message = f"{path}:{number}: not a JSON metrics record ({err.msg}); fix or remove the line"
             raise ValueError(message) from None
         if not isinstance(record, dict) or not isinstance(record.get("step"), int):
