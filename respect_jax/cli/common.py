@@ -48,9 +48,10 @@ SWEEP_MARKER = "sweep_job.json"  # which job of which Hydra sweep trains in a ru
 def job_run_dir(cfg: DictConfig, key: str = "run_dir") -> Path:
     """The run folder of this job, made safe for Hydra sweeps (``-m``); sets ``cfg[key]`` to it.
 
-    Outside a sweep it is ``cfg[key]``. In a sweep, a ``key`` left at the value of the command's config file
-    (neither the command line nor a preset such as ``conf/ablation/*`` sets it) becomes the job's own folder ``<hydra.sweep.dir>/<hydra.sweep.subdir>`` (by default ``multirun/<time>/<job number>``;
-    pass the same ``hydra.sweep.dir`` again to resume a killed sweep). A folder that another job of the same
+    Outside a sweep it is ``cfg[key]``. In a sweep, a ``key`` left at the value of the command's config
+    file (neither the command line nor a preset such as ``conf/ablation/*`` sets it) becomes the job's own
+    folder ``<hydra.sweep.dir>/<hydra.sweep.subdir>`` (by default ``multirun/<time>/<job number>``; pass the
+    same ``hydra.sweep.dir`` again to resume a killed sweep). A folder that another job of the same
     sweep already trains in (a literal ``run_dir=runs/x`` shared by every job, which would make the later
     jobs resume the earlier one's checkpoints) is a one-line error; the job's claim is the file
     ``SWEEP_MARKER`` in the folder.
