@@ -219,3 +219,34 @@ def test_bench_policy_user_errors_are_one_line_and_write_nothing(tmp_path, args,
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sweeps_write_every_job_to_its_own_file_and_refuse_a_shared_one(tmp_path):
+    """`-m` sweeps of the evaluation commands: an output left at its default goes to the job's folder (the jobs
+    used to overwrite each other's results silently); an explicit output two jobs share stops the second job
+    with one line while the sweep's other jobs still run. Run from a folder without data/: the default
+    checkpoint is found in the repository."""
+    dataset = ROOT / "data" / "labels" / "respect50_k4_paper_val"
+    sweep = tmp_path / "sw"
+    out = run(
+        ["respect-eval", "-m", f"dataset={dataset}", "limit=2", "decodings=[greedy]", "baselines=[]",
+         "local_search=0,2", "progress=false", f"hydra.sweep.dir={sweep}"],
+        tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    name = "eval_respect_k4_paper_cut_respect50_k4_paper_val.json"
+    labels = [list(json.loads((sweep / str(job) / name).read_text())["aggregate"]) for job in (0, 1)]
+    assert labels == [["greedy"], ["greedy+ls"]]
+    graph = ROOT / "data" / "models" / "mobilenet.json"
+    out = run(
+        ["respect-schedule", "-m", f"graph={graph}", "solver=greedy,compiler,greedy", "out=r.json",
+         f"hydra.sweep.dir={tmp_path / 'sw2'}"],
+        tmp_path,
+    )
+    assert out.returncode == 1  # Hydra's code for a sweep with a failed job
+    errors = [x for x in out.stderr.splitlines() if x.startswith("respect-schedule: error")]
+    assert [e.split("): ", 1)[1] for e in errors] == [
+        "out=r.json is already the out of job 0 of this sweep; give every job its own, e.g. "
+        "out='r_${hydra:job.num}.json', or do not set out"
+    ] * 2  # jobs 1 and 2 both refused, job 2 ran after job 1 failed
+    assert json.loads((tmp_path / "r.json").read_text())["solver"] == "greedy"

@@ -98,12 +98,19 @@ def test_train_sweep_refuses_a_run_dir_its_jobs_would_share(tmp_path):
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
     proc = _run(args, tmp_path)
-    assert proc.returncode == 2
+    assert proc.returncode == 1  # Hydra's code for a sweep with a failed job
     assert (shared / "network.json").is_file() and len((shared / "metrics.jsonl").read_text().splitlines()) == 1
-    assert [x for x in proc.stderr.splitlines() if "error" in x] == [
-        f"respect-rt: error: run_dir={shared} is already the run_dir of job 0 of this sweep; give every job its own, "
-        "e.g. run_dir='runs/sweep_${hydra:job.num}', or leave run_dir out"
-    ]
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("respect-rt: error")]
+    assert len(errors) == 1 and errors[0].startswith("respect-rt: error in job 1 (")
+    assert errors[0].endswith(f"): run_dir={shared} is already the run_dir of job 0 of this sweep; give every job "
+                              "its own, e.g. run_dir='runs/sweep_${hydra:job.num}', or do not set run_dir")
+    # Hydra's flags may also follow the overrides
+    flag_last = [a for a in args if a != "-m"] + ["-m"]
+    flag_last[flag_last.index(f"run_dir={shared}")] = f"run_dir={tmp_path / 'own'}_${{hydra:job.num}}"
+    flag_last[-2] = f"hydra.sweep.dir={tmp_path / 'sweep2'}"
+    proc = _run(flag_last, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "own_0" / "network.json").is_file() and (tmp_path / "own_1" / "network.json").is_file()
 
 
 def test_eval_writes_table_json_and_plots(tmp_path, monkeypatch, capsys):

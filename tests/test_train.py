@@ -95,9 +95,15 @@ def test_resuming_a_run_folder_with_another_network_is_refused(tmp_path):
         same.fit(tmp_path, progress=False, log=lambda _: None, resolved_config="changed: true\n")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == snapshot
     metrics.write_text(good + '{"step": 3, "lo')  # a write cut by a kill: dropped, the run resumes
-    resumed = same.fit(tmp_path, progress=False, log=lambda _: None)
+    resumed = same.fit(tmp_path, progress=False, log=lambda _: None, resolved_config="train:\n  lr: 0.001\n")
     assert int(resumed.state.step) == 4
     assert [json.loads(x)["step"] for x in metrics.read_text().splitlines()] == [1, 2, 3, 4]
+    # resuming (here: a finished run) with another config keeps the run's config.yaml and says so
+    notes = []
+    same.fit(tmp_path, progress=False, log=notes.append, resolved_config="train:\n  lr: 0.05\n")
+    assert (tmp_path / "config.yaml").read_text() == "train:\n  lr: 0.001\n"
+    assert (tmp_path / "config.resumed_4.yaml").read_text() == "train:\n  lr: 0.05\n"
+    assert any("differs in train.lr; config.yaml keeps the run's" in n for n in notes), notes
 
 
 SHARDING_SCRIPT = textwrap.dedent(
@@ -380,10 +386,11 @@ def test_sweep_jobs_never_share_a_run_folder(trained_run, tmp_path):
     shared = tmp_path / "shared"
     out = subprocess.run([*sweep, f"run_dir={shared}", f"hydra.sweep.dir={tmp_path / 'sweep2'}"], capture_output=True,
                          text=True, cwd=tmp_path, timeout=600)
-    assert out.returncode == 2
-    errors = [x for x in out.stderr.splitlines() if "error" in x]
-    assert errors == [f"respect-train: error: run_dir={shared} is already the run_dir of job 0 of this sweep; give "
-                      "every job its own, e.g. run_dir='runs/sweep_${hydra:job.num}', or leave run_dir out"]
+    assert out.returncode == 1  # Hydra's code for a sweep with a failed job
+    errors = [x for x in out.stderr.splitlines() if x.startswith("respect-train: error")]
+    assert len(errors) == 1 and errors[0].startswith("respect-train: error in job 1 (")
+    assert errors[0].endswith(f"): run_dir={shared} is already the run_dir of job 0 of this sweep; give every job "
+                              "its own, e.g. run_dir='runs/sweep_${hydra:job.num}', or do not set run_dir")
     assert "lr: 0.001" in (shared / "config.yaml").read_text() and [r["step"] for r in read_metrics(shared)] == [2]
     # a preset's per-job run_dir (conf/ablation) is kept
     ablation = [*sweep[:2], *sweep[3:], "+ablation=encoder_depth", "policy.layers=0,1", f"hydra.sweep.dir={tmp_path}/3"]

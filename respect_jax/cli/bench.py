@@ -29,6 +29,7 @@ from respect_jax.cli.common import (
     check_counts,
     check_group_choices,
     hardware_from_cfg,
+    job_path,
     machine_description,
     user_errors_exit,
 )
@@ -248,6 +249,7 @@ def _main(cfg: DictConfig) -> None:
         check_counts(cfg.generator, "generator", ("batch", "nodes", "repeats"))
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(cfg.out_name)):
         raise ValueError(f"out_name must be a file name stem (letters, digits, _ . -), got {cfg.out_name!r}")
+    out = job_path(cfg, "out_dir", f"{cfg.out_name}.json").parent  # in a sweep: every job its own
     policy_inputs = load_policy_inputs(cfg.policy) if "policy" in cfg.benchmarks else None
     results: dict = {"machine": machine_description(), "load_before": list(os.getloadavg())}
     if "env" in cfg.benchmarks:
@@ -259,7 +261,6 @@ def _main(cfg: DictConfig) -> None:
     if policy_inputs is not None:
         results["policy"] = bench_policy(cfg.policy, policy_inputs)
     results["load_after"] = list(os.getloadavg())
-    out = Path(cfg.out_dir)
     write_json_atomic(results, out / f"{cfg.out_name}.json")
     markdown = to_markdown(results)
     (out / f"{cfg.out_name}.md").write_text(markdown + "\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -24,7 +25,9 @@ USER_ERRORS = (GraphError, ValueError, FileNotFoundError, KeyError, omegaconf.er
 def user_errors_exit(prog: str) -> Callable:
     """Decorator: a user error (bad input/argument) prints ``prog: error: <one line>`` and exits 2.
 
-    Anything else is a bug and keeps its traceback.
+    In a Hydra sweep it prints ``prog: error in job N (overrides): <one line>`` and raises :class:`JobError`
+    instead, so the other jobs still run (Hydra then names the failed job and exits 1). Anything else is a bug
+    and keeps its traceback.
     """
 
     def wrap(fn):
@@ -34,6 +37,12 @@ def user_errors_exit(prog: str) -> Callable:
                 return fn(*args, **kwargs)
             except USER_ERRORS as err:
                 msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                if in_sweep():  # the sweep's other jobs still run; Hydra reports this one at the end (exit 1)
+                    from hydra.core.hydra_config import HydraConfig
+
+                    job = HydraConfig.get().job
+                    print(f"{prog}: error in job {job.num} ({job.override_dirname}): {msg}", file=sys.stderr)
+                    raise JobError(msg) from None
                 print(f"{prog}: error: {msg}", file=sys.stderr)
                 sys.exit(2)
 
@@ -42,47 +51,106 @@ def user_errors_exit(prog: str) -> Callable:
     return wrap
 
 
-SWEEP_MARKER = "sweep_job.json"  # which job of which Hydra sweep trains in a run folder
+class JobError(Exception):
+    """A user error inside one job of a Hydra sweep: already printed as one line; raised (not exited) so that
+    the launcher runs the sweep's other jobs and reports the failed one at the end."""
 
 
-def job_run_dir(cfg: DictConfig, key: str = "run_dir") -> Path:
-    """The run folder of this job, made safe for Hydra sweeps (``-m``); sets ``cfg[key]`` to it.
-
-    Outside a sweep it is ``cfg[key]``. In a sweep, a ``key`` left at the value of the command's config
-    file (neither the command line nor a preset such as ``conf/ablation/*`` sets it) becomes the job's own
-    folder ``<hydra.sweep.dir>/<hydra.sweep.subdir>`` (by default ``multirun/<time>/<job number>``; pass the
-    same ``hydra.sweep.dir`` again to resume a killed sweep). A folder that another job of the same
-    sweep already trains in (a literal ``run_dir=runs/x`` shared by every job, which would make the later
-    jobs resume the earlier one's checkpoints) is a one-line error; the job's claim is the file
-    ``SWEEP_MARKER`` in the folder.
-    """
+def in_sweep() -> bool:
+    """Whether this process runs a job of a Hydra multirun (``-m``)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return Path(cfg[key])
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _left_at_default(cfg: DictConfig, key: str) -> bool:
+    """``cfg[key]`` (dotted) is the value of the command's config file: neither the command line nor a preset
+    (``conf/ablation/*``) set it."""
+    from hydra.core.hydra_config import HydraConfig
+
     hc = HydraConfig.get()
-    default = OmegaConf.load(Path(CONF_DIR) / f"{hc.job.config_name}.yaml").get(key)
-    chosen = OmegaConf.to_container(cfg, resolve=False).get(key)  # a preset's run_dir (conf/ablation) counts
-    run_dir = Path(cfg[key]) if chosen != default else Path(hc.sweep.dir) / str(hc.sweep.subdir)
-    OmegaConf.update(cfg, key, str(run_dir), force_add=True)
-    claim = {"sweep_dir": str(Path(hc.sweep.dir).resolve()), "job": int(hc.job.num)}
-    marker = run_dir / SWEEP_MARKER
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if any(o.lstrip("+~").split("=", 1)[0] == key for o in hc.overrides.task):
+        return False
+    default = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / f"{hc.job.config_name}.yaml"), resolve=False)
+    chosen = OmegaConf.to_container(cfg, resolve=False)
+    for part in key.split("."):  # both unresolved: runs/edge/${edge_scenario.name} compares as written
+        default = default.get(part) if isinstance(default, dict) else None
+        chosen = chosen.get(part) if isinstance(chosen, dict) else None
+    return chosen == default
+
+
+def job_path(cfg: DictConfig, key: str, name: str | None = None) -> Path | None:
+    """Where this job writes ``cfg[key]`` (a folder; with ``name``, the file ``name`` in it when ``cfg[key]``
+    is left at its default), made safe for Hydra sweeps; sets ``cfg[key]`` to the folder it chose.
+
+    Outside a sweep: ``cfg[key]`` as given (None stays None). In a sweep (``-m``), a ``key`` left at the value
+    of the command's config file becomes the job's own folder ``<hydra.sweep.dir>/<hydra.sweep.subdir>`` (by
+    default ``multirun/<time>/<job number>``; the same ``hydra.sweep.dir`` again resumes a killed sweep), and
+    a path that another job of the same sweep already writes (a literal ``run_dir=runs/x`` shared by every
+    job: the later jobs would resume, or overwrite, the earlier one's) is a one-line error. The claims are
+    files in ``<hydra.sweep.dir>/.claims/``.
+    """
+    from hydra.core.hydra_config import HydraConfig
+
+    value = OmegaConf.select(cfg, key)
+    if not in_sweep():
+        return None if value is None else Path(value)
+    hc = HydraConfig.get()
+    if value is None or _left_at_default(cfg, key):
+        value = str(Path(hc.sweep.dir) / str(hc.sweep.subdir))
+        OmegaConf.update(cfg, key, value, force_add=True)
+    path = Path(value) / name if name else Path(value)
+    _claim(Path(hc.sweep.dir), path, key, int(hc.job.num), "runs/sweep_${hydra:job.num}")
+    return path
+
+
+def job_file(cfg: DictConfig, key: str, default: str | None) -> Path | None:
+    """The output file ``cfg[key]`` of this job (``default`` when it is null), made safe for Hydra sweeps like
+    :func:`job_path`: in a sweep, a ``key`` left at its default becomes ``<job folder>/<name of default>``
+    (None without a default: nothing is written), and a file another job of the sweep writes is an error."""
+    from hydra.core.hydra_config import HydraConfig
+
+    value = OmegaConf.select(cfg, key)
+    if not in_sweep():
+        chosen = value if value is not None else default
+        return None if chosen is None else Path(chosen)
+    hc = HydraConfig.get()
+    if value is None or _left_at_default(cfg, key):
+        if default is None:
+            return None
+        value = str(Path(hc.sweep.dir) / str(hc.sweep.subdir) / Path(default).name)
+        OmegaConf.update(cfg, key, value, force_add=True)
+    path = Path(value)
+    example = path.with_name(f"{path.stem}_${{hydra:job.num}}{path.suffix}")
+    _claim(Path(hc.sweep.dir), path, key, int(hc.job.num), str(example))
+    return path
+
+
+def job_run_dir(cfg: DictConfig, key: str = "run_dir") -> Path:
+    """The run folder of a training job (:func:`job_path`: in a sweep, every job its own)."""
+    return job_path(cfg, key)
+
+
+def _claim(sweep_dir: Path, path: Path, key: str, job: int, example: str) -> None:
+    """Record that ``job`` of the sweep in ``sweep_dir`` writes ``path``; an error if another job does
+    (``example``: a per-job value of ``key`` to suggest)."""
+    claims = sweep_dir / ".claims"
+    claims.mkdir(parents=True, exist_ok=True)
+    target = str(path.resolve())
+    marker = claims / (hashlib.sha1(target.encode()).hexdigest()[:16] + ".json")
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         owner = _read_claim(marker)
-        if owner.get("sweep_dir") == claim["sweep_dir"] and owner.get("job") != claim["job"]:
+        if owner.get("job", job) != job:
             raise ValueError(
-                f"{key}={run_dir} is already the {key} of job {owner.get('job')} of this sweep; give every job its "
-                f"own, e.g. {key}='runs/sweep_${{hydra:job.num}}', or leave {key} out"
+                f"{key}={path} is already the {key} of job {owner['job']} of this sweep; give every job its "
+                f"own, e.g. {key}='{example}', or do not set {key}"
             ) from None
-        marker.write_text(json.dumps(claim) + "\n")  # a folder of an earlier sweep, or this job's own
-        return run_dir
+        return
     with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(claim) + "\n")
-    return run_dir
+        fh.write(json.dumps({"path": target, "job": job}) + "\n")
 
 
 def _read_claim(marker: Path) -> dict:
@@ -97,6 +165,29 @@ def _read_claim(marker: Path) -> dict:
             return doc if isinstance(doc, dict) else {}
         time.sleep(0.02)
     return {}
+
+
+REPO_ROOT = Path(CONF_DIR).parent
+
+
+def shipped_path(path: str | Path) -> Path:
+    """``path``, or the repository's file of that relative name when ``path`` is relative, missing from the
+    working directory and shipped with the project (``data/checkpoints/...``, ``data/labels/...``): config
+    defaults and presets name shipped files relative to the repository root, and work from any directory."""
+    path = Path(path)
+    if path.is_absolute() or path.exists() or not (REPO_ROOT / path).exists():
+        return path
+    return REPO_ROOT / path
+
+
+def hydra_argv(args: list[str], *overrides: str) -> list[str]:
+    """``args`` (Hydra flags and overrides, in the user's order) with ``overrides`` added next to the user's
+    first override: argparse takes one run of overrides only, so ``respect-rt train seed=0,1 -m`` and
+    ``respect-rt train -m seed=0,1`` both keep their overrides together."""
+    first = next((i for i, a in enumerate(args) if not a.startswith("-") and "=" in a), None)
+    if first is None:
+        return [*args, *overrides]
+    return [*args[: first + 1], *overrides, *args[first + 1 :]]
 
 
 def check_counts(node: DictConfig, prefix: str, keys: tuple[str, ...], low: int = 1) -> None:

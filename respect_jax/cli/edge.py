@@ -28,6 +28,8 @@ from respect_jax.cli.common import (
     CONF_DIR,
     check_group_choices,
     dump_json,
+    hydra_argv,
+    job_path,
     job_run_dir,
     machine_description,
     user_errors_exit,
@@ -87,6 +89,8 @@ def evaluate(cfg: DictConfig) -> dict:
     if not names:
         raise ValueError("eval.policies is empty")
     loads = list(cfg.eval.loads)
+    stem = cfg.eval.stem or f"success_{scn.name}"
+    out_dir = job_path(cfg, "out_dir", f"{stem}.json").parent  # in a sweep: every job its own
     for load in loads:
         scn.load_factor(load)  # unknown names fail here, in one line
     if int(cfg.eval.traces) < 1:
@@ -117,8 +121,7 @@ def evaluate(cfg: DictConfig) -> dict:
     doc = compare(scn, policies, loads, jax.random.key(int(cfg.eval.seed)), int(cfg.eval.traces))
     doc["machine"] = machine_description()
     doc["wall_s"] = time.perf_counter() - t0
-    stem = cfg.eval.stem or f"success_{scn.name}"
-    paths = write_report(doc, cfg.out_dir, stem, "\n".join(header))
+    paths = write_report(doc, out_dir, stem, "\n".join(header))
     for load in loads:
         best = max(doc["policies"], key=lambda p, ld=load: doc["success"][p][ld])
         scores = "  ".join(f"{p}={doc['success'][p][load]:.3f}" for p in doc["policies"])
@@ -144,7 +147,7 @@ def main() -> None:
         print(f"{PROG}: error: unknown command {args[0]!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
     check_group_choices(PROG, ("edge_scenario",), args[1:], config="edge")
-    sys.argv = [sys.argv[0], *args[1:], f"command={args[0]}"]  # flags such as -m stay first
+    sys.argv = [sys.argv[0], *hydra_argv(args[1:], f"command={args[0]}")]
     _main()
 
 

@@ -25,7 +25,14 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, machine_description, user_errors_exit
+from respect_jax.cli.common import (
+    CONF_DIR,
+    check_group_choices,
+    job_file,
+    machine_description,
+    shipped_path,
+    user_errors_exit,
+)
 
 PROG = "respect-eval"
 OPTIMAL_RTOL = 1e-6
@@ -103,14 +110,15 @@ def evaluate(cfg: DictConfig) -> dict:
     from respect_jax.train.data import make_batches
     from respect_jax.train.evaluation import decode_set
 
-    if checkpoint_kind(cfg.checkpoint) == "respect_pointer":  # the RESPECT-faithful baseline's run folder
+    checkpoint = shipped_path(cfg.checkpoint)  # the default works from any working directory
+    if checkpoint_kind(checkpoint) == "respect_pointer":  # the RESPECT-faithful baseline's run folder
         from respect_jax.respect_pointer.checkpoints import load_pointer
         from respect_jax.respect_pointer.decoding import make_decoder as make_pointer_decoder
 
-        model, doc = load_pointer(cfg.checkpoint)
+        model, doc = load_pointer(checkpoint)
         make = make_pointer_decoder
     else:
-        model, doc = load_policy(cfg.checkpoint)
+        model, doc = load_policy(checkpoint)
         make = make_decoder
     graphs, reference, ref_optimal, manifest = load_eval_graphs(str(cfg.dataset), cfg.limit)
     hw, objective, lam = resolve_problem(cfg, manifest, doc)
@@ -255,8 +263,7 @@ def _main(cfg: DictConfig) -> None:
     from respect_jax.graphs.graph import write_json_atomic
 
     doc = evaluate(cfg)
-    out = cfg.out or f"runs/eval/eval_{Path(doc['checkpoint']).name}_{Path(str(cfg.dataset)).stem}.json"
-    out = Path(out)
+    out = job_file(cfg, "out", f"runs/eval/eval_{Path(doc['checkpoint']).name}_{Path(str(cfg.dataset)).stem}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(doc, out)
     table = markdown(doc)

@@ -27,6 +27,8 @@ from respect_jax.cli.common import (
     check_counts,
     check_group_choices,
     dump_json,
+    hydra_argv,
+    job_path,
     job_run_dir,
     machine_description,
     user_errors_exit,
@@ -145,6 +147,7 @@ def evaluate(cfg: DictConfig) -> dict:
     platform = _platform(cfg)
     presets = _presets(cfg, e.presets)
     methods = [parse_method(str(m)) for m in e.methods]
+    out = job_path(cfg, "eval.out_dir")  # in a sweep: every job its own (an out_dir two jobs share: an error)
     # drawn first: an infeasible task set is reported as such, before a missing policy is
     drawn = [generate(p, platform, int(e.scenarios), seed=eval_seed(int(e.seed), i)) for i, p in enumerate(presets)]
     model, policy_doc = None, None
@@ -200,7 +203,6 @@ def evaluate(cfg: DictConfig) -> dict:
         "rows": rows,
         "safety_overhead": overheads,
     }
-    out = Path(e.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(doc, out / "rt_eval.json")
     md = [
@@ -250,7 +252,7 @@ def main() -> None:
         print(f"{PROG}: error: unknown command {cmd!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
     check_group_choices(PROG, ("rt_scenario",), rest, config="rt")
-    sys.argv = [sys.argv[0], *rest, *scenario_only(cmd, rest), f"command={cmd}"]  # flags such as -m stay first
+    sys.argv = [sys.argv[0], *hydra_argv(rest, f"command={cmd}", *scenario_only(cmd, rest))]
     _main()
 
 

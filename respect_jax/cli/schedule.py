@@ -13,7 +13,14 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, dump_json, hardware_from_cfg, user_errors_exit
+from respect_jax.cli.common import (
+    CONF_DIR,
+    check_group_choices,
+    dump_json,
+    hardware_from_cfg,
+    job_file,
+    user_errors_exit,
+)
 from respect_jax.costs import OBJECTIVES
 from respect_jax.graphs.graph import load_graph, write_json_atomic
 
@@ -56,16 +63,17 @@ def training_mismatch(result: dict) -> str | None:
 @hydra.main(config_path=CONF_DIR, config_name="schedule", version_base="1.3")
 @user_errors_exit("respect-schedule")
 def _main(cfg: DictConfig) -> None:
+    out = job_file(cfg, "out", None)  # in a sweep: an out two jobs would share is refused up front
     result = schedule(cfg)
     note = training_mismatch(result)
     if note:
         print(f"respect-schedule: note: {note}", file=sys.stderr)
-    if cfg.out:
-        write_json_atomic(result, cfg.out)
+    if out is not None:
+        write_json_atomic(result, out)
         print(
             f"{result['solver']} on {result['graph']} ({result['num_nodes']} nodes, K={result['hardware']['stages']}): "
             f"{result['objective_name']}={result['objective']:.6g} optimal={result['optimal']} "
-            f"time={result['solve_time_s']:.3f}s -> {cfg.out}",
+            f"time={result['solve_time_s']:.3f}s -> {out}",
             file=sys.stderr,
         )
     else:

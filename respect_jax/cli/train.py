@@ -27,7 +27,14 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, hardware_from_cfg, job_run_dir, user_errors_exit
+from respect_jax.cli.common import (
+    CONF_DIR,
+    check_group_choices,
+    hardware_from_cfg,
+    job_run_dir,
+    shipped_path,
+    user_errors_exit,
+)
 
 PROG = "respect-train"
 GROUPS = ("hardware", "policy", "algorithm", "graphs")
@@ -65,7 +72,7 @@ def build_trainer(cfg: DictConfig):
         from respect_jax.policy.model import grow_decoder
         from respect_jax.train.checkpoints import load_policy
 
-        model, doc = load_policy(cfg.init_from)
+        model, doc = load_policy(shipped_path(cfg.init_from))
         layers, cut_heads = cfg.get("init_decoder_layers"), cfg.get("init_cut_heads")
         if layers is not None or cut_heads is not None:  # a larger decoder, starting as the same function
             model = grow_decoder(
@@ -84,13 +91,13 @@ def build_trainer(cfg: DictConfig):
     tcfg = TrainConfig.from_dict(OmegaConf.to_container(cfg.train, resolve=True))
     datasets = []
     if algo.needs_labels:
-        dirs = list(cfg.datasets or [])
+        dirs = [shipped_path(d) for d in cfg.datasets or []]
         if not dirs:
             raise ValueError(f"algorithm {algo.name} needs datasets=[labelled dataset dirs]")
         datasets = load_labelled_batches(dirs, hw, cfg.objective, lam, cfg.dataset_limit)
     eval_sets = []
     if cfg.eval_dataset:
-        eval_sets = load_labelled_batches([cfg.eval_dataset], hw, cfg.objective, lam, cfg.eval_limit)
+        eval_sets = load_labelled_batches([shipped_path(cfg.eval_dataset)], hw, cfg.objective, lam, cfg.eval_limit)
     gens = _generators(cfg) if algo.needs_generator else []
     return Trainer(
         policy,

@@ -308,11 +308,13 @@ def build_pointer_trainer(cfg) -> PointerTrainer:
     pcfg = PointerConfig.from_dict(OmegaConf.to_container(cfg.policy, resolve=True))
     tcfg = TrainConfig.from_dict(OmegaConf.to_container(cfg.train, resolve=True))
     hw, lam = hardware_from_cfg(cfg.hardware), float(cfg.lam)
-    dirs = list(cfg.datasets or [])
+    from respect_jax.cli.common import shipped_path
+
+    dirs = [shipped_path(d) for d in cfg.datasets or []]
     if not dirs:
         raise ValueError("policy=respect_pointer needs datasets=[labelled dataset dirs] (oracle labels / graphs)")
     datasets = load_labelled_batches(dirs, hw, cfg.objective, lam, cfg.dataset_limit)
     eval_sets = []
     if cfg.eval_dataset:
-        eval_sets = load_labelled_batches([cfg.eval_dataset], hw, cfg.objective, lam, cfg.eval_limit)
+        eval_sets = load_labelled_batches([shipped_path(cfg.eval_dataset)], hw, cfg.objective, lam, cfg.eval_limit)
     return PointerTrainer(pcfg, hw, cfg.objective, lam, tcfg, datasets, eval_sets)

@@ -345,7 +345,7 @@ def host_loop(
         if metrics_path.exists():
             metrics_path.unlink()
     if resolved_config is not None:
-        (run_dir / CONFIG_FILE).write_text(resolved_config)
+        _write_config(run_dir, resolved_config, latest, log)
     bar = _progress(tcfg.steps, int(state.step), progress)
     try:
         while int(state.step) < tcfg.steps:
@@ -424,6 +424,40 @@ def _metrics_up_to(path: Path, step: int) -> list[dict]:
         if record["step"] <= step:
             kept.append(record)
     return kept
+
+
+def _write_config(run_dir: Path, resolved: str, resumed_at: int | None, log: Callable[[str], None]) -> None:
+    """Write ``config.yaml``; a resumed run whose command differs keeps the run's ``config.yaml`` (what
+    trained its checkpoints) and saves the new one as ``config.resumed_<step>.yaml``, naming what differs."""
+    import yaml
+
+    path = run_dir / CONFIG_FILE
+    if resumed_at is None or not path.is_file():
+        path.write_text(resolved)
+        return
+    try:
+        old = _flatten(yaml.safe_load(path.read_text()) or {})
+    except yaml.YAMLError:
+        old = {}
+    new = _flatten(yaml.safe_load(resolved) or {})
+    differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    if not differ:
+        return
+    side = run_dir / f"config.resumed_{resumed_at}.yaml"
+    side.write_text(resolved)
+    shown = ", ".join(differ[:6]) + (f" (+{len(differ) - 6} more)" if len(differ) > 6 else "")
+    log(f"note: resuming at step {resumed_at} with a config that differs in {shown}; {CONFIG_FILE} keeps the "
+        f"run's, this one is {side.name}")
+
+
+def _flatten(doc, prefix: str = "") -> dict:
+    """Nested dict -> {'a.b': value} (lists kept as values)."""
+    if not isinstance(doc, dict):
+        return {prefix.rstrip("."): doc}
+    out = {}
+    for key, value in doc.items():
+        out.update(_flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
 
 
 def _write_jsonl(path: Path, records: list[dict]) -> None:
