@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -193,14 +194,29 @@ def test_respect_tables_on_a_two_job_sweep(tmp_path, monkeypatch, capsys):
         f"run_dir={runs}/seed_${{train.seed}}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
     ]
     assert run_main(train.main, argv, monkeypatch) == 0, capsys.readouterr().err[-2000:]
+    # two more folders: a run stopped before its planned steps, and a job that failed before logging
+    from omegaconf import OmegaConf
+
+    for source, name, seed, steps, metrics in (("seed_1", "seed_10", 10, 4, True), ("seed_0", "seed_2", 2, 2, False)):
+        shutil.copytree(runs / source, runs / name)
+        cfg = OmegaConf.load(runs / name / "config.yaml")
+        cfg.train.seed, cfg.train.steps = seed, steps
+        OmegaConf.save(cfg, runs / name / "config.yaml")
+        if not metrics:
+            (runs / name / "metrics.jsonl").unlink()
     assert run_main(tables.main, [f"runs={runs}"], monkeypatch) == 0, capsys.readouterr().err[-2000:]
     table = json.loads((runs / "summary.json").read_text())
-    assert table["swept"] == ["train.seed"]
-    assert [(r["run"], r["train.seed"], r["steps"]) for r in table["rows"]] == [("seed_0", 0, 2), ("seed_1", 1, 2)]
-    for row in table["rows"]:
+    assert table["swept"] == ["train.seed", "train.steps"]
+    assert [(r["run"], r["train.seed"], r["status"], r["steps"]) for r in table["rows"]] == [
+        ("seed_0", 0, "complete", 2),
+        ("seed_1", 1, "complete", 2),
+        ("seed_2", 2, "no metrics (failed or not started)", 0),
+        ("seed_10", 10, "stopped at 2/4", 2),  # numbers sort by value
+    ]
+    for row in table["rows"][:2]:
         assert row["final_loss"] > 0 and row["graphs_per_s"] > 0
     md = (runs / "summary.md").read_text()
-    assert "| seed_0 | 0 | 2 |" in md and "| seed_1 | 1 | 2 |" in md
+    assert "| seed_0 | 0 | 2 | complete | 2 |" in md and "| seed_10 | 10 | 4 | stopped at 2/4 | 2 |" in md
 
 
 def test_respect_tables_rejects_a_folder_without_runs(tmp_path, monkeypatch, capsys):

@@ -40,8 +40,9 @@ def flatten(doc, prefix: str = "") -> dict:
 
 
 def find_runs(root: Path) -> list[Path]:
-    """Folders under ``root`` (itself included) that hold a respect-train run."""
-    runs = [p.parent for p in sorted(root.rglob("metrics.jsonl")) if (p.parent / "config.yaml").is_file()]
+    """Folders under ``root`` (itself included) that hold a respect-train run: its config.yaml and network.json
+    (a job that failed before logging has no metrics.jsonl; it is listed as such, not dropped)."""
+    runs = [p.parent for p in sorted(root.rglob("config.yaml")) if (p.parent / "network.json").is_file()]
     return [r for r in runs if "checkpoints" not in r.parts]
 
 
@@ -53,11 +54,15 @@ def run_summary(run: Path) -> tuple[dict, dict]:
     if network.is_file() and "policy" in json.loads(network.read_text()):
         config = {k: v for k, v in config.items() if not k.startswith("policy.")}
         config.update(flatten(json.loads(network.read_text())["policy"], "policy."))
-    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = run / "metrics.jsonl"
+    lines = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()] if metrics.is_file() else []
     if not lines:
-        raise ValueError(f"{run}: metrics.jsonl is empty (the run has not logged yet)")
+        return config, {"status": "no metrics (failed or not started)", "steps": 0}
+    planned = config.get("train.steps")
+    done = lines[-1]["step"]
     figures = {
-        "steps": lines[-1]["step"],
+        "status": "complete" if not isinstance(planned, int) or done >= planned else f"stopped at {done}/{planned}",
+        "steps": done,
         "wall_min": sum(float(r.get("wall_s", 0.0)) for r in lines) / 60.0,
         "final_loss": next((r["loss"] for r in reversed(lines) if "loss" in r), None),
         "graphs_per_s": max((r.get("graphs_per_s", 0.0) for r in lines[1:] or lines), default=None),
@@ -72,7 +77,7 @@ def gather(root: Path) -> dict:
     """{'swept': [keys], 'rows': [{'run', key: value..., figures...}]} for every run under root."""
     runs = find_runs(root)
     if not runs:
-        raise ValueError(f"{root}: no respect-train runs (folders with config.yaml and metrics.jsonl) found")
+        raise ValueError(f"{root}: no respect-train runs (folders with config.yaml and network.json) found")
     summaries = [(run, *run_summary(run)) for run in runs]
     keys = sorted({k for _, cfg, _ in summaries for k in cfg})
     swept = [
@@ -85,8 +90,15 @@ def gather(root: Path) -> dict:
         row.update({k: cfg.get(k) for k in swept})
         row.update(figures)
         rows.append(row)
-    rows.sort(key=lambda r: [json.dumps(r[k], sort_keys=True) for k in swept] + [r["run"]])
+    rows.sort(key=lambda r: [_order(r[k]) for k in swept] + [(1, 0.0, r["run"])])
     return {"root": str(root), "swept": swept, "rows": rows}
+
+
+def _order(value) -> tuple:
+    """Sort key of a swept value: numbers by value (2 before 10), then everything else as JSON text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, json.dumps(value, sort_keys=True))
 
 
 def render(table: dict) -> str:
