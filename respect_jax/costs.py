@@ -227,7 +227,8 @@ def evaluate_assignment(graph, assignment, hw: Hardware, objective: str = "paper
         "comm_bytes": float(m.comm_bytes),
         "bottleneck_s": float(m.bottleneck_s),
         "latency_s": float(m.latency_s),
-        "throughput_per_s": float(1.0 / m.bottleneck_s),
+        # null when nothing takes time (an all-zero graph with stage_overhead_s = 0): JSON has no Infinity
+        "throughput_per_s": float(1.0 / m.bottleneck_s) if float(m.bottleneck_s) > 0 else None,
         "spill_bytes": float(m.spill_bytes),
         "mem_k": np.asarray(m.mem_k).tolist(),
         "in_k": np.asarray(m.in_k).tolist(),

@@ -165,3 +165,13 @@ def test_unstack_positions_roundtrip():
     back = unstack_positions(batch, positions)
     for s, b in zip(schedules, back, strict=True):
         assert s.tolist() == b.tolist()
+
+
+def test_throughput_is_null_when_nothing_takes_time():
+    """An all-zero graph with no stage overhead has a 0 s bottleneck: throughput is None (JSON null, not Infinity)."""
+    graph = Graph(name="zero", params=np.zeros(3), output_size=np.zeros(3), macs=np.zeros(3),
+                  edges=np.array([[0, 1], [1, 2]], dtype=np.int64))
+    metrics = evaluate_assignment(graph, np.array([0, 0, 1]), make_hw(2, stage_overhead_s=0.0), "latency", 1.0)
+    assert metrics["bottleneck_s"] == 0.0 and metrics["throughput_per_s"] is None
+    positive = evaluate_assignment(graph, np.array([0, 0, 1]), make_hw(2), "latency", 1.0)
+    assert positive["throughput_per_s"] == pytest.approx(1.0 / positive["bottleneck_s"])

@@ -111,3 +111,11 @@ def test_graph_object_validation():
         Graph(name="x", params=[1, 1], output_size=[0, 0], macs=[0, 0], edges=[[0, 1], [1, 0]])
     g = Graph(name="x", params=[1, 2], output_size=[0, 0], macs=[0, 0], edges=np.zeros((0, 2)))
     assert g.num_edges == 0 and g.topological_order().tolist() == [0, 1]
+
+
+def test_an_integer_beyond_pythons_digit_limit_names_the_file(tmp_path):
+    path = tmp_path / "huge.json"
+    node = '{"id": 0, "name": "a", "op": "X", "params": ' + "9" * 5000 + ', "output_size": 1, "macs": 1}'
+    path.write_text('{"name": "huge", "nodes": [' + node + '], "edges": []}')
+    with pytest.raises(GraphError, match=f"^{path}: not valid JSON"):
+        load_graph(path)

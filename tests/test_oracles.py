@@ -252,3 +252,13 @@ def test_auto_start_makes_a_timeout_no_worse_than_the_cheap_baselines(solver, ob
         graph, hw, objective, 1.0, time_limit_s=0.05, **{"warm_start" if solver is solve_milp else "hint": None}
     )
     assert (none.info.get("warm_start") or none.info.get("hint")) is None
+
+
+def test_cpsat_keeps_a_huge_sram_constant_in_int64():
+    """A tiny compute-only graph with an odd host rate: CP-SAT's exact scaling made the SRAM constant of the spill
+    term overflow int64 (TypeError in the model); an SRAM above all the parameter memory never binds."""
+    graph = hand_graph("tiny2", [0, 0], [0, 0], [1000, 1000], [[0, 1]])
+    hw = make_hw(2, sram_bytes=8388608.0, macs_per_s=2.4e11, host_bw=123456789.0, link_bw=2.35e8)  # coral_usb rates
+    best = brute_force(graph, hw)
+    for name in ORACLES:
+        check_oracle(name, graph, hw, "latency", best["latency"])

@@ -187,7 +187,8 @@ def _longest_path(n: int, incoming: list[list[int]], order) -> np.ndarray:
 # ----------------------------------------------------------------------------- JSON io
 
 
-MAX_COUNT = 2**53  # params, output_size, macs: exact in float64 (the cost model's sums), far within int64
+MAX_COUNT = 2**53  # params, output_size, macs: exact as float64 and int64 (the exact solvers' models); the
+# JAX evaluator pads them as float32, exact up to 2**24 only (README, "Precision")
 
 
 def graph_from_dict(doc: dict, origin: str = "<dict>") -> Graph:
@@ -255,6 +256,8 @@ def load_graph(path: str | os.PathLike) -> Graph:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
         raise GraphError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    except ValueError as err:  # e.g. an integer literal longer than Python's digit limit
+        raise GraphError(f"{path}: not valid JSON ({err})") from None
     return graph_from_dict(doc, origin=str(path))
 
 

@@ -137,7 +137,9 @@ class _Scaling:
             self.comm = _scaled(out, factors["comm"])
         else:
             self.macs = _scaled(macs, factors["macs"])
-            self.sram = int(round(factors["sram"]))
+            # spill = max(0, stage memory - sram): an sram above all the memory never binds, so clamping it there
+            # is exact and keeps the coefficient in int64 (tiny graphs with huge rates made it overflow)
+            self.sram = min(int(round(factors["sram"])), int(sum(self.mem)) + 1)
             self.inb = _scaled(out, factors["in"])
         # rounding error: every coefficient is off by <= 0.5 unit; a stage sum has at most N terms
         # per quantity (memory, MACs, tensors), and spill's C adds one more
