@@ -262,3 +262,16 @@ def test_cpsat_keeps_a_huge_sram_constant_in_int64():
     best = brute_force(graph, hw)
     for name in ORACLES:
         check_oracle(name, graph, hw, "latency", best["latency"])
+
+
+def test_cpsat_deterministic_time_limit_repeats_exactly():
+    """A run stopped by CP-SAT's deterministic work limit with one worker repeats exactly: same schedule, bound,
+    status and search tree (a wall-clock limit does not: it depends on the machine's load)."""
+    graph = generate_numpy(GeneratorConfig(mode="respect", min_nodes=40, max_nodes=40), np.random.default_rng(3))
+    runs = [solve_cpsat(graph, make_hw(4), "latency", time_limit_s=None, workers=1, deterministic_time=0.05)
+            for _ in range(2)]
+    assert runs[0].assignment.tolist() == runs[1].assignment.tolist()
+    for key in ("status", "best_bound", "branches"):
+        assert runs[0].info[key] == runs[1].info[key], key
+    with pytest.raises(ValueError, match="deterministic_time must be > 0"):
+        solve_cpsat(graph, make_hw(4), "latency", deterministic_time=0.0)

@@ -159,6 +159,7 @@ def solve_cpsat(
     hint="auto",
     random_seed: int = 0,
     verbose: bool = False,
+    deterministic_time: float | None = None,
 ) -> SolveResult:
     """Solve the SPEC scheduling problem exactly with OR-tools CP-SAT.
 
@@ -172,6 +173,9 @@ def solve_cpsat(
             the compiler split and RESPECT's label packing) or None.
         random_seed: CP-SAT ``random_seed``.
         verbose: ``log_search_progress``.
+        deterministic_time: ``max_deterministic_time`` (None: no limit), a limit in CP-SAT's own work units.
+            A run stopped by it repeats exactly with ``workers=1`` (or ``interleave_search``), unlike one stopped
+            by the wall-clock ``time_limit_s``, whose schedule, bound and ``optimal`` flag depend on the load.
 
     Returns:
         SolveResult; ``info`` has the CP-SAT status, objective and best bound in SPEC units, the
@@ -286,6 +290,10 @@ def solve_cpsat(
     params = solver.parameters
     if time_limit_s is not None:
         params.max_time_in_seconds = float(time_limit_s)
+    if deterministic_time is not None:
+        if not deterministic_time > 0:
+            raise ValueError(f"deterministic_time must be > 0, got {deterministic_time}")
+        params.max_deterministic_time = float(deterministic_time)
     params.num_workers = int(workers)
     params.relative_gap_limit = float(rel_gap)
     params.random_seed = int(random_seed)
