@@ -96,7 +96,9 @@ def test_schedule_user_errors_are_one_line_and_write_nothing(tmp_path, args, mes
     [
         (["-m", "policy=gat,mean", "train.steps=2"], None),  # a sweep over a group: every choice checked
         (["-m", "policy=gat,nope"], "unknown policy 'nope'; choose one of"),
-        (["-m", "train.stepz=1,2"], None),  # multiruns are left to Hydra (values expand per job)
+        (["-m", "train.stepz=1,2"], "Could not override 'train.stepz': no such key"),  # checked at the first job
+        (["train.lr=1e-3,3e-4", "-m", "train.seed=range(0,3)", "run_dir=runs/x_${hydra:job.num}"], None),
+        (["-m", "+ablation=encoder_depth", "policy.layers=0,1"], None),
         (["train.stepz=5"], "Could not override 'train.stepz': no such key"),
         (["datasets=[a,"], "no viable alternative at input"),
         (["hydra/launcher=local", "train.steps=4", "+ablation=encoder_depth"], None),

@@ -205,8 +205,9 @@ def check_group_choices(
     choice of a sweep ``group=a,b``), or, with ``config`` (the command's top-level config name), if the
     command line does not compose: a misspelt key, a malformed override.
 
-    Hydra itself would report these over many lines; SPEC section 4 wants one. The composition check
-    is skipped for multiruns (``-m``: sweep values are expanded per job) and leaves ``hydra`` keys to Hydra.
+    Hydra itself would report these over many lines; SPEC section 4 wants one. For a multirun (``-m``) the
+    composition check uses the first value of every swept key (a misspelt key fails in every job alike); it
+    leaves ``hydra`` keys and Hydra's other flags (``--cfg``, ``--info``, ...) to Hydra.
     """
     args = sys.argv[1:] if argv is None else argv
     for arg in args:
@@ -219,13 +220,39 @@ def check_group_choices(
                 choices = sorted(p.stem for p in (Path(CONF_DIR) / key).glob("*.yaml"))
                 print(f"{prog}: error: unknown {key} {choice!r}; choose one of {', '.join(choices)}", file=sys.stderr)
                 sys.exit(2)
-    if config is None or any(a in ("-m", "--multirun") for a in args) or any(a.startswith("-") for a in args):
+    multirun = [a for a in args if a in ("-m", "--multirun")]
+    if config is None or any(a.startswith("-") and a not in multirun for a in args):
         return
-    overrides = [a for a in args if not a.lstrip("+~").startswith("hydra")]
+    overrides = [a for a in args if not a.startswith("-") and not a.lstrip("+~").startswith("hydra")]
+    if multirun:
+        overrides = first_job(overrides)
+        if overrides is None:  # not parsable here: Hydra reports it
+            return
     message = composition_error(config, overrides)
     if message:
         print(f"{prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
+
+
+def first_job(overrides: list[str]) -> list[str] | None:
+    """The overrides of a sweep's first job (every ``key=a,b`` or sweep function at its first value); None if
+    Hydra's parser does not accept them."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        out = []
+        for override, text in zip(parsed, overrides, strict=True):
+            if override.is_sweep_override():
+                first = next(iter(override.sweep_string_iterator()), None)
+                if first is None:
+                    return None
+                text = f"{override.get_key_element()}={first}"
+            out.append(text)
+        return out
+    except (HydraException, ValueError, TypeError):
+        return None
 
 
 def composition_error(config: str, overrides: list[str]) -> str | None:
