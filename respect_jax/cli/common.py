@@ -95,7 +95,9 @@ def job_path(cfg: DictConfig, key: str, name: str | None = None) -> Path | None:
 
     value = OmegaConf.select(cfg, key)
     if not in_sweep():
-        return None if value is None else Path(value)
+        if value is None:
+            return None
+        return Path(value) / name if name else Path(value)
     hc = HydraConfig.get()
     if value is None or _left_at_default(cfg, key):
         value = str(Path(hc.sweep.dir) / str(hc.sweep.subdir))
