@@ -129,11 +129,6 @@ def job_file(cfg: DictConfig, key: str, default: str | None) -> Path | None:
     return path
 
 
-def job_run_dir(cfg: DictConfig, key: str = "run_dir") -> Path:
-    """The run folder of a training job (:func:`job_path`: in a sweep, every job its own)."""
-    return job_path(cfg, key)
-
-
 def _claim(sweep_dir: Path, path: Path, key: str, job: int, example: str) -> None:
     """Record that ``job`` of the sweep in ``sweep_dir`` writes ``path``; an error if another job does
     (``example``: a per-job value of ``key`` to suggest)."""

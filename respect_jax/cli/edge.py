@@ -30,7 +30,6 @@ from respect_jax.cli.common import (
     dump_json,
     hydra_argv,
     job_path,
-    job_run_dir,
     machine_description,
     user_errors_exit,
 )
@@ -58,7 +57,7 @@ def train(cfg: DictConfig) -> dict:
     dqn = DQNConfig.from_dict(OmegaConf.to_container(cfg.dqn, resolve=True))
     if int(cfg.chunk) < 1:
         raise ValueError(f"chunk must be >= 1, got {cfg.chunk}")
-    run_dir = job_run_dir(cfg)  # in a sweep (-m): every job its own folder
+    run_dir = job_path(cfg, "run_dir")  # in a sweep (-m): every job its own folder
     agent = train_dqn(scn, dqn, run_dir, chunk=int(cfg.chunk), log=_log if cfg.progress else None,
                       overwrite=bool(cfg.overwrite))
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)

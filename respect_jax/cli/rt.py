@@ -29,7 +29,6 @@ from respect_jax.cli.common import (
     dump_json,
     hydra_argv,
     job_path,
-    job_run_dir,
     machine_description,
     user_errors_exit,
 )
@@ -121,7 +120,7 @@ def train(cfg: DictConfig) -> dict:
         "presets": [p.name for p in presets],
         "pool": stats,
     }
-    run_dir = job_run_dir(cfg)  # in a sweep (-m): every job its own folder
+    run_dir = job_path(cfg, "run_dir")  # in a sweep (-m): every job its own folder
     tic = time.perf_counter()
     _, logs = fit(
         stack(packed),

@@ -10,7 +10,7 @@ Writes ``run_dir/{network.json, config.yaml, metrics.jsonl, checkpoints/<step>/}
 command after a kill resumes from the latest checkpoint and ends exactly where an uninterrupted
 run would. In a sweep (``-m``) every job trains in its own folder: ``run_dir`` left out means
 ``<hydra.sweep.dir>/<job number>``, and a ``run_dir`` another job of the sweep trains in is refused
-(:func:`respect_jax.cli.common.job_run_dir`). Trains data-parallel over every visible device
+(:func:`respect_jax.cli.common.job_path`). Trains data-parallel over every visible device
 (``jax.distributed.initialize()`` first when launched as several SLURM tasks). Bad arguments exit 2
 with one line on stderr.
 
@@ -31,7 +31,7 @@ from respect_jax.cli.common import (
     CONF_DIR,
     check_group_choices,
     hardware_from_cfg,
-    job_run_dir,
+    job_path,
     shipped_path,
     user_errors_exit,
 )
@@ -126,7 +126,7 @@ def train(cfg: DictConfig) -> dict:
     else:
         maybe_initialize_distributed()
         trainer = build_trainer(cfg)
-    run_dir = job_run_dir(cfg)  # after every check: a bad command line leaves no folder behind
+    run_dir = job_path(cfg, "run_dir")  # after every check: a bad command line leaves no folder behind
     result = trainer.fit(
         run_dir,
         resume=bool(cfg.resume),
