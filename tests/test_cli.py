@@ -252,3 +252,18 @@ def test_sweeps_write_every_job_to_its_own_file_and_refuse_a_shared_one(tmp_path
         "out='r_${hydra:job.num}.json', or do not set out"
     ] * 2  # jobs 1 and 2 both refused, job 2 ran after job 1 failed
     assert json.loads((tmp_path / "r.json").read_text())["solver"] == "greedy"
+
+
+def test_a_label_sweep_into_one_dataset_folder_is_refused_before_the_second_job_labels(tmp_path):
+    out = run(
+        ["respect-label", "-m", "out=lab", "graphs=respect30", "count=2", "seed=0,1", "solver=compiler",
+         f"hydra.sweep.dir={tmp_path / 'sw'}"],
+        tmp_path,
+    )
+    assert out.returncode == 1
+    errors = [x for x in out.stderr.splitlines() if x.startswith("respect-label: error")]
+    assert len(errors) == 1 and errors[0].endswith(
+        "out=lab is already the out of job 0 of this sweep; give every job its own, "
+        "e.g. out='runs/sweep_${hydra:job.num}'"  # out is mandatory: no "or do not set out"
+    )
+    assert json.loads((tmp_path / "lab" / "manifest.json").read_text())["seed"] == 0  # job 0's dataset, untouched

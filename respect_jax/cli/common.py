@@ -64,20 +64,29 @@ def in_sweep() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def _left_at_default(cfg: DictConfig, key: str) -> bool:
-    """``cfg[key]`` (dotted) is the value of the command's config file: neither the command line nor a preset
-    (``conf/ablation/*``) set it."""
+def _raw(doc, key: str):
+    """The unresolved value at dotted ``key`` of a container (None if absent)."""
+    for part in key.split("."):
+        doc = doc.get(part) if isinstance(doc, dict) else None
+    return doc
+
+
+def _config_default(key: str):
+    """The unresolved value of ``key`` in the running command's config file (``???``: mandatory)."""
     from hydra.core.hydra_config import HydraConfig
 
-    hc = HydraConfig.get()
-    if any(o.lstrip("+~").split("=", 1)[0] == key for o in hc.overrides.task):
+    path = Path(CONF_DIR) / f"{HydraConfig.get().job.config_name}.yaml"
+    return _raw(OmegaConf.to_container(OmegaConf.load(path), resolve=False), key)
+
+
+def _left_at_default(cfg: DictConfig, key: str) -> bool:
+    """``cfg[key]`` (dotted) is the value of the command's config file: neither the command line nor a preset
+    (``conf/ablation/*``) set it. Both are compared unresolved (``runs/edge/${edge_scenario.name}``)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if any(o.lstrip("+~").split("=", 1)[0] == key for o in HydraConfig.get().overrides.task):
         return False
-    default = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / f"{hc.job.config_name}.yaml"), resolve=False)
-    chosen = OmegaConf.to_container(cfg, resolve=False)
-    for part in key.split("."):  # both unresolved: runs/edge/${edge_scenario.name} compares as written
-        default = default.get(part) if isinstance(default, dict) else None
-        chosen = chosen.get(part) if isinstance(chosen, dict) else None
-    return chosen == default
+    return _raw(OmegaConf.to_container(cfg, resolve=False), key) == _config_default(key)
 
 
 def job_path(cfg: DictConfig, key: str, name: str | None = None) -> Path | None:
@@ -141,9 +150,10 @@ def _claim(sweep_dir: Path, path: Path, key: str, job: int, example: str) -> Non
     except FileExistsError:
         owner = _read_claim(marker)
         if owner.get("job", job) != job:
+            optional = "" if _config_default(key) == "???" else f", or do not set {key}"
             raise ValueError(
                 f"{key}={path} is already the {key} of job {owner['job']} of this sweep; give every job its "
-                f"own, e.g. {key}='{example}', or do not set {key}"
+                f"own, e.g. {key}='{example}'{optional}"
             ) from None
         return
     with os.fdopen(fd, "w") as fh:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, hardware_from_cfg, user_errors_exit
+from respect_jax.cli.common import CONF_DIR, check_group_choices, hardware_from_cfg, job_path, user_errors_exit
 
 PROG = "respect-label"
 GROUPS = ("hardware", "solver", "graphs")
@@ -69,8 +69,9 @@ def label(cfg: DictConfig) -> dict:
     fallback_options = OmegaConf.to_container(fallback.options, resolve=True) if fallback.get("options") else {}
     if not isinstance(cfg.retry_unproven, bool):
         raise ValueError(f"retry_unproven must be true or false, got {cfg.retry_unproven!r}")
+    out = job_path(cfg, "out")  # in a sweep: a dataset folder two jobs would fill is refused up front
     return label_dataset(
-        out_dir=str(cfg.out),
+        out_dir=str(out),
         generator_cfg=generator_from_cfg(cfg.graphs),
         count=_int(cfg, "count"),
         seed=_int(cfg, "seed"),
