@@ -100,19 +100,14 @@ def job_path(cfg: DictConfig, key: str, name: str | None = None) -> Path | None:
     job: the later jobs would resume, or overwrite, the earlier one's) is a one-line error. The claims are
     files in ``<hydra.sweep.dir>/.claims/``.
     """
-    from hydra.core.hydra_config import HydraConfig
-
     value = OmegaConf.select(cfg, key)
-    if not in_sweep():
-        if value is None:
-            return None
-        return Path(value) / name if name else Path(value)
-    hc = HydraConfig.get()
-    if value is None or _left_at_default(cfg, key):
-        value = str(Path(hc.sweep.dir) / str(hc.sweep.subdir))
-        OmegaConf.update(cfg, key, value, force_add=True)
+    if in_sweep():
+        value = _job_value(cfg, key, value, "")
+    if value is None:
+        return None
     path = Path(value) / name if name else Path(value)
-    _claim(Path(hc.sweep.dir), path, key, int(hc.job.num), "runs/sweep_${hydra:job.num}")
+    if in_sweep():
+        _claim(path, key, "runs/sweep_${hydra:job.num}")
     return path
 
 
@@ -120,28 +115,42 @@ def job_file(cfg: DictConfig, key: str, default: str | None) -> Path | None:
     """The output file ``cfg[key]`` of this job (``default`` when it is null), made safe for Hydra sweeps like
     :func:`job_path`: in a sweep, a ``key`` left at its default becomes ``<job folder>/<name of default>``
     (None without a default: nothing is written), and a file another job of the sweep writes is an error."""
-    from hydra.core.hydra_config import HydraConfig
-
     value = OmegaConf.select(cfg, key)
     if not in_sweep():
-        chosen = value if value is not None else default
-        return None if chosen is None else Path(chosen)
-    hc = HydraConfig.get()
-    if value is None or _left_at_default(cfg, key):
-        if default is None:
-            return None
-        value = str(Path(hc.sweep.dir) / str(hc.sweep.subdir) / Path(default).name)
-        OmegaConf.update(cfg, key, value, force_add=True)
+        value = value if value is not None else default
+    else:
+        value = _job_value(cfg, key, value, Path(default).name if default is not None else None)
+    if value is None:
+        return None
     path = Path(value)
-    example = path.with_name(f"{path.stem}_${{hydra:job.num}}{path.suffix}")
-    _claim(Path(hc.sweep.dir), path, key, int(hc.job.num), str(example))
+    if in_sweep():
+        _claim(path, key, str(path.with_name(f"{path.stem}_${{hydra:job.num}}{path.suffix}")))
     return path
 
 
-def _claim(sweep_dir: Path, path: Path, key: str, job: int, example: str) -> None:
-    """Record that ``job`` of the sweep in ``sweep_dir`` writes ``path``; an error if another job does
-    (``example``: a per-job value of ``key`` to suggest)."""
-    claims = sweep_dir / ".claims"
+def _job_value(cfg: DictConfig, key: str, value, leaf: str | None):
+    """In a sweep: ``value``, or, when ``key`` is left at its default, ``<job folder>/<leaf>`` (written back
+    to ``cfg``); None when it is left at its default and there is no ``leaf``."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if value is not None and not _left_at_default(cfg, key):
+        return value
+    if leaf is None:
+        return None
+    hc = HydraConfig.get()
+    value = str(Path(hc.sweep.dir) / str(hc.sweep.subdir) / leaf)
+    OmegaConf.update(cfg, key, value, force_add=True)
+    return value
+
+
+def _claim(path: Path, key: str, example: str) -> None:
+    """Record that this job of the sweep writes ``path`` (in ``<hydra.sweep.dir>/.claims``); an error if another
+    job does (``example``: a per-job value of ``key`` to suggest)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    job = int(hc.job.num)
+    claims = Path(hc.sweep.dir) / ".claims"
     claims.mkdir(parents=True, exist_ok=True)
     target = str(path.resolve())
     marker = claims / (hashlib.sha1(target.encode()).hexdigest()[:16] + ".json")

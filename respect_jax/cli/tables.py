@@ -22,21 +22,10 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from respect_jax.cli.common import CONF_DIR, check_group_choices, user_errors_exit
+from respect_jax.train.config import flatten
 
 PROG = "respect-tables"
 IGNORED_KEYS = ("run_dir", "progress", "resume", "train.kill_after_step")
-
-
-def flatten(doc, prefix: str = "") -> dict:
-    """Nested dict -> {'a.b.c': value}; lists are kept as values."""
-    out = {}
-    for key, value in doc.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = value
-    return out
 
 
 def find_runs(root: Path) -> list[Path]:

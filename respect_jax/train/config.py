@@ -211,3 +211,15 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def flatten(doc: dict, prefix: str = "") -> dict:
+    """Nested dict -> {'a.b.c': value}; lists are kept as values (config.yaml comparisons and tables)."""
+    out = {}
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out

@@ -36,7 +36,7 @@ from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy, batch_features
 from respect_jax.train.algorithms import frozen_copy, imitation_loss, reinforce_loss, self_improvement_loss
 from respect_jax.train.checkpoints import CONFIG_FILE, METRICS_FILE, NETWORK_FILE, Checkpointer, write_network
-from respect_jax.train.config import PHASES, AlgorithmConfig, TrainConfig
+from respect_jax.train.config import PHASES, AlgorithmConfig, TrainConfig, flatten
 from respect_jax.train.data import LabelledBatch
 from respect_jax.train.evaluation import decode_set, summarise
 from respect_jax.train.sharding import check_batch_size, constrain_batch, make_mesh, replicated
@@ -436,10 +436,10 @@ def _write_config(run_dir: Path, resolved: str, resumed_at: int | None, log: Cal
         path.write_text(resolved)
         return
     try:
-        old = _flatten(yaml.safe_load(path.read_text()) or {})
+        old = yaml.safe_load(path.read_text())
     except yaml.YAMLError:
-        old = {}
-    new = _flatten(yaml.safe_load(resolved) or {})
+        old = None
+    old, new = (flatten(d) if isinstance(d, dict) else {} for d in (old, yaml.safe_load(resolved)))
     differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
     if not differ:
         return
@@ -448,16 +448,6 @@ def _write_config(run_dir: Path, resolved: str, resumed_at: int | None, log: Cal
     shown = ", ".join(differ[:6]) + (f" (+{len(differ) - 6} more)" if len(differ) > 6 else "")
     log(f"note: resuming at step {resumed_at} with a config that differs in {shown}; {CONFIG_FILE} keeps the "
         f"run's, this one is {side.name}")
-
-
-def _flatten(doc, prefix: str = "") -> dict:
-    """Nested dict -> {'a.b': value} (lists kept as values)."""
-    if not isinstance(doc, dict):
-        return {prefix.rstrip("."): doc}
-    out = {}
-    for key, value in doc.items():
-        out.update(_flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
-    return out
 
 
 def _write_jsonl(path: Path, records: list[dict]) -> None:
