@@ -267,3 +267,23 @@ def test_a_label_sweep_into_one_dataset_folder_is_refused_before_the_second_job_
         "e.g. out='runs/sweep_${hydra:job.num}'"  # out is mandatory: no "or do not set out"
     )
     assert json.loads((tmp_path / "lab" / "manifest.json").read_text())["seed"] == 0  # job 0's dataset, untouched
+
+
+def test_a_later_sweep_into_the_same_sweep_folder_is_not_refused_by_the_earlier_ones_claims(tmp_path):
+    """Claims belong to one sweep: reusing a `hydra.sweep.dir` for a sweep with other overrides used to refuse a
+    file that a job of the earlier sweep had written ("already the out of job 1"), while a conflict inside the
+    new sweep is still refused."""
+    graph = ROOT / "data" / "models" / "mobilenet.json"
+    sweep = f"hydra.sweep.dir={tmp_path / 'sw'}"
+    first = run(["respect-schedule", "-m", f"graph={graph}", "solver=greedy,compiler", "out=r_${hydra:job.num}.json",
+                 sweep], tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert json.loads((tmp_path / "r_1.json").read_text())["solver"] == "compiler"
+    second = run(["respect-schedule", "-m", f"graph={graph}", "solver=greedy", "out=r_1.json", sweep], tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert json.loads((tmp_path / "r_1.json").read_text())["solver"] == "greedy"
+    third = run(["respect-schedule", "-m", f"graph={graph}", "solver=compiler,greedy", "out=r_1.json", sweep], tmp_path)
+    assert third.returncode == 1
+    errors = [x for x in third.stderr.splitlines() if x.startswith("respect-schedule: error")]
+    assert len(errors) == 1 and "out=r_1.json is already the out of job 0 of this sweep" in errors[0]
+    assert json.loads((tmp_path / "r_1.json").read_text())["solver"] == "compiler"

@@ -98,7 +98,7 @@ def job_path(cfg: DictConfig, key: str, name: str | None = None) -> Path | None:
     default ``multirun/<time>/<job number>``; the same ``hydra.sweep.dir`` again resumes a killed sweep), and
     a path that another job of the same sweep already writes (a literal ``run_dir=runs/x`` shared by every
     job: the later jobs would resume, or overwrite, the earlier one's) is a one-line error. The claims are
-    files in ``<hydra.sweep.dir>/.claims/``.
+    files in ``<hydra.sweep.dir>/.claims/``; those of an earlier sweep with other overrides do not count.
     """
     value = OmegaConf.select(cfg, key)
     if in_sweep():
@@ -154,10 +154,16 @@ def _claim(path: Path, key: str, example: str) -> None:
     claims.mkdir(parents=True, exist_ok=True)
     target = str(path.resolve())
     marker = claims / (hashlib.sha1(target.encode()).hexdigest()[:16] + ".json")
+    claim = {"path": target, "job": job, "sweep": _sweep_overrides(Path(hc.sweep.dir))}
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         owner = _read_claim(marker)
+        if owner.get("sweep") != claim["sweep"]:  # left by an earlier sweep into the same folder: stale
+            tmp = marker.with_suffix(f".{job}.tmp")
+            tmp.write_text(json.dumps(claim) + "\n")
+            os.replace(tmp, marker)
+            return
         if owner.get("job", job) != job:
             optional = "" if _config_default(key) == "???" else f", or do not set {key}"
             raise ValueError(
@@ -166,7 +172,17 @@ def _claim(path: Path, key: str, example: str) -> None:
             ) from None
         return
     with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps({"path": target, "job": job}) + "\n")
+        fh.write(json.dumps(claim) + "\n")
+
+
+def _sweep_overrides(sweep_dir: Path) -> list[str] | None:
+    """The command-line overrides of the sweep that owns ``sweep_dir`` now (``multirun.yaml``, which Hydra
+    rewrites when a sweep starts): a claim made under other overrides was made by an earlier sweep reusing the
+    folder, while the same sweep run again (a resumed one) keeps its claims."""
+    try:
+        return list(OmegaConf.load(sweep_dir / "multirun.yaml").hydra.overrides.task)
+    except Exception:  # noqa: BLE001 - a launcher that writes no multirun.yaml: every claim counts
+        return None
 
 
 def _read_claim(marker: Path) -> dict:
