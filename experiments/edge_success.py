@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from respect_jax.cli.common import machine_description, user_errors_exit
-from respect_jax.edge_cluster.dqn import NETWORK_FILE, DQNConfig, load_agent, train_dqn
+from respect_jax.edge_cluster.dqn import NETWORK_FILE, DQNConfig, keep_parameters_only, load_agent, train_dqn
 from respect_jax.edge_cluster.evaluation import best_static, compare, write_report
 from respect_jax.edge_cluster.policies import STATIC_POLICIES
 from respect_jax.edge_cluster.scenarios import describe, load_preset
@@ -71,6 +71,7 @@ def main() -> None:
             cfg = DQNConfig(seed=args.seed, **({"episodes": args.episodes} if args.episodes else {}))
             print(f"[{name}] training {cfg.episodes} episodes x {cfg.num_envs} envs x {cfg.episode_steps} dispatches")
             agent = train_dqn(scn, cfg, run_dir, log=lambda m, n=name: print(f"[{n}] {m}", flush=True), overwrite=True)
+            keep_parameters_only(run_dir)  # the shipped folder: no replay buffer
         else:
             agent, _ = load_agent(run_dir)
             print(f"[{name}] reusing the agent in {run_dir}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import jax
 import numpy as np
 import pytest
 
-from respect_jax.edge_cluster.dqn import DQNConfig, load_agent, train_dqn
+from respect_jax.edge_cluster.dqn import DQNConfig, keep_parameters_only, load_agent, train_dqn
 from respect_jax.edge_cluster.evaluation import best_static, compare
 from respect_jax.edge_cluster.policies import STATIC_POLICIES
 from respect_jax.edge_cluster.scenarios import load_preset
@@ -62,33 +63,82 @@ def test_checkpoint_round_trip(trained):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+def test_a_parameters_only_agent_loads_the_same_and_is_not_trained_on(trained, tmp_path):
+    """`keep_parameters_only` (the shipped agents) drops the training state; the agent loads unchanged, training
+    into the folder again to the same episode count trains nothing, and more episodes are refused."""
+    scn, agent, run_dir = trained
+    shipped = tmp_path / "shipped"
+    shutil.copytree(run_dir, shipped)
+    keep_parameters_only(shipped)
+    size = sum(p.stat().st_size for p in (shipped / "checkpoints").rglob("*") if p.is_file())
+    assert size < sum(p.stat().st_size for p in (run_dir / "checkpoints").rglob("*") if p.is_file()) / 4
+    assert sorted(p.name for p in (shipped / "checkpoints").iterdir()) == [str(FAST["episodes"])]
+    loaded, _ = load_agent(shipped)
+    again = train_dqn(scn, DQNConfig(**FAST), shipped, chunk=FAST["episodes"])  # finished: nothing to train
+    assert len(again.history) == FAST["episodes"] and again.train_time_s == pytest.approx(agent.train_time_s)
+    for x, y, z in zip(*(jax.tree.leaves(a.params) for a in (agent, loaded, again)), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(z))
+    with pytest.raises(ValueError, match="saved without its training state"):
+        train_dqn(scn, DQNConfig(**{**FAST, "episodes": FAST["episodes"] + 2}), shipped, chunk=2)
+
+
 TRAIN_IN_CHUNKS = """
-import sys
+import dataclasses, json, pathlib, sys
+import numpy as np
+import jax
 from respect_jax.edge_cluster.dqn import DQNConfig, train_dqn
 from respect_jax.edge_cluster.scenarios import load_preset
 assert "respect_jax.edge_cluster.policies" not in sys.modules  # the import order of `respect-edge train`
 cfg = DQNConfig(hidden=(16, 16), action_width=8, num_envs=4, episode_steps=32, episodes=4, batch_size=32,
                 learning_starts=64, target_period=20, seed=0)
-scn, run_dir = load_preset("small", horizon_s=0.5), sys.argv[1]
-first = train_dqn(scn, cfg, run_dir, chunk=2)
+scn, root = load_preset("small", horizon_s=0.5), pathlib.Path(sys.argv[1])
+first = train_dqn(scn, cfg, root / "whole", chunk=2)
+
+class Killed(Exception):
+    pass
+
+def kill_after_two(msg):
+    if msg.startswith("episode 2/"):
+        raise Killed
+try:  # killed after its first chunk (checkpoint of episode 2 written)
+    train_dqn(scn, cfg, root / "killed", chunk=2, log=kill_after_two)
+    raise SystemExit("not killed")
+except Killed:
+    pass
+assert len((root / "killed" / "metrics.jsonl").read_text().splitlines()) == 2
+messages = []
+resumed = train_dqn(scn, cfg, root / "killed", chunk=2, log=messages.append)
+assert messages[0] == f"resumed {root / 'killed'} from episode 2", messages
+assert [h["loss"] for h in resumed.history] == [h["loss"] for h in first.history]
+for x, y in zip(jax.tree.leaves(first.params), jax.tree.leaves(resumed.params), strict=True):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+lines = (root / "killed" / "metrics.jsonl").read_text().splitlines()
+assert [json.loads(x)["episode"] for x in lines] == [1, 2, 3, 4]
+
+before = {p: p.stat().st_mtime_ns for p in (root / "whole").rglob("*")}
 try:
-    train_dqn(scn, cfg, run_dir, chunk=2)
-    raise SystemExit("a second run into the same folder was not refused")
+    train_dqn(scn, dataclasses.replace(cfg, lr=3e-4), root / "whole", chunk=2)
+    raise SystemExit("other settings were not refused")
 except ValueError as err:
-    assert "already holds a trained agent" in str(err), err
-again = train_dqn(scn, cfg, run_dir, chunk=2, overwrite=True)  # same seed: the same agent again
+    assert str(err) == (f"{root / 'whole'} holds an agent trained with other settings (dqn.lr); use a new run_dir, "
+                        "or overwrite=true to replace it"), err
+assert before == {p: p.stat().st_mtime_ns for p in (root / "whole").rglob("*")}  # nothing changed on disk
+again = train_dqn(scn, cfg, root / "whole", chunk=2, overwrite=True)  # same seed: the same agent again
 assert [h["loss"] for h in again.history] == [h["loss"] for h in first.history]
 print(len(again.history))
 """
 
 
-def test_training_runs_past_its_first_chunk_in_a_fresh_interpreter(tmp_path):
+def test_training_runs_past_its_first_chunk_and_a_killed_run_resumes_exactly(tmp_path):
     """Regression: the first trace of a chunk imported the static policies lazily, and a jnp constant created at
     that import leaked into the compiled program, so every later chunk failed with "Execution supplied 101
     arguments but compiled program expected 115" (`respect-edge train` with more episodes than `chunk`).
-    Also: a second run into the same folder is refused before training unless ``overwrite``."""
+    A run killed after its first checkpoint and trained again into the same folder resumes (replay buffer,
+    environments, target network and key included) and ends with the parameters and losses of an uninterrupted
+    run; other settings are refused before anything changes on disk unless ``overwrite``."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", TRAIN_IN_CHUNKS, str(tmp_path / "agent")], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", TRAIN_IN_CHUNKS, str(tmp_path)], capture_output=True,
                           text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-1] == "4"

@@ -2,7 +2,8 @@
 
 Usage::
 
-    respect-edge train [overrides]   # DQN agent -> run_dir (network.json, orbax checkpoints, metrics.jsonl)
+    respect-edge train [overrides]   # DQN agent -> run_dir (network.json, orbax checkpoints, metrics.jsonl);
+                                     # resumes the agent already in run_dir (overwrite=true replaces it)
     respect-edge eval [overrides]    # success ratio per policy x load level -> out_dir/<stem>.{md,png,json}
 
 Examples::
@@ -66,7 +67,11 @@ def train(cfg: DictConfig) -> dict:
                "env_steps": dqn.episodes * dqn.episode_steps * dqn.num_envs, "train_time_s": agent.train_time_s,
                "final_success": last["success"], "machine": machine_description()}
     (run_dir / "machine.json").write_text(dump_json(summary["machine"]))
-    _log(f"{PROG} train: {scn.name}: {summary['env_steps']:,} dispatches in {agent.train_time_s:.1f}s, "
+    resumed = agent.trained_from
+    since = f" (this run: episodes {resumed + 1}-{dqn.episodes})" if resumed else ""
+    if resumed == dqn.episodes:
+        since = f" (already trained for {resumed} episodes: nothing to do)"
+    _log(f"{PROG} train: {scn.name}: {summary['env_steps']:,} dispatches{since} in {agent.train_time_s:.1f}s, "
          f"last-episode success {last['success']:.3f} -> {run_dir}")
     if cfg.eval.after_train:
         evaluate(cfg)

@@ -454,6 +454,7 @@ class Agent:
     scenario_doc: dict
     history: list[dict] = field(default_factory=list)
     train_time_s: float = 0.0
+    trained_from: int = 0  # the episode this training call started from (> 0: resumed)
 
     @property
     def policy(self) -> Policy:
@@ -470,34 +471,27 @@ def train_dqn(
 ) -> Agent:
     """Train on a scenario; with ``run_dir``, write network.json, metrics.jsonl and orbax checkpoints.
 
-    Training always starts from scratch: a ``run_dir`` that already holds an agent is refused (ValueError,
-    before any training) unless ``overwrite``, which first removes that agent's files. The first chunk
-    includes compilation; ``train_time_s`` and the metrics report both.
+    A ``run_dir`` that already holds checkpoints of an agent with the same scenario and settings (only
+    ``episodes`` may differ) is resumed from its latest checkpoint. A checkpoint holds the whole training state
+    (Q and target networks, optimiser, replay buffer, environments, step counters, PRNG key), so a killed run
+    resumed with the same settings ends exactly like an uninterrupted one. Other settings are refused
+    (ValueError, before anything changes) unless ``overwrite``, which first removes that agent's files and
+    trains afresh. The first chunk includes compilation; ``train_time_s`` (this call's) and the metrics report
+    both.
     """
-    from respect_jax.train.checkpoints import CHECKPOINT_DIR
-
-    if run_dir is not None and (Path(run_dir) / CHECKPOINT_DIR).exists():
-        if not overwrite:
-            raise ValueError(f"{run_dir} already holds a trained agent; use a new run_dir or overwrite=true")
-        shutil.rmtree(Path(run_dir) / CHECKPOINT_DIR)
-        for name in (NETWORK_FILE, METRICS_FILE, SUMMARY_FILE):
-            (Path(run_dir) / name).unlink(missing_ok=True)
     model, init, run = make_train(scn, cfg)
     graphdef, _ = nnx.split(model)
-    run_jit = jax.jit(run, static_argnums=1, donate_argnums=0)
     carry = init(jax.random.key(cfg.seed))
-    ckpt = None
+    done, history, ckpt = 0, [], None
     if run_dir is not None:
         run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        _write_network(run_dir, scn, cfg, num_features(scn.params))
-        (run_dir / METRICS_FILE).write_text("")
+        carry, done, history = _prepare_run_dir(run_dir, scn, cfg, carry, overwrite, log)
         from respect_jax.train.checkpoints import Checkpointer
 
         ckpt = Checkpointer(run_dir, max_to_keep=2)
-    history: list[dict] = []
+    resumed_from = done
+    run_jit = jax.jit(run, static_argnums=1, donate_argnums=0)
     start = time.perf_counter()
-    done = 0
     try:
         while done < cfg.episodes:
             n = min(chunk, cfg.episodes - done)
@@ -515,7 +509,7 @@ def train_dqn(
                 with open(run_dir / METRICS_FILE, "a") as fh:
                     for record in history[-n:]:
                         fh.write(json.dumps(record) + "\n")
-                ckpt.save(done, carry.params, {"episode": jnp.int32(done)})
+                ckpt.save(done, carry.params, _train_item(carry, done))
             if log is not None:
                 last = history[-1]
                 log(f"episode {done}/{cfg.episodes}: success {last['success']:.3f} loss {last['loss']:.4f} "
@@ -525,23 +519,148 @@ def train_dqn(
             ckpt.wait()
             ckpt.close()
     params = jax.device_get(carry.params)
-    agent = Agent(graphdef, params, cfg, scn.doc, history, time.perf_counter() - start)
-    if run_dir is not None:
+    agent = Agent(graphdef, params, cfg, scn.doc, history, time.perf_counter() - start, resumed_from)
+    if run_dir is not None and resumed_from == cfg.episodes:  # a finished run again: nothing was trained
+        agent.train_time_s = _recorded_train_time(run_dir)
+    elif run_dir is not None:
         from respect_jax.graphs.graph import write_json_atomic
 
         write_json_atomic({"scenario": scn.name, "episodes": cfg.episodes,
                            "env_steps": cfg.episodes * cfg.episode_steps * cfg.num_envs,
-                           "train_time_s": agent.train_time_s, "final_success": history[-1]["success"]},
+                           "train_time_s": agent.train_time_s, "resumed_from_episode": resumed_from,
+                           "final_success": history[-1]["success"]},
                           run_dir / SUMMARY_FILE)
     return agent
 
 
-def _write_network(run_dir: Path, scn: Scenario, cfg: DQNConfig, obs_size: int) -> None:
+def _recorded_train_time(run_dir: Path) -> float:
+    """``train_time_s`` of the run's summary.json (0 if it has none)."""
+    try:
+        return float(json.loads((run_dir / SUMMARY_FILE).read_text()).get("train_time_s", 0.0))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return 0.0
+
+
+def _prepare_run_dir(
+    run_dir: Path, scn: Scenario, cfg: DQNConfig, carry: Carry, overwrite: bool, log: Callable[[str], None] | None
+) -> tuple[Carry, int, list[dict]]:
+    """Make ``run_dir`` ready to train into: ``(carry, episodes done, metrics so far)``, restored from its
+    latest checkpoint when it holds an agent of the same scenario and settings. Nothing in the folder changes
+    before its checkpoint and metrics have been read without error."""
+    from respect_jax.train.checkpoints import CHECKPOINT_DIR, Checkpointer
+    from respect_jax.train.loop import metrics_up_to
+
+    network = _network_doc(scn, cfg, num_features(scn.params))
+    if (run_dir / CHECKPOINT_DIR).exists() and overwrite:
+        shutil.rmtree(run_dir / CHECKPOINT_DIR)
+        for name in (NETWORK_FILE, METRICS_FILE, SUMMARY_FILE):
+            (run_dir / name).unlink(missing_ok=True)
+    latest = None
+    if (run_dir / CHECKPOINT_DIR).exists():
+        differ = _settings_differ(run_dir, network)
+        if differ:
+            raise ValueError(f"{run_dir} holds an agent trained with other settings ({differ}); use a new run_dir, "
+                             "or overwrite=true to replace it")
+        reader = Checkpointer(run_dir, max_to_keep=None, create=False)
+        try:
+            latest = reader.latest_step()
+            if latest is not None and latest > cfg.episodes:
+                raise ValueError(f"{run_dir} holds an agent trained for {latest} episodes, more than "
+                                 f"dqn.episodes={cfg.episodes}; raise dqn.episodes or use a new run_dir")
+            if latest is not None:
+                history = metrics_up_to(run_dir / METRICS_FILE, latest, key="episode")
+                if latest == cfg.episodes:  # finished: nothing to train, the parameters are the agent
+                    params, _ = reader.restore(carry.params, None, latest)
+                    carry = carry.replace(params=params)
+                elif "replay" not in reader.stored_keys(latest, "train"):
+                    raise ValueError(f"{run_dir} holds an agent saved without its training state "
+                                     f"(keep_parameters_only), which cannot be trained on; use a new run_dir, "
+                                     "or overwrite=true to replace it")
+                else:
+                    params, train = reader.restore(carry.params, _train_item(carry, 0), latest)
+                    carry = _carry_from(params, train, carry)
+        finally:
+            reader.close()
+    if latest is None:
+        if (run_dir / CHECKPOINT_DIR).is_dir() and any((run_dir / CHECKPOINT_DIR).iterdir()) and log is not None:
+            log(f"{run_dir / CHECKPOINT_DIR} holds no complete checkpoint; training starts from episode 0")
+        history = []
+    elif log is not None:
+        log(f"resumed {run_dir} from episode {latest}")
+    run_dir.mkdir(parents=True, exist_ok=True)
     from respect_jax.graphs.graph import write_json_atomic
 
-    doc = {"format": FORMAT, "dqn": cfg.to_dict(), "obs_size": obs_size, "num_actions": scn.params.num_actions,
-           "layout": asdict(Layout.of(scn.params)), "scenario": scn.doc}
-    write_json_atomic(doc, run_dir / NETWORK_FILE)
+    write_json_atomic(network, run_dir / NETWORK_FILE)
+    (run_dir / METRICS_FILE).write_text("".join(json.dumps(r) + "\n" for r in history))
+    return carry, latest or 0, history
+
+
+def keep_parameters_only(run_dir: str | Path) -> None:
+    """Shrink a finished run folder to what :func:`load_agent` needs: the last checkpoint's parameters (the
+    training state, replay buffer included, is what makes a checkpoint large). For agents that are shipped."""
+    from respect_jax.train.checkpoints import CHECKPOINT_DIR, Checkpointer
+
+    run_dir = Path(run_dir)
+    agent, _ = load_agent(run_dir)
+    reader = Checkpointer(run_dir, max_to_keep=None, create=False)
+    try:
+        latest = reader.latest_step()
+    finally:
+        reader.close()
+    shutil.rmtree(run_dir / CHECKPOINT_DIR)
+    ckpt = Checkpointer(run_dir, max_to_keep=1)
+    try:
+        ckpt.save(latest, agent.params, {"episode": jnp.int32(latest)})
+        ckpt.wait()
+    finally:
+        ckpt.close()
+
+
+def _settings_differ(run_dir: Path, network: dict) -> str:
+    """What differs between the agent of ``run_dir`` (its network.json) and ``network`` ("" if nothing but
+    ``dqn.episodes``)."""
+    path = run_dir / NETWORK_FILE
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return f"{NETWORK_FILE} is missing or unreadable"
+    if not isinstance(old, dict):
+        return f"{NETWORK_FILE} is not a JSON object"
+    old = {**old, "dqn": {k: v for k, v in (old.get("dqn") or {}).items() if k != "episodes"}}
+    new = {**network, "dqn": {k: v for k, v in network["dqn"].items() if k != "episodes"}}
+    keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    if "dqn" in keys:
+        keys.remove("dqn")
+        keys += sorted(f"dqn.{k}" for k in old["dqn"].keys() | new["dqn"].keys()
+                       if old["dqn"].get(k) != new["dqn"].get(k))
+    return ", ".join(keys)
+
+
+def _train_item(carry: Carry, episode: int) -> dict:
+    """Everything of the training state but the parameters (checkpointed beside them), PRNG keys as raw data."""
+    item = {f.name: getattr(carry, f.name) for f in fields(carry) if f.name != "params"}
+    item = jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, item)
+    return {**item, "episode": jnp.int32(episode)}
+
+
+def _carry_from(params: Any, train: dict, like: Carry) -> Carry:
+    """The training state restored from a checkpoint's ``params`` and train item (typed keys as in ``like``)."""
+    item = {f.name: getattr(like, f.name) for f in fields(like) if f.name != "params"}
+    restored = jax.tree.map(
+        lambda x, y: jax.random.wrap_key_data(jnp.asarray(y), impl=jax.random.key_impl(x)) if _is_key(x)
+        else jnp.asarray(y),
+        item, {k: train[k] for k in item},
+    )
+    return Carry(params=params, **restored)
+
+
+def _is_key(x) -> bool:
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _network_doc(scn: Scenario, cfg: DQNConfig, obs_size: int) -> dict:
+    return {"format": FORMAT, "dqn": cfg.to_dict(), "obs_size": obs_size, "num_actions": scn.params.num_actions,
+            "layout": asdict(Layout.of(scn.params)), "scenario": scn.doc}
 
 
 def load_agent(path: str | Path, step: int | None = None) -> tuple[Agent, Scenario]:

@@ -126,6 +126,14 @@ class Checkpointer:
             raise ValueError(f"{self.directory}/{step}: cannot restore this checkpoint ({first})") from None
         return out.params, (out.train if train_like is not None else None)
 
+    def stored_keys(self, step: int, name: str) -> set[str]:
+        """The top-level keys of item ``name`` of checkpoint ``step`` (empty if it has none or is unreadable)."""
+        try:
+            stored = self.manager.item_metadata(step)[name]
+        except Exception:  # noqa: BLE001  (no readable metadata)
+            return set()
+        return set(stored.keys()) if hasattr(stored, "keys") else set()
+
     def _check_shapes(self, step: int, name: str, like) -> None:
         """Compare the stored arrays of item ``name`` with the tree to restore, before orbax starts a
         restore that would fail (and leave its asynchronous workers printing tracebacks at exit)."""

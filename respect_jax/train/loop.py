@@ -328,7 +328,7 @@ def host_loop(
     history: list[dict] = []
     if latest is not None:
         try:  # both are read before anything else in the folder changes
-            history = _metrics_up_to(metrics_path, latest)
+            history = metrics_up_to(metrics_path, latest)
             state = restore(ckpt, state, latest)
         except ValueError:
             if before is not None:
@@ -400,10 +400,10 @@ def _append_jsonl(path: Path, record: dict) -> None:
         fh.write(json.dumps(record) + "\n")
 
 
-def _metrics_up_to(path: Path, step: int) -> list[dict]:
-    """The metrics records up to ``step`` (a resumed run rewrites what came after); a damaged line is a
-    one-line error naming the file and line, except an unterminated last line (a write cut by a kill; the
-    records after ``step`` are rewritten anyway), which is dropped."""
+def metrics_up_to(path: Path, step: int, key: str = "step") -> list[dict]:
+    """The metrics records whose ``key`` is at most ``step`` (a resumed run rewrites what came after); a
+    damaged line is a one-line error naming the file and line, except an unterminated last line (a write cut
+    by a kill; the records after ``step`` are rewritten anyway), which is dropped."""
     if not path.exists():
         return []
     text = path.read_text()
@@ -419,9 +419,9 @@ def _metrics_up_to(path: Path, step: int) -> list[dict]:
                 break
             message = f"{path}:{number}: not a JSON metrics record ({err.msg}); fix or remove the line"
             raise ValueError(message) from None
-        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            raise ValueError(f"{path}:{number}: a metrics record needs an integer 'step'; fix or remove the line")
-        if record["step"] <= step:
+        if not isinstance(record, dict) or not isinstance(record.get(key), int):
+            raise ValueError(f"{path}:{number}: a metrics record needs an integer '{key}'; fix or remove the line")
+        if record[key] <= step:
             kept.append(record)
     return kept
 
