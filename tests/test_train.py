@@ -400,13 +400,81 @@ def test_sweep_jobs_never_share_a_run_folder(trained_run, tmp_path):
     assert folders == ["layers_0", "layers_1"]
 
 
-def test_multi_host_detection():
-    from respect_jax.train.sharding import multi_host_requested
+def test_multi_process_launch_detection():
+    """Multi-process only in an srun step of several tasks (or with all three explicit JAX variables); one task
+    per node uses every device of its node (JAX's own SLURM detection would limit it to SLURM_LOCALID's GPU)."""
+    from respect_jax.train.sharding import Launch, first_host, multi_process_launch
 
-    assert not multi_host_requested({})
-    assert not multi_host_requested({"SLURM_NTASKS": "1", "SLURM_JOB_ID": "3"})
-    assert multi_host_requested({"SLURM_NTASKS": "4", "SLURM_JOB_ID": "3"})
-    assert multi_host_requested({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"})
+    step = {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "gpu[007-009,012],cpu1", "SLURM_STEP_NUM_TASKS": "2",
+            "SLURM_STEP_NUM_NODES": "2", "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"}
+    port = 4242 % 4096 + 61440
+    assert multi_process_launch(step) == Launch(f"gpu007:{port}", 2, 1, None)
+    per_gpu = {**step, "SLURM_STEP_NUM_TASKS": "16", "SLURM_PROCID": "11", "SLURM_LOCALID": "3"}
+    assert multi_process_launch({**per_gpu, "JAX_COORDINATOR_PORT": "1234"}) == Launch("gpu007:1234", 16, 11, (3,))
+    assert multi_process_launch({}) is None
+    salloc = {"SLURM_JOB_ID": "777", "SLURM_NTASKS": "2", "SLURM_NODELIST": "localhost"}  # no srun step: one process
+    assert multi_process_launch(salloc) is None
+    assert multi_process_launch({**step, "SLURM_STEP_NUM_TASKS": "1"}) is None
+    with pytest.raises(ValueError, match="without SLURM_PROCID"):
+        multi_process_launch({k: v for k, v in step.items() if k != "SLURM_PROCID"})
+    with pytest.raises(ValueError, match="JAX_NUM_PROCESSES and JAX_PROCESS_ID not"):
+        multi_process_launch({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234"})
+    explicit = {"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "2"}
+    assert multi_process_launch(explicit) == Launch("10.0.0.1:1234", 4, 2, None)
+    names = ["node001", "node001,host2", "node[001-015],host2", "node[001,007-015],host2", "node[003]"]
+    assert [first_host(n) for n in names] == ["node001", "node001", "node001", "node001", "node003"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_processes_train_like_one_process_with_two_devices(tmp_path):
+    """A 2-task srun step (simulated: the step variables on localhost, one CPU device per process) trains on the
+    global 2-device mesh like one process with 2 devices; process 0 alone writes metrics (they were written
+    twice) and reports; policy=respect_pointer, which has no mesh, is refused in one line."""
+    dataset = tmp_path / "data"
+    write_tiny_dataset(dataset, 16, seed=5)
+    base = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    one = subprocess.run(
+        [str(BIN / "respect-train"), *train_overrides(tmp_path / "one", dataset), "train.steps=4"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        env={**base, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+    )
+    assert one.returncode == 0, one.stderr[-2000:]
+    step = {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "localhost", "SLURM_STEP_NUM_TASKS": "2",
+            "SLURM_STEP_NUM_NODES": "2", "SLURM_LOCALID": "0", "JAX_COORDINATOR_PORT": str(_free_port()),
+            "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+    procs = [
+        subprocess.Popen([str(BIN / "respect-train"), *train_overrides(tmp_path / "two", dataset), "train.steps=4"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                         env={**base, **step, "SLURM_PROCID": str(i)})
+        for i in range(2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    assert '"step": 4' in outs[0][0] and '"run_dir"' not in outs[1][0]  # process 0 alone reports (Gloo talks too)
+    records = [[json.loads(x) for x in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+               for run in ("one", "two")]
+    assert [r["step"] for r in records[1]] == [2, 4]
+    for a, b in zip(*records, strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+    (p1, _), (p2, _) = load_policy(tmp_path / "one"), load_policy(tmp_path / "two")
+    for a, b in zip(jax.tree.leaves(nnx.state(p1)), jax.tree.leaves(nnx.state(p2)), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    pointer = subprocess.run(
+        [str(BIN / "respect-train"), "policy=respect_pointer", f"run_dir={tmp_path / 'pointer'}"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600, env={**base, **step, "SLURM_PROCID": "1"},
+    )
+    assert pointer.returncode == 2 and pointer.stderr.strip().splitlines() == [
+        "respect-train: error: policy=respect_pointer trains in one process, but this is process 1 of 2; "
+        "launch one task (hydra.launcher.nodes=1 tasks_per_node=1)"
+    ]
+    assert not (tmp_path / "pointer").exists()
 
 
 @pytest.mark.parametrize("baseline, leader_weight", [("pomo", 1.0), ("pomo", 4.0), ("none", 0.0)])

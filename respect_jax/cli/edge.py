@@ -53,7 +53,9 @@ def _log(msg: str) -> None:
 def train(cfg: DictConfig) -> dict:
     """Train the DQN agent on the configured scenario; returns a summary."""
     from respect_jax.edge_cluster.dqn import DQNConfig, train_dqn
+    from respect_jax.train.sharding import refuse_multi_process
 
+    refuse_multi_process("respect-edge train")
     scn = _scenario(cfg)
     dqn = DQNConfig.from_dict(OmegaConf.to_container(cfg.dqn, resolve=True))
     if int(cfg.chunk) < 1:

@@ -101,7 +101,9 @@ def train(cfg: DictConfig) -> dict:
     from respect_jax.realtime.policy import RTPolicyConfig
     from respect_jax.realtime.tasks import pack, stack
     from respect_jax.realtime.train import RTTrainConfig, fit
+    from respect_jax.train.sharding import refuse_multi_process
 
+    refuse_multi_process("respect-rt train")
     platform = _platform(cfg)
     tcfg = OmegaConf.to_container(cfg.train, resolve=True)
     names = tcfg.pop("presets")

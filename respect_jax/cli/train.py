@@ -115,9 +115,10 @@ def build_trainer(cfg: DictConfig):
 
 def train(cfg: DictConfig) -> dict:
     """Build and fit; returns a summary (last metrics, last evaluation, run folder)."""
-    from respect_jax.train.sharding import maybe_initialize_distributed
+    from respect_jax.train.sharding import maybe_initialize_distributed, refuse_multi_process
 
     if cfg.policy.get("name") == "respect_pointer":  # the RESPECT-faithful baseline has its own trainer
+        refuse_multi_process("policy=respect_pointer")
         if cfg.get("init_from"):
             raise ValueError("init_from fine-tunes the GNN policy only; the respect_pointer trainer starts fresh")
         from respect_jax.respect_pointer.train import build_pointer_trainer
@@ -146,9 +147,12 @@ def train(cfg: DictConfig) -> dict:
 @hydra.main(config_path=CONF_DIR, config_name="train", version_base="1.3")
 @user_errors_exit(PROG)
 def _main(cfg: DictConfig) -> None:
+    from respect_jax.train.sharding import is_main_process
+
     summary = train(cfg)
-    print(json.dumps(summary, indent=1))
-    print(f"{PROG}: done, step {summary['step']} -> {summary['run_dir']}", file=sys.stderr)
+    if is_main_process():  # a multi-process run reports once
+        print(json.dumps(summary, indent=1))
+        print(f"{PROG}: done, step {summary['step']} -> {summary['run_dir']}", file=sys.stderr)
 
 
 def main() -> None:

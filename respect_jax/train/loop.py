@@ -303,49 +303,44 @@ def host_loop(
     ``evaluate(params)`` (None: never) runs every ``eval_every`` steps and at the end. Returns the
     final state and the metrics history (earlier records of a resumed run included).
     """
-    log = log or (lambda msg: print(msg, file=sys.stderr))
+    main = jax.process_index() == 0  # a multi-process run: process 0 alone writes the folder's files and logs
+    log = (log or (lambda msg: print(msg, file=sys.stderr))) if main else (lambda msg: None)
+    progress = progress and main
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt = Checkpointer(run_dir, max_to_keep=tcfg.max_to_keep)
     state = init_state()
     latest = ckpt.latest_step()
     metrics_path = run_dir / METRICS_FILE
-    if latest is not None and not resume:
+    history, before, error = [], None, None
+    if main:
+        try:
+            history, before = _check_run_dir(run_dir, latest, resume, write_network)
+        except ValueError as err:  # the folder is as it was
+            error = err
+    if jax.process_count() > 1 and not _all_agree(error is None):
+        error = error or ValueError(f"{run_dir}: process 0 refused this run folder (its error is in its log)")
+    if error is not None:
         ckpt.close()
-        raise ValueError(f"{run_dir} already holds checkpoints (step {latest}); use resume=true or a new run_dir")
-    network_path = run_dir / NETWORK_FILE
-    before = network_path.read_text() if latest is not None and network_path.is_file() else None
-    write_network(run_dir)
-    old, new = (json.loads(before), json.loads(network_path.read_text())) if before is not None else ({}, {})
-    differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-    if differ:
-        network_path.write_text(before)  # the folder keeps describing its checkpoints
-        ckpt.close()
-        raise ValueError(
-            f"{run_dir} holds checkpoints of another network ({', '.join(differ)} differ from this command's); "
-            "use a new run_dir"
-        )
-    history: list[dict] = []
+        raise error
     if latest is not None:
-        try:  # both are read before anything else in the folder changes
-            history = metrics_up_to(metrics_path, latest)
+        try:
             state = restore(ckpt, state, latest)
         except ValueError:
-            if before is not None:
-                network_path.write_text(before)
-            else:
-                network_path.unlink(missing_ok=True)
+            if main and before is None:
+                (run_dir / NETWORK_FILE).unlink(missing_ok=True)
             ckpt.close()
             raise
-        _write_jsonl(metrics_path, history)
         log(f"resumed from {ckpt.directory}/{latest}")
-    else:
-        if ckpt.directory.is_dir() and any(ckpt.directory.iterdir()):
-            log(f"{ckpt.directory} holds no complete checkpoint; training starts from step 0")
-        if metrics_path.exists():
-            metrics_path.unlink()
-    if resolved_config is not None:
-        _write_config(run_dir, resolved_config, latest, log)
+    if main:
+        if latest is not None:
+            _write_jsonl(metrics_path, history)
+        else:
+            if ckpt.directory.is_dir() and any(ckpt.directory.iterdir()):
+                log(f"{ckpt.directory} holds no complete checkpoint; training starts from step 0")
+            metrics_path.unlink(missing_ok=True)
+        if resolved_config is not None:
+            _write_config(run_dir, resolved_config, latest, log)
     bar = _progress(tcfg.steps, int(state.step), progress)
     try:
         while int(state.step) < tcfg.steps:
@@ -359,7 +354,8 @@ def host_loop(
             if evaluate is not None and (step % tcfg.eval_every == 0 or step == tcfg.steps):
                 record["eval"] = evaluate(state.params)
             history.append(record)
-            _append_jsonl(metrics_path, record)
+            if main:
+                _append_jsonl(metrics_path, record)
             if bar is not None:
                 bar.update(tcfg.steps_per_epoch)
                 bar.set_postfix_str(_short(record))
@@ -376,6 +372,36 @@ def host_loop(
             bar.close()
         ckpt.close()
     return state, history
+
+
+def _check_run_dir(
+    run_dir: Path, latest: int | None, resume: bool, write_network: Callable[[Path], None]
+) -> tuple[list[dict], str | None]:
+    """Check that this command may train into ``run_dir`` (latest checkpoint ``latest``) and write its
+    network.json: ``(metrics records up to latest, the network.json it had)``. A ValueError leaves the folder
+    as it was: checkpoints without ``resume``, checkpoints of another network, a damaged metrics file."""
+    if latest is not None and not resume:
+        raise ValueError(f"{run_dir} already holds checkpoints (step {latest}); use resume=true or a new run_dir")
+    network_path = run_dir / NETWORK_FILE
+    before = network_path.read_text() if latest is not None and network_path.is_file() else None
+    history = metrics_up_to(run_dir / METRICS_FILE, latest) if latest is not None else []
+    write_network(run_dir)
+    old, new = (json.loads(before), json.loads(network_path.read_text())) if before is not None else ({}, {})
+    differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    if differ:
+        network_path.write_text(before)  # the folder keeps describing its checkpoints
+        raise ValueError(
+            f"{run_dir} holds checkpoints of another network ({', '.join(differ)} differ from this command's); "
+            "use a new run_dir"
+        )
+    return history, before
+
+
+def _all_agree(ok: bool) -> bool:
+    """Whether process 0 found ``ok`` (every process of a multi-process run gets its answer)."""
+    from jax.experimental import multihost_utils
+
+    return bool(multihost_utils.broadcast_one_to_all(np.int32(ok)))
 
 
 def _progress(total: int, start: int, enabled: bool):
