@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -411,8 +413,10 @@ def test_segment_round_trip_k3(tmp_path, stages_by_name):
     diff = compare_outputs(piped8.outputs, single8.outputs)
     assert diff["max_abs_diff"] <= INT8_TOLERANCE_STEPS * step + 1e-7
     # the stated int8 criterion: as close to the float model as the unsegmented int8 model
-    check = check_equality("int8", piped8.outputs, single8.outputs, single.outputs, step)
-    assert check["ok"], check
+    check = check_equality("int8", piped8.outputs, single8.outputs, single.outputs, step, g.num_nodes, 3)
+    assert check["ok"] and check["int8_reference_meaningful"], check
+    zeros = [{"fc": np.zeros_like(o["fc"])} for o in piped8.outputs]
+    assert check_equality("int8", zeros, single8.outputs, single.outputs, step, g.num_nodes, 3)["ok"] is False
 
 
 @pytest.mark.coral
@@ -480,3 +484,362 @@ def test_cli_segment_pipeline_calibrate(tmp_path):
         cwd=ROOT,
     )
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
+
+
+# ----------------------------------------------------------------------------- audit regressions
+
+
+def test_unique_tensor_names_never_collide():
+    """``dense@1`` (second call of a shared layer) must not become Keras's next default name ``dense_1``."""
+    from respect_jax.coral.segment import unique_tensor_names
+
+    nodes = [("x", 1), ("dense", 1), ("dense@1", 1), ("dense_1", 1), ("split", 2), ("split__0", 1), ("a-b", 1)]
+    names = unique_tensor_names(nodes)
+    flat = [n for ns in names for n in ns]
+    assert len(set(flat)) == len(flat)
+    assert all(re.fullmatch(r"[A-Za-z0-9_]+", n) for n in flat)
+    # safe single-output names are kept, so a layer's output is found under the layer's name
+    assert names[1] == ["dense"] and names[3] == ["dense_1"] and names[5] == ["split__0"]
+    assert names[2] != ["dense_1"] and names[4][0] != "split__0"
+
+
+def test_bn_stats_auto_only_for_bundled_models():
+    from respect_jax.cli.coral import resolve_bn_stats
+
+    assert resolve_bn_stats(None, "mobilenetv2") is True
+    assert resolve_bn_stats(None, "/data/trained.keras") is False
+    assert resolve_bn_stats(True, "/data/trained.keras") is True
+    assert resolve_bn_stats(False, "mobilenetv2") is False
+    with pytest.raises(ValueError, match="bn_stats"):
+        resolve_bn_stats("yes", "mobilenetv2")
+
+
+def _litert_outputs(path: Path, x: np.ndarray) -> dict[str, np.ndarray]:
+    """Float outputs of a float32 ``.tflite`` (single input), by signature name."""
+    from respect_jax.coral.runner import LiteRTStage
+
+    stage = LiteRTStage(path)
+    (name,) = stage.inputs
+    return {k: np.asarray(v) for k, v in stage({name: x}).items()}
+
+
+@pytest.mark.coral
+def test_cli_keeps_a_user_models_batchnorm_statistics(tmp_path):
+    """respect-segment on a .keras file: the float32 .tflite computes the user's model, trained BN included."""
+    model = _tiny_cnn()
+    bn = model.get_layer("bn1")
+    bn.moving_mean.assign(np.linspace(-0.5, 0.5, 8).astype(np.float32))
+    bn.moving_variance.assign(np.linspace(0.5, 4.0, 8).astype(np.float32))
+    keras_file = tmp_path / "trained.keras"
+    model.save(keras_file)
+    seg = tmp_path / "seg"
+    cmd = [
+        str(Path(sys.executable).parent / "respect-segment"),
+        f"model={keras_file}",
+        "solver=compiler",
+        "hardware.stages=2",
+        f"out_dir={seg}",
+        "variants=[float32]",
+        "samples=4",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)
+    want = np.asarray(model(x))
+    got = _litert_outputs(seg / "full_float32.tflite", x)["fc"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _shared_dense_model():
+    """A Dense layer called twice next to a layer Keras would name ``dense_1``; both are outputs."""
+    import keras
+
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    L = keras.layers
+    x = keras.Input((8,), name="x")
+    shared = L.Dense(8, name="dense", bias_initializer="random_normal")
+    b = L.Dense(8, name="dense_1", bias_initializer="random_normal")(shared(x))
+    return keras.Model(x, [b, shared(b)], name="shared2")
+
+
+@pytest.mark.coral
+def test_shared_layer_outputs_match_keras_by_name(tmp_path):
+    from respect_jax.coral.keras_export import graph_from_keras
+    from respect_jax.coral.runner import load_manifest, random_inputs, run_manifest
+    from respect_jax.coral.segment import segment_keras_model
+
+    model = _shared_dense_model()
+    g = graph_from_keras(model)
+    assert g.node_names == ("x", "dense", "dense@1", "dense_1")
+    stage = {"x": 0, "dense": 0, "dense_1": 1, "dense@1": 1}
+    segment_keras_model(model, [stage[n] for n in g.node_names], tmp_path, variants=("float32",), samples=4)
+    manifest, _ = load_manifest(tmp_path)
+    names = manifest["model_outputs"]
+    assert len(names) == 2 and len(set(names)) == 2 and names[0] == "dense_1"
+    xs = random_inputs(manifest, 3, seed=2)
+    piped = run_manifest(tmp_path, xs, "float32").outputs
+    for x, out in zip(xs, piped, strict=True):
+        want = [np.asarray(v) for v in model(x["x"])]
+        for name, ref in zip(names, want, strict=True):
+            np.testing.assert_allclose(out[name], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_float32_bound_scales_with_depth_and_outputs():
+    """MobileNetV2's MILP split: 6.2e-5 apart at outputs up to 5.81 is float rounding (154 nodes), 1e-2 is not."""
+    from respect_jax.coral.runner import check_equality
+
+    ref = [{"y": np.array([[5.81, -1.0, 0.25]], np.float32)}]
+    near = [{"y": ref[0]["y"] + np.float32(6.2e-5)}]
+    far = [{"y": ref[0]["y"] + np.float32(1e-2)}]
+    bound = 4 * 2.0**-23 * 154 * 5.81  # FLOAT32_EPS_PER_NODE eps32 per node times the output scale
+    ok = check_equality("float32", near, ref, None, 0.0, num_nodes=154, num_stages=4)
+    assert ok["ok"] is True and ok["bound"] == pytest.approx(bound, rel=1e-6)
+    assert check_equality("float32", far, ref, None, 0.0, num_nodes=154, num_stages=4)["ok"] is False
+
+
+def _int8_streams(noise_rel: float, seed: int = 0):
+    """(float reference, unsegmented int8, pipeline within 1 step of it, step) on 16 synthetic outputs.
+
+    The int8 streams are the float outputs plus ``noise_rel`` x N(0, 2.4) noise (1: 0.7 relative
+    RMS), rounded to the step.
+    """
+    rng = np.random.default_rng(seed)
+    f = [{"y": rng.uniform(0, 6, (1, 32)).astype(np.float32)} for _ in range(16)]
+    step = 6.0 / 255
+    unseg = [{"y": np.round((o["y"] + noise_rel * rng.normal(0, 2.4, o["y"].shape)) / step) * step} for o in f]
+    pipe = [{"y": o["y"] + step * rng.integers(-1, 2, o["y"].shape)} for o in unseg]
+    return f, unseg, pipe, step
+
+
+def test_int8_check_rejects_zeros_and_shuffled_outputs():
+    from respect_jax.coral.runner import check_equality
+
+    f, unseg, pipe, step = _int8_streams(noise_rel=0.0)
+    honest = check_equality("int8", pipe, unseg, f, step, num_nodes=12, num_stages=3)
+    assert honest["ok"] is True and honest["int8_reference_meaningful"] is True
+    assert honest["unsegmented_vs_float"]["rel_rms"] < 0.01
+    zeros = [{"y": np.zeros_like(o["y"])} for o in pipe]
+    shuffled = pipe[1:] + pipe[:1]  # every output belongs to another input
+    for bad in (zeros, shuffled):
+        assert check_equality("int8", bad, unseg, f, step, num_nodes=12, num_stages=3)["ok"] is False
+    # 2 cuts allow 3 steps, not 5
+    assert check_equality("int8", [{"y": o["y"] + 5 * step} for o in unseg], unseg, f, step, 12, 3)["ok"] is False
+
+
+def test_int8_check_on_a_meaningless_reference_is_inconclusive_not_ok():
+    """The unsegmented int8 model itself 0.7 rel. RMS from float (random MobileNetV2): no pointwise claim."""
+    from respect_jax.coral.runner import check_equality
+
+    f, unseg, _, step = _int8_streams(noise_rel=1.0)
+    rng = np.random.default_rng(7)  # another, equally noisy int8 result of the same inputs
+    other = [{"y": np.round((o["y"] + rng.normal(0, 2.4, o["y"].shape)) / step) * step} for o in f]
+    check = check_equality("int8", other, unseg, f, step, num_nodes=154, num_stages=4)
+    assert check["int8_reference_meaningful"] is False and check["unsegmented_vs_float"]["rel_rms"] > 0.3
+    assert check["ok"] is None and "inconclusive" in check["note"]
+    zeros = [{"y": np.zeros_like(o["y"])} for o in unseg]
+    assert check_equality("int8", zeros, unseg, f, step, num_nodes=154, num_stages=4)["ok"] is False
+
+
+def test_int8_check_without_float_reference_never_says_failed_for_noise():
+    from respect_jax.coral.runner import check_equality
+
+    _, unseg, pipe, step = _int8_streams(noise_rel=0.0)
+    assert check_equality("int8", pipe, unseg, None, step, 12, 3)["ok"] is True
+    far = check_equality("int8", [{"y": o["y"] + 1.0} for o in unseg], unseg, None, step, 12, 3)
+    assert far["ok"] is None and "no float32 reference" in far["note"]
+
+
+def test_report_verdict_words():
+    from respect_jax.cli.coral import equality_failed, verdict
+
+    assert [verdict(v) for v in (True, False, None)] == ["OK", "FAILED", "INCONCLUSIVE"]
+    assert equality_failed({"equality": {"ok": False}}) and not equality_failed({"equality": {"ok": None}})
+    assert not equality_failed({})
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ([0, 1], "must be a JSON object"),
+        ({"assignment": [0, 1], "hardware": None}, "hardware must be an object"),
+        ({"assignment": [0, 0.5, 1.9]}, "got 0.5"),
+        ({"assignment": [0, 1], "hardware": {"stages": "three"}}, "hardware.stages must be a positive integer"),
+        ({"assignment": [0, 3], "hardware": {"stages": 2}}, "uses stage 3"),
+        ({"assignment": []}, "non-empty list"),
+    ],
+    ids=["list", "hardware-null", "floats", "stages-str", "stage-too-high", "empty"],
+)
+def test_read_schedule_rejects_bad_files_naming_them(tmp_path, doc, message):
+    from respect_jax.cli.coral import read_schedule
+
+    path = tmp_path / "sched.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        read_schedule(str(path))
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_schedule_stages_refuses_a_conflicting_command_line(tmp_path):
+    from respect_jax.cli.coral import read_schedule, schedule_stages, stages_override
+
+    path = tmp_path / "sched.json"
+    path.write_text(json.dumps({"assignment": [0, 1, 1], "hardware": {"stages": 3}}))
+    sched = read_schedule(str(path))
+    assert stages_override(["model=x", "hardware.stages=4"]) == 4 and stages_override(["model=x"]) is None
+    assert schedule_stages(sched, None) == 3 and schedule_stages(sched, 3) == 3
+    with pytest.raises(ValueError, match="conflicts with"):
+        schedule_stages(sched, 4)
+    path.write_text(json.dumps({"assignment": [0, 1, 1]}))
+    assert schedule_stages(read_schedule(str(path)), None) == 2
+    assert schedule_stages(read_schedule(str(path)), 4) == 4
+    with pytest.raises(ValueError, match="assigns nodes to stage 1"):
+        schedule_stages(read_schedule(str(path)), 1)
+
+
+def _run_cli(entry: str, args: list[str], block_tensorflow: bool = False) -> subprocess.CompletedProcess:
+    """Run a coral console script's function in this interpreter (optionally with TensorFlow unimportable)."""
+    block = "import sys; sys.modules['tensorflow'] = None; " if block_tensorflow else ""
+    code = f"{block}from respect_jax.cli.coral import {entry}; {entry}()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, prog: str, needle: str) -> None:
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error:") and needle in lines[0], proc.stderr[-2000:]
+
+
+def test_cli_unwritable_outputs_fail_first_in_one_line(tmp_path):
+    """A file where a folder must be: each command stops before any work (no TensorFlow) and writes nothing."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    proc = _run_cli("segment_main", ["model=mobilenetv2", f"out_dir={afile}/seg"], block_tensorflow=True)
+    _one_line_error(proc, "respect-segment", "is not a folder")
+    proc = _run_cli("deploy_main", ["model=mobilenetv2", f"out_dir={afile}"], block_tensorflow=True)
+    _one_line_error(proc, "respect-deploy", "is not a folder")
+    proc = _run_cli("pipeline_main", [f"manifest={tmp_path}/missing", f"out={afile}/r.json"], block_tensorflow=True)
+    _one_line_error(proc, "respect-pipeline", "is not a folder")
+    proc = _run_cli("calibrate_main", [f"reports=[{afile}]", f"out={afile}/sub/c.yaml"], block_tensorflow=True)
+    _one_line_error(proc, "respect-calibrate", "is not a folder")
+    code = "import sys; sys.modules['tensorflow'] = None; from respect_jax.cli.export import main; main()"
+    proc = subprocess.run([sys.executable, "-c", code, "model=vgg16", f"out={afile}/v.json"], capture_output=True,
+                          text=True, cwd=ROOT)
+    _one_line_error(proc, "respect-export", "is not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and afile.read_text() == "x"
+
+
+def test_cli_checks_arguments_before_tensorflow(tmp_path):
+    sched = tmp_path / "s.json"
+    sched.write_text("[1, 2]")
+    proc = _run_cli("segment_main", [f"model={tmp_path}/nope.keras", f"out_dir={tmp_path}/o"], block_tensorflow=True)
+    _one_line_error(proc, "respect-segment", "existing .keras file")
+    args = ["model=mobilenetv2", f"schedule={sched}", f"out_dir={tmp_path}/o"]
+    _one_line_error(_run_cli("segment_main", args, block_tensorflow=True), "respect-segment", "JSON object")
+    args = ["model=mobilenetv2", "compile=true", f"out_dir={tmp_path}/o"]
+    if shutil.which("edgetpu_compiler") is None:
+        _one_line_error(_run_cli("segment_main", args, block_tensorflow=True), "respect-segment", "edgetpu_compiler")
+    proc = _run_cli("pipeline_main", [f"manifest={tmp_path}", "num_inputs=0"], block_tensorflow=True)
+    _one_line_error(proc, "respect-pipeline", "num_inputs must be an integer >= 1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
+
+
+def test_calibrate_rejects_empty_and_foreign_reports(tmp_path):
+    from respect_jax.cli.coral import calibrate
+
+    with pytest.raises(ValueError, match="reports is empty"):
+        calibrate([], dict(CPU_BASE), ["macs_per_s"])
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"nodes": []}))
+    with pytest.raises(ValueError, match="not a respect-pipeline report"):
+        calibrate([str(other)], dict(CPU_BASE), ["macs_per_s"])
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.coral
+def test_failed_segment_leaves_previous_out_dir_unchanged(tmp_path, monkeypatch):
+    from respect_jax.coral import segment as seg_mod
+    from respect_jax.coral.keras_export import graph_from_keras
+
+    model = _tiny_cnn()
+    n = graph_from_keras(model).num_nodes
+    out = tmp_path / "seg"
+    seg_mod.segment_keras_model(model, [0] * 6 + [1] * (n - 6), out, variants=("float32",), samples=2)
+    before = _tree(out)
+    # a conversion that fails half-way (after the unsegmented file was written)
+    real, calls = seg_mod.convert_to_tflite, []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 2:
+            raise RuntimeError("converter crashed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(seg_mod, "convert_to_tflite", flaky)
+    with pytest.raises(RuntimeError, match="converter crashed"):
+        seg_mod.segment_keras_model(model, [0] * n, out, num_stages=3, variants=("float32",), samples=2)
+    assert _tree(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seg"]  # no staging folder left behind
+    # nothing at all when the folder did not exist
+    with pytest.raises(RuntimeError):
+        seg_mod.segment_keras_model(model, [0] * n, tmp_path / "new" / "seg", variants=("float32",), samples=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seg"]
+
+
+@pytest.mark.coral
+def test_resegmenting_replaces_the_whole_folder(tmp_path):
+    from respect_jax.coral.keras_export import graph_from_keras
+    from respect_jax.coral.segment import segment_keras_model
+
+    model = _tiny_cnn()
+    n = graph_from_keras(model).num_nodes
+    out = tmp_path / "seg"
+    segment_keras_model(model, [0] * 4 + [1] * 4 + [2] * (n - 8), out, variants=("float32",), samples=2)
+    manifest = segment_keras_model(model, [0] * n, out, num_stages=1, variants=("float32",), samples=2)
+    assert sorted(p.name for p in out.iterdir()) == ["full_float32.tflite", "manifest.json", "stage0_float32.tflite"]
+    assert json.loads((out / "manifest.json").read_text()) == json.loads(json.dumps(manifest))
+    (out / "notes.txt").write_text("mine")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="non-empty folder without manifest.json"):
+        segment_keras_model(model, [0] * n, tmp_path / "other", num_stages=1, variants=("float32",))
+    assert (tmp_path / "other" / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.coral
+def test_cli_pipeline_exits_1_when_equality_fails(tmp_path):
+    """A pipeline that does not compute its unsegmented model: FAILED, exit 1, report still written."""
+    from respect_jax.coral.keras_export import graph_from_keras
+    from respect_jax.coral.segment import segment_keras_model
+
+    n = graph_from_keras(_tiny_cnn()).num_nodes
+    good, other = tmp_path / "good", tmp_path / "other"
+    segment_keras_model(_tiny_cnn(seed=0), [0] * 6 + [1] * (n - 6), good, variants=("float32",), samples=2)
+    segment_keras_model(_tiny_cnn(seed=1), [0] * n, other, num_stages=1, variants=("float32",), samples=2)
+    report = tmp_path / "r.json"
+    args = [f"manifest={good}", "num_inputs=3", "profile=false", f"out={report}"]
+    ok = _run_cli("pipeline_main", args)
+    assert ok.returncode == 0 and "equality OK" in ok.stderr, ok.stderr[-2000:]
+    assert "WARNING" not in ok.stderr and "INFO" not in ok.stderr  # no TensorFlow/LiteRT start-up lines
+    (good / "full_float32.tflite").write_bytes((other / "full_float32.tflite").read_bytes())  # another model
+    bad = _run_cli("pipeline_main", args)
+    assert bad.returncode == 1 and "equality FAILED" in bad.stderr, bad.stderr[-2000:]
+    assert bad.stderr.strip().splitlines()[-1].startswith("respect-pipeline: error: equality FAILED for float32")
+    assert json.loads(report.read_text())["equality"]["ok"] is False
+
+
+@pytest.mark.coral
+def test_cli_error_after_tensorflow_is_one_line(tmp_path):
+    """An error found after TensorFlow was imported (schedule length vs model): still exactly one line."""
+    model = _tiny_cnn()
+    keras_file = tmp_path / "tiny.keras"
+    model.save(keras_file)
+    sched = tmp_path / "s.json"
+    sched.write_text(json.dumps({"assignment": [0, 1, 1]}))
+    proc = _run_cli("segment_main", [f"model={keras_file}", f"schedule={sched}", f"out_dir={tmp_path}/o"])
+    _one_line_error(proc, "respect-segment", "for each of the 12 nodes")
+    assert not (tmp_path / "o").exists()

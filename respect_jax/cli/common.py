@@ -19,7 +19,7 @@ from respect_jax.costs import Hardware, hardware_from_dict
 from respect_jax.graphs.graph import GraphError
 
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
-USER_ERRORS = (GraphError, ValueError, FileNotFoundError, KeyError, omegaconf.errors.OmegaConfBaseException)
+USER_ERRORS = (GraphError, ValueError, OSError, KeyError, omegaconf.errors.OmegaConfBaseException)  # OSError: a path
 
 
 def user_errors_exit(prog: str) -> Callable:

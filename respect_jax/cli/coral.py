@@ -20,7 +20,11 @@ stage profiles of one or more pipeline reports; writes a hardware YAML (``conf/h
     respect-deploy model=mobilenetv2 solver=compiler hardware.stages=4 out_dir=deploy/mnv2
 
 Every config is registered in Python (Hydra ConfigStore) and composes the ``hardware`` and
-``solver`` groups of ``conf/``. Errors (bad arguments, missing packages) print one line and exit 2.
+``solver`` groups of ``conf/``. Errors (bad arguments, missing packages, unwritable outputs) print
+one line and exit 2; arguments and output locations are checked before TensorFlow is imported, and
+a failed run writes nothing (a segment folder is built aside and renamed into place). A pipeline
+whose equality check FAILS exits 1 after its report is written (INCONCLUSIVE does not fail).
+``bn_stats=null`` (default) re-estimates BatchNorm statistics for bundled random-weight models only.
 """
 
 from __future__ import annotations
@@ -55,7 +59,9 @@ _SEGMENT = {
     "samples": 16,  # representative inputs (int8 calibration), generated, seeded
     "seed": 0,
     "input_range": [-1.0, 1.0],
-    "bn_stats": True,  # set BatchNorm moving statistics from the generated data (random-weight models)
+    # BatchNorm moving statistics from the generated data: null = only for bundled (random-weight)
+    # models, never for a .keras file (its trained statistics are kept); true/false = always/never
+    "bn_stats": None,
     "compile": None,  # null: edgetpu_compiler if on PATH; false: never; true: required
 }
 _PIPELINE = {
@@ -107,8 +113,14 @@ _store.store(
 )
 
 
+def os_error_line(err: OSError) -> str:
+    """One line for a failed file operation: ``<file>: <reason>``."""
+    where = f"{err.filename}: " if err.filename else ""
+    return f"{where}{err.strerror or err}".splitlines()[0]
+
+
 def _coral_errors(prog: str) -> Callable:
-    """Missing optional packages -> one line on stderr, exit 2 (as other user errors)."""
+    """Missing optional packages or a failed file operation -> one line on stderr, exit 2."""
 
     def wrap(fn):
         @functools.wraps(fn)
@@ -117,6 +129,9 @@ def _coral_errors(prog: str) -> Callable:
                 return fn(*args, **kwargs)
             except CoralDependencyError as err:
                 print(f"{prog}: error: {err}", file=sys.stderr)
+                sys.exit(2)
+            except OSError as err:  # e.g. an output folder that vanished or filled up during the run
+                print(f"{prog}: error: {os_error_line(err)}", file=sys.stderr)
                 sys.exit(2)
 
         return inner
@@ -131,44 +146,146 @@ def _as_list(value) -> list:
 # ----------------------------------------------------------------------------- segment
 
 
+def check_model_arg(model: str) -> None:
+    """A bundled name or an existing ``.keras``/``.h5`` file, else ``ValueError`` (no TensorFlow needed)."""
+    from respect_jax.coral.keras_export import MODELS
+
+    path = Path(model)
+    if model not in MODELS and not (path.suffix in (".keras", ".h5") and path.is_file()):
+        raise ValueError(
+            f"model must be a bundled name ({', '.join(MODELS)}) or an existing .keras file, got {model!r}"
+        )
+
+
 def load_keras_model(model: str, include_top: bool, input_size: int | None, seed: int):
     """A bundled application model (fresh Keras session, seeded weights) or a saved .keras file."""
     from respect_jax.coral._deps import import_keras
     from respect_jax.coral.keras_export import MODELS, build_keras_model
 
+    check_model_arg(model)
     keras = import_keras()
     keras.backend.clear_session()
     keras.utils.set_random_seed(int(seed))
     if model in MODELS:
         return build_keras_model(model, include_top, input_size), model
-    path = Path(model)
-    if path.suffix in (".keras", ".h5") and path.is_file():
-        return keras.models.load_model(path, compile=False), path.stem
-    raise ValueError(f"model must be a bundled name ({', '.join(MODELS)}) or an existing .keras file, got {model!r}")
+    return keras.models.load_model(Path(model), compile=False), Path(model).stem
 
 
-def segment(cfg: DictConfig) -> dict:
-    """Build the model, get its schedule (file or solver), segment it; returns the manifest."""
+def resolve_bn_stats(bn_stats, model: str) -> bool:
+    """Whether to re-estimate BatchNorm moving statistics: ``bn_stats`` true/false, or null = auto.
+
+    Auto re-estimates them only for a bundled model name (built with random weights, whose initial
+    statistics make deep outputs ~0); a user's ``.keras`` file keeps its trained statistics.
+    """
+    from respect_jax.coral.keras_export import MODELS
+
+    if bn_stats is None:
+        return model in MODELS
+    if isinstance(bn_stats, bool):
+        return bn_stats
+    raise ValueError(f"bn_stats must be true, false or null (auto), got {bn_stats!r}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def read_schedule(path: str) -> dict:
+    """Read and check a schedule file (``RESULT.json`` of respect-schedule), before any model work.
+
+    Returns ``{"assignment": [int, ...], "stages": int | None, "info": {...}}``; ``stages`` is the
+    file's ``hardware.stages`` if it has one. Raises ``ValueError`` (one line naming the file).
+    """
+    try:
+        result = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read schedule ({err.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not valid JSON ({getattr(err, 'msg', err.reason)})") from None
+    if not isinstance(result, dict):
+        raise ValueError(f"{path}: a schedule must be a JSON object with an assignment, got a {type(result).__name__}")
+    assignment = result.get("assignment")
+    if not isinstance(assignment, list) or not assignment:
+        raise ValueError(f"{path}: assignment must be a non-empty list of stage numbers")
+    bad = [v for v in assignment if not _is_int(v) or v < 0]
+    if bad:
+        raise ValueError(f"{path}: assignment entries must be stage numbers 0, 1, ...; got {bad[0]!r}")
+    hardware = result.get("hardware", {})
+    if not isinstance(hardware, dict):
+        raise ValueError(f"{path}: hardware must be an object (with stages), got {hardware!r}")
+    stages = hardware.get("stages")
+    if stages is not None and (not _is_int(stages) or stages < 1):
+        raise ValueError(f"{path}: hardware.stages must be a positive integer, got {stages!r}")
+    if stages is not None and max(assignment) >= stages:
+        raise ValueError(f"{path}: assignment uses stage {max(assignment)} but hardware.stages is {stages}")
+    info = {k: result.get(k) for k in ("solver", "objective_name", "objective", "optimal", "gap")}
+    info["file"] = str(path)
+    return {"assignment": assignment, "stages": stages, "info": info}
+
+
+def stages_override(overrides) -> int | None:
+    """The value of a ``hardware.stages=K`` command-line override (None if there is none)."""
+    for item in overrides:
+        key, _, value = str(item).lstrip("+~").partition("=")
+        if key == "hardware.stages":
+            try:
+                return int(value)
+            except ValueError:
+                raise ValueError(f"hardware.stages must be an integer, got {value!r}") from None
+    return None
+
+
+def schedule_stages(schedule: dict, cli_stages: int | None) -> int:
+    """K for a schedule file: its ``hardware.stages``, else ``hardware.stages=`` given on the command
+    line, else ``max(assignment) + 1``; a command-line value that contradicts the file is refused."""
+    path, stages, used = schedule["info"]["file"], schedule["stages"], max(schedule["assignment"]) + 1
+    if cli_stages is not None and stages is not None and cli_stages != stages:
+        raise ValueError(
+            f"hardware.stages={cli_stages} conflicts with {path} (hardware.stages {stages}); drop one of them"
+        )
+    if stages is None and cli_stages is not None and cli_stages < used:
+        raise ValueError(f"hardware.stages={cli_stages} but {path} assigns nodes to stage {used - 1}")
+    return stages or cli_stages or used
+
+
+def _check_variants(variants: list[str]) -> tuple[str, ...]:
+    from respect_jax.coral.segment import VARIANTS
+
+    if not variants or any(v not in VARIANTS for v in variants):
+        raise ValueError(f"variants must be a non-empty list of {', '.join(VARIANTS)}, got {variants}")
+    return tuple(variants)
+
+
+def segment(cfg: DictConfig, cli_stages: int | None = None) -> dict:
+    """Check every argument, build the model, get its schedule (file or solver), segment it.
+
+    ``cli_stages``: ``hardware.stages`` if given on the command line (checked against a schedule
+    file). Returns the manifest.
+    """
+    from respect_jax.coral.paths import check_output_dir
+    from respect_jax.coral.segment import check_compiler
+
+    # everything that can be checked without TensorFlow, before it is imported
+    variants = _check_variants([str(v) for v in _as_list(cfg.variants)])
+    check_compiler(cfg.compile)
+    check_model_arg(str(cfg.model))
+    bn_stats = resolve_bn_stats(cfg.bn_stats, str(cfg.model))
+    check_output_dir(str(cfg.out_dir))
+    schedule = read_schedule(str(cfg.schedule)) if cfg.schedule else None
+    stages = schedule_stages(schedule, cli_stages) if schedule else None
+
     from respect_jax.coral.keras_export import graph_from_keras
     from respect_jax.coral.segment import representative_inputs, segment_keras_model, set_batchnorm_statistics
 
     model, name = load_keras_model(str(cfg.model), bool(cfg.include_top), cfg.input_size, cfg.seed)
     graph = graph_from_keras(model, name=name)
-    if cfg.schedule:
-        try:
-            result = json.loads(Path(cfg.schedule).read_text())
-        except OSError as err:
-            raise ValueError(f"{cfg.schedule}: cannot read schedule ({err.strerror})") from None
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{cfg.schedule}: not valid JSON ({err.msg})") from None
-        assignment = result.get("assignment")
-        if not isinstance(assignment, list) or len(assignment) != graph.num_nodes:
+    if schedule:
+        assignment, info = schedule["assignment"], schedule["info"]
+        if len(assignment) != graph.num_nodes:
             raise ValueError(
-                f"{cfg.schedule}: assignment must list a stage for each of the {graph.num_nodes} nodes of {name}"
+                f"{cfg.schedule}: assignment must list a stage for each of the {graph.num_nodes} nodes of {name}, "
+                f"it has {len(assignment)}"
             )
-        stages = int(result.get("hardware", {}).get("stages", max(assignment) + 1))
-        info = {k: result.get(k) for k in ("solver", "objective_name", "objective", "optimal", "gap")}
-        info["file"] = str(cfg.schedule)
     else:
         from respect_jax.solvers import run_solver
 
@@ -178,14 +295,14 @@ def segment(cfg: DictConfig) -> dict:
         assignment, stages = result["assignment"], hw.stages
         info = {k: result[k] for k in ("solver", "objective_name", "objective", "optimal", "gap", "metrics")}
     lo, hi = (float(v) for v in cfg.input_range)
-    if cfg.bn_stats:
+    if bn_stats:
         set_batchnorm_statistics(model, representative_inputs(model, int(cfg.samples), int(cfg.seed) + 7, (lo, hi)))
     return segment_keras_model(
         model,
         assignment,
         cfg.out_dir,
         num_stages=stages,
-        variants=tuple(str(v) for v in _as_list(cfg.variants)),
+        variants=variants,
         samples=int(cfg.samples),
         seed=int(cfg.seed),
         input_range=(lo, hi),
@@ -193,6 +310,13 @@ def segment(cfg: DictConfig) -> dict:
         name=name,
         schedule_info=info,
     )
+
+
+def _cli_overrides() -> list[str]:
+    """The command-line overrides of the running Hydra job (empty outside Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
 def _print_manifest(manifest: dict, out_dir: str) -> None:
@@ -210,7 +334,7 @@ def _print_manifest(manifest: dict, out_dir: str) -> None:
 @user_errors_exit("respect-segment")
 @_coral_errors("respect-segment")
 def _segment_main(cfg: DictConfig) -> None:
-    _print_manifest(segment(cfg), cfg.out_dir)
+    _print_manifest(segment(cfg, stages_override(_cli_overrides())), cfg.out_dir)
 
 
 def segment_main() -> None:
@@ -220,6 +344,24 @@ def segment_main() -> None:
 
 
 # ----------------------------------------------------------------------------- pipeline
+
+
+_RUN_INT_MINIMUM = {
+    "num_inputs": 1,
+    "warmup": 0,
+    "queue_size": 1,
+    "num_threads": 1,
+    "profile_inputs": 1,
+    "profile_repeats": 1,
+}
+
+
+def check_run_ints(values: dict) -> None:
+    """``ValueError`` unless every pipeline count is an integer at least its minimum."""
+    for key, value in values.items():
+        least = _RUN_INT_MINIMUM[key]
+        if not _is_int(value) or value < least:
+            raise ValueError(f"{key} must be an integer >= {least}, got {value!r}")
 
 
 def pipeline_report(
@@ -246,6 +388,16 @@ def pipeline_report(
         run_single,
     )
 
+    check_run_ints(
+        {
+            "num_inputs": num_inputs,
+            "warmup": warmup,
+            "queue_size": queue_size,
+            "num_threads": num_threads,
+            "profile_inputs": profile_inputs,
+            "profile_repeats": profile_repeats,
+        }
+    )
     manifest, root = load_manifest(manifest_path)
     if variant not in manifest["variants"]:
         raise ValueError(f"variant {variant!r} was not built; the manifest has {', '.join(manifest['variants'])}")
@@ -273,7 +425,9 @@ def pipeline_report(
         out_io = manifest["full"]["io"][variant]["outputs"]
         step = max((d["scale"] for d in out_io.values()), default=0.0)
         report["unsegmented"] = single.report
-        report["equality"] = check_equality(variant, piped.outputs, single.outputs, reference, step)
+        report["equality"] = check_equality(
+            variant, piped.outputs, single.outputs, reference, step, manifest["num_nodes"], manifest["num_stages"]
+        )
         report["speedup_vs_unsegmented"] = piped.report["throughput_per_s"] / single.report["throughput_per_s"]
     if profile and piped.report["backend"] == "litert":
         prof = profile_stages(
@@ -281,6 +435,16 @@ def pipeline_report(
         )
         report["profile"] = prof
     return report
+
+
+def verdict(ok: bool | None) -> str:
+    """The word printed for an equality result (None: inconclusive, see runner.check_equality)."""
+    return "INCONCLUSIVE" if ok is None else ("OK" if ok else "FAILED")
+
+
+def equality_failed(report: dict) -> bool:
+    """Whether the report's equality check ran and failed (``ok`` is False, not None)."""
+    return report.get("equality", {}).get("ok") is False
 
 
 def _print_report(report: dict) -> None:
@@ -297,12 +461,15 @@ def _print_report(report: dict) -> None:
             f"vs unsegmented max |diff| {e['vs_unsegmented']['max_abs_diff']:.3g} "
             f"(outputs up to {e['vs_unsegmented']['max_abs_reference']:.3g})"
         )
-        if "mae_ratio" in e:
+        if "pipeline_vs_float" in e:
             line += (
-                f"; MAE vs float: pipeline {e['pipeline_vs_float']['mean_abs_diff']:.4g}, "
-                f"unsegmented {e['unsegmented_vs_float']['mean_abs_diff']:.4g}"
+                f"; vs float32: pipeline MAE {e['pipeline_vs_float']['mean_abs_diff']:.4g} "
+                f"rel RMS {e['pipeline_vs_float']['rel_rms']:.3g}, unsegmented int8 MAE "
+                f"{e['unsegmented_vs_float']['mean_abs_diff']:.4g} rel RMS {e['unsegmented_vs_float']['rel_rms']:.3g}"
             )
-        line += f"; equality {'OK' if e['ok'] else 'FAILED'} ({e['criterion']})"
+        line += f"; equality {verdict(e['ok'])} ({e['criterion']})"
+        if e.get("note"):
+            line += f"; {e['note']}"
     print(line, file=sys.stderr)
     if p.get("stages"):
         print(
@@ -325,8 +492,8 @@ def _pipeline_from_cfg(cfg: DictConfig, manifest: str, variant: str, seed: int) 
         cfg.backend,
         cfg.queue_size,
         cfg.num_threads,
-        cfg.compare,
-        cfg.profile,
+        bool(cfg.compare),
+        bool(cfg.profile),
         cfg.profile_inputs,
         cfg.profile_repeats,
         seed,
@@ -337,6 +504,10 @@ def _pipeline_from_cfg(cfg: DictConfig, manifest: str, variant: str, seed: int) 
 @user_errors_exit("respect-pipeline")
 @_coral_errors("respect-pipeline")
 def _pipeline_main(cfg: DictConfig) -> None:
+    from respect_jax.coral.paths import check_output_file
+
+    if cfg.out:
+        check_output_file(str(cfg.out), "out")
     report = _pipeline_from_cfg(cfg, str(cfg.manifest), str(cfg.variant), int(cfg.seed))
     _print_report(report)
     if cfg.out:
@@ -344,6 +515,20 @@ def _pipeline_main(cfg: DictConfig) -> None:
         print(f"report -> {cfg.out}", file=sys.stderr)
     else:
         print(json.dumps(report, indent=1))
+    _exit_if_unequal("respect-pipeline", [report])
+
+
+def _exit_if_unequal(prog: str, reports: list[dict]) -> None:
+    """Exit 1 (after everything was written) if an equality check failed: a broken pipeline must
+    not look successful. An inconclusive check (``ok`` None) does not fail."""
+    failed = [r["variant"] for r in reports if equality_failed(r)]
+    if failed:
+        print(
+            f"{prog}: error: equality FAILED for {', '.join(failed)}: the pipeline does not compute the "
+            "unsegmented model's outputs (see the report)",
+            file=sys.stderr,
+        )
+        sys.exit(1)
 
 
 def pipeline_main() -> None:
@@ -355,18 +540,30 @@ def pipeline_main() -> None:
 # ----------------------------------------------------------------------------- calibrate
 
 
+_REPORT_KEYS = ("variant", "model", "num_stages", "stage_features", "pipeline")
+
+
+def read_report(path: str) -> dict:
+    """A respect-pipeline report (JSON object with its keys), else ``ValueError`` naming the file."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read report ({err.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not valid JSON ({getattr(err, 'msg', err.reason)})") from None
+    missing = [k for k in _REPORT_KEYS if k not in doc] if isinstance(doc, dict) else list(_REPORT_KEYS)
+    if missing:
+        raise ValueError(f"{path}: not a respect-pipeline report (no {missing[0]!r})")
+    return doc
+
+
 def calibrate(report_paths: list[str], base: dict, fit: list[str], weighting: str = "absolute") -> dict:
     """Fit the hardware config to the stage profiles of pipeline reports (one variant)."""
     from respect_jax.coral.calibrate import fit_hardware, predict_times, stage_samples
 
-    reports = []
-    for path in report_paths:
-        try:
-            reports.append(json.loads(Path(path).read_text()))
-        except OSError as err:
-            raise ValueError(f"{path}: cannot read report ({err.strerror})") from None
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: not valid JSON ({err.msg})") from None
+    if not report_paths:
+        raise ValueError("reports is empty; give one or more respect-pipeline report files")
+    reports = [read_report(path) for path in report_paths]
     variants = {r["variant"] for r in reports}
     if len(variants) != 1:
         raise ValueError(f"reports mix variants {sorted(variants)}; calibrate one variant at a time")
@@ -404,7 +601,14 @@ def calibrate(report_paths: list[str], base: dict, fit: list[str], weighting: st
 @_coral_errors("respect-calibrate")
 def _calibrate_main(cfg: DictConfig) -> None:
     from respect_jax.coral.calibrate import CPU_BASE, hardware_yaml
+    from respect_jax.coral.paths import check_output_file, write_text_atomic
 
+    out = Path(cfg.out) if cfg.out else None
+    as_yaml = out is not None and out.suffix in (".yaml", ".yml")
+    if out is not None:
+        check_output_file(out, "out")
+        if as_yaml:
+            check_output_file(out.with_suffix(".json"), "out (its .json)")
     if cfg.base == "cpu":
         base = dict(CPU_BASE)
     elif cfg.base == "hardware":
@@ -431,20 +635,18 @@ def _calibrate_main(cfg: DictConfig) -> None:
                 f"pipeline {v['measured_pipeline_throughput_per_s']:.1f}/s",
                 file=sys.stderr,
             )
-    if not cfg.out:
+    if out is None:
         print(json.dumps(result, indent=1))
         return
-    out = Path(cfg.out)
-    if out.suffix in (".yaml", ".yml"):
+    if as_yaml:
         note = (
             f"Fitted by respect-calibrate from {result['num_samples']} measured stage latencies "
             f"({result['variant']}, LiteRT stage profiles): {', '.join(_as_list(cfg.reports))}.\n"
             f"R^2={result['r2']:.4f}; kept (not fitted): "
             + (", ".join(f"{k} ({why})" for k, why in result["kept"].items()) or "none")
         )
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(hardware_yaml(hw, int(cfg.hardware.stages), note))
         write_json_atomic(result, out.with_suffix(".json"))
+        write_text_atomic(hardware_yaml(hw, int(cfg.hardware.stages), note), out)
     else:
         write_json_atomic(result, out)
     print(f"calibration -> {out}", file=sys.stderr)
@@ -463,14 +665,23 @@ def calibrate_main() -> None:
 @user_errors_exit("respect-deploy")
 @_coral_errors("respect-deploy")
 def _deploy_main(cfg: DictConfig) -> None:
-    manifest = segment(cfg)
+    _check_run_args(cfg)
+    manifest = segment(cfg, stages_override(_cli_overrides()))
     _print_manifest(manifest, cfg.out_dir)
+    reports = []
     for variant in manifest["variants"]:
         report = _pipeline_from_cfg(cfg, str(cfg.out_dir), variant, int(cfg.run_seed))
         _print_report(report)
         path = Path(cfg.out_dir) / f"report_{variant}.json"
         write_json_atomic(report, path)
         print(f"report -> {path}", file=sys.stderr)
+        reports.append(report)
+    _exit_if_unequal("respect-deploy", reports)
+
+
+def _check_run_args(cfg: DictConfig) -> None:
+    """The pipeline arguments of respect-deploy, checked before the (long) segmentation."""
+    check_run_ints({key: cfg[key] for key in _RUN_INT_MINIMUM})
 
 
 def deploy_main() -> None:

@@ -60,15 +60,19 @@ def model_names(value) -> list[str]:
 def export(cfg: DictConfig) -> list[Path]:
     """Export every requested model; returns the written paths."""
     from respect_jax.coral.keras_export import export_keras_model, graph_name
+    from respect_jax.coral.paths import check_output_file
     from respect_jax.graphs.graph import save_graph
 
     names = model_names(cfg.model)
     if cfg.out and len(names) != 1:
         raise ValueError("out= names one file; use out_dir= for several models")
+    paths = [Path(cfg.out) if cfg.out else Path(cfg.out_dir) / f"{graph_name(name, bool(cfg.include_top))}.json"
+             for name in names]
+    for path in paths:  # before the first (slow) model is built
+        check_output_file(path, "out")
     written = []
-    for name in names:
+    for name, path in zip(names, paths, strict=True):
         graph = export_keras_model(name, include_top=bool(cfg.include_top), input_size=cfg.input_size)
-        path = Path(cfg.out) if cfg.out else Path(cfg.out_dir) / f"{graph_name(name, bool(cfg.include_top))}.json"
         save_graph(graph, path)
         print(
             f"{graph.name}: {graph.num_nodes} nodes, {graph.num_edges} edges, params={int(graph.params.sum()):,} "

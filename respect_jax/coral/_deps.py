@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import os
 import shutil
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -34,9 +35,21 @@ def _import(module: str, what: str) -> ModuleType:
         raise CoralDependencyError(f"{what} is not available ({err}); {INSTALL_HINT}") from None
 
 
+def quiet_native_logs() -> None:
+    """Silence TensorFlow's and LiteRT's C++ start-up lines (set before their first import).
+
+    ``TF_CPP_MIN_LOG_LEVEL=3`` drops the absl warning and the CPU-feature notice (TF 2.21 prints
+    them at level 2); ``TF_ENABLE_ONEDNN_OPTS=0`` drops the oneDNN notice (and its reordered float
+    rounding). A value the user already set is kept. LiteRT's XNNPACK INFO line ignores both
+    without TensorFlow: :class:`quiet_fds` around interpreter creation silences it.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
 def import_tensorflow() -> ModuleType:
     """``tensorflow`` (quiet C++ logging), or :class:`CoralDependencyError`."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    quiet_native_logs()
     return _import("tensorflow", "TensorFlow (tensorflow-cpu)")
 
 
@@ -49,6 +62,7 @@ def import_keras() -> ModuleType:
 
 def litert_interpreter_class() -> type:
     """``ai_edge_litert.interpreter.Interpreter``, or :class:`CoralDependencyError`."""
+    quiet_native_logs()
     return _import("ai_edge_litert.interpreter", "LiteRT (ai-edge-litert)").Interpreter
 
 
@@ -89,3 +103,27 @@ def google_pycoral() -> ModuleType | None:
 def edgetpu_compiler_path() -> str | None:
     """Path of ``edgetpu_compiler`` if it is on PATH, else None."""
     return shutil.which("edgetpu_compiler")
+
+
+class quiet_fds:
+    """Silence C++ chatter on fds 1/2 (restored afterwards; Python errors still raise).
+
+    For the TFLite converter and for LiteRT interpreters, whose XNNPACK delegate prints an INFO line
+    on creation whatever ``TF_CPP_MIN_LOG_LEVEL`` says when TensorFlow is not imported.
+    """
+
+    def __enter__(self):
+        self._saved = [os.dup(1), os.dup(2)]
+        self._null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(self._null, 1)
+        os.dup2(self._null, 2)
+        return self
+
+    def __exit__(self, *exc):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(self._saved[0], 1)
+        os.dup2(self._saved[1], 2)
+        for fd in (*self._saved, self._null):
+            os.close(fd)
+        return False

@@ -25,17 +25,27 @@ Measurements (``report``)
     per-stage latencies the calibration fits (libcoral's profiling partitioner measures the same).
 
 Equality with the unsegmented model (:func:`check_equality`)
-    float32: the pipeline and ``full_float32.tflite`` agree to :data:`FLOAT32_RTOL` times the
-    largest output magnitude (at least 1): only float reassociation differs (LiteRT/XNNPACK
-    fuses differently inside each file). Measured: bit-identical for MobileNetV2's parameter-count
-    split, 2e-5 at outputs up to 5.8 (3.4e-6 relative) for its MILP split. int8: the per-stage converter may choose
-    other scales for intermediate tensors than the whole-model converter (e.g. the whole model
-    gives a residual branch its Add's output scale), so results are not bit-identical, and a deep
-    int8 network amplifies single-step rounding differences. The stated int8 tolerance is
-    therefore relative to the float model: the pipeline's mean absolute error against the float32
-    model is at most :data:`INT8_MAE_RATIO` times the unsegmented int8 model's, plus one output
-    quantization step. (Shallow models also agree pointwise within 3 output steps; MobileNetV2 at
-    K=4: same error vs float as the unsegmented int8 model, 9% relative RMS apart from it.)
+    float32: the pipeline and ``full_float32.tflite`` agree to :data:`FLOAT32_EPS_PER_NODE`
+    float32 epsilons per graph node times the largest output magnitude (at least 1): only float
+    reassociation differs (LiteRT/XNNPACK fuses differently inside each file), and rounding errors
+    grow at worst linearly with the number of operations on a path (the node count bounds the
+    depth). MobileNetV2 (154 nodes, outputs up to 5.8): bound 4.3e-4; measured bit-identical for
+    its parameter-count split, 2e-5 and 6.2e-5 for two MILP splits (the unsegmented file itself
+    is 1.2e-4 from Keras). A wrong tensor or a missing layer is off by the output scale.
+
+    int8: the per-stage converter may choose other scales for intermediate tensors than the
+    whole-model converter, and each cut may requantize a boundary tensor once more, so the
+    pipeline's int8 outputs agree with the unsegmented int8 model's to within one output
+    quantization step plus :data:`INT8_STEPS_PER_CUT` per cut (measured on a 12-node CNN: 1 step
+    at K = 3..6, 2 steps at K = 8). That pointwise check is the criterion, but it only holds
+    where int8 rounding does not dominate the result: when the unsegmented int8 model is itself
+    more than :data:`INT8_MEANINGFUL_REL_RMS` relative RMS from the float32 model (random-weight
+    MobileNetV2: 0.70, its int8 output is mostly quantization noise, and a one-step difference
+    in an early layer changes the output completely) the int8 reference is *meaningless*; then a
+    pointwise disagreement gives ``ok = None`` (inconclusive) unless the pipeline is clearly
+    worse against the float model than the unsegmented int8 model (mean absolute error or
+    relative RMS above :data:`INT8_VS_FLOAT_RATIO` times the unsegmented model's), which fails.
+    Without a float32 reference (int8-only manifests) a pointwise disagreement is inconclusive.
 """
 
 from __future__ import annotations
@@ -51,11 +61,13 @@ from pathlib import Path
 
 import numpy as np
 
-from respect_jax.coral._deps import google_pycoral, litert_interpreter_class
+from respect_jax.coral._deps import google_pycoral, litert_interpreter_class, quiet_fds
 
 _STOP = object()
-FLOAT32_RTOL = 1e-5
-INT8_MAE_RATIO = 1.25
+FLOAT32_EPS_PER_NODE = 4.0  # float32 epsilons of reassociation error allowed per graph node
+INT8_STEPS_PER_CUT = 1.0  # output quantization steps allowed per stage boundary (plus one)
+INT8_MEANINGFUL_REL_RMS = 0.1  # int8 vs float relative RMS above which int8 outputs are noise
+INT8_VS_FLOAT_RATIO = 1.25  # a meaningless int8 reference: pipeline at most this much worse vs float
 
 
 def load_manifest(path: str | os.PathLike) -> tuple[dict, Path]:
@@ -103,8 +115,9 @@ class LiteRTStage:
     def __init__(self, path: str | os.PathLike, num_threads: int = 1) -> None:
         interpreter_cls = litert_interpreter_class()
         self.path = str(path)
-        self.interpreter = interpreter_cls(model_path=self.path, num_threads=num_threads)
-        self.interpreter.allocate_tensors()
+        with quiet_fds():  # the XNNPACK delegate's INFO line
+            self.interpreter = interpreter_cls(model_path=self.path, num_threads=num_threads)
+            self.interpreter.allocate_tensors()
         self.inputs = {d["name"]: d for d in self.interpreter.get_input_details()}
         self.outputs = {d["name"]: d for d in self.interpreter.get_output_details()}
 
@@ -462,31 +475,82 @@ def compare_outputs(a: list[dict], b: list[dict]) -> dict:
     }
 
 
+def float32_bound(num_nodes: int, max_abs_reference: float) -> float:
+    """Largest float32 |pipeline - unsegmented| explained by reassociation (module docstring)."""
+    eps = float(np.finfo(np.float32).eps)
+    return FLOAT32_EPS_PER_NODE * eps * max(1, int(num_nodes)) * max(1.0, float(max_abs_reference))
+
+
+def int8_bound(num_stages: int, step: float) -> float:
+    """Largest int8 |pipeline - unsegmented int8| (dequantized) allowed: (1 + cuts) output steps."""
+    return (1.0 + INT8_STEPS_PER_CUT * max(0, int(num_stages) - 1)) * float(step)
+
+
 def check_equality(
-    variant: str, pipeline: list[dict], unsegmented: list[dict], float_reference: list[dict] | None, step: float
+    variant: str,
+    pipeline: list[dict],
+    unsegmented: list[dict],
+    float_reference: list[dict] | None,
+    step: float,
+    num_nodes: int = 1,
+    num_stages: int = 1,
 ) -> dict:
     """The stated equality criterion (module docstring) with the numbers behind it.
 
-    ``float_reference``: outputs of the float32 model (needed for int8; None for float32).
+    ``float_reference``: outputs of the float32 model (int8 only; None when not built).
+    ``ok``: True (equal within the bound), False (not), None (int8 only: inconclusive).
     """
     vs_full = compare_outputs(pipeline, unsegmented)
     out = {"variant": variant, "vs_unsegmented": vs_full, "output_quant_step": step}
-    if variant == "float32" or float_reference is None:
-        bound = FLOAT32_RTOL * max(1.0, vs_full["max_abs_reference"])
-        out["criterion"] = f"max |pipeline - unsegmented| <= {FLOAT32_RTOL} * max(1, max |unsegmented|)"
-        out["ok"] = vs_full["max_abs_diff"] <= bound if variant == "float32" else None
+    if variant == "float32":
+        bound = float32_bound(num_nodes, vs_full["max_abs_reference"])
+        out["bound"] = bound
+        out["criterion"] = (
+            f"max |pipeline - unsegmented| <= {FLOAT32_EPS_PER_NODE:g} eps32 x {num_nodes} nodes "
+            f"x max(1, max |unsegmented|) = {bound:.3g}"
+        )
+        out["ok"] = bool(vs_full["max_abs_diff"] <= bound)
+        return out
+    bound = int8_bound(num_stages, step)
+    pointwise_ok = bool(vs_full["max_abs_diff"] <= bound * (1 + 1e-4))  # 1e-4: dequantization rounding
+    out.update(
+        {
+            "bound": bound,
+            "max_diff_in_quant_steps": vs_full["max_abs_diff"] / step if step else None,
+            "criterion": f"max |pipeline - unsegmented int8| <= (1 + {INT8_STEPS_PER_CUT:g} per cut) output "
+            f"steps = {bound:.3g}",
+        }
+    )
+    if float_reference is None:
+        out["int8_reference_meaningful"] = None
+        out["ok"] = True if pointwise_ok else None
+        if not pointwise_ok:
+            out["note"] = "inconclusive: no float32 reference to tell int8 noise from a wrong result"
         return out
     pipe_err = compare_outputs(pipeline, float_reference)
     full_err = compare_outputs(unsegmented, float_reference)
-    bound = INT8_MAE_RATIO * full_err["mean_abs_diff"] + step
+    meaningful = full_err["rel_rms"] <= INT8_MEANINGFUL_REL_RMS
+    no_worse = (
+        pipe_err["mean_abs_diff"] <= INT8_VS_FLOAT_RATIO * full_err["mean_abs_diff"] + step
+        and pipe_err["rel_rms"] <= INT8_VS_FLOAT_RATIO * full_err["rel_rms"]
+    )
     out.update(
         {
             "pipeline_vs_float": pipe_err,
             "unsegmented_vs_float": full_err,
+            "int8_reference_meaningful": meaningful,
             "mae_ratio": pipe_err["mean_abs_diff"] / full_err["mean_abs_diff"] if full_err["mean_abs_diff"] else None,
-            "max_diff_in_quant_steps": vs_full["max_abs_diff"] / step if step else None,
-            "criterion": f"MAE(pipeline, float) <= {INT8_MAE_RATIO} * MAE(unsegmented int8, float) + 1 output step",
-            "ok": pipe_err["mean_abs_diff"] <= bound,
         }
     )
+    if pointwise_ok:
+        out["ok"] = True
+    elif meaningful or not no_worse:
+        out["ok"] = False
+    else:
+        out["ok"] = None
+        out["note"] = (
+            f"inconclusive: the unsegmented int8 model is itself {full_err['rel_rms']:.2f} relative RMS from "
+            f"float32 (> {INT8_MEANINGFUL_REL_RMS:g}), so int8 outputs are mostly quantization noise; the pipeline "
+            "is no worse against float32"
+        )
     return out

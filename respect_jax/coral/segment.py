@@ -29,8 +29,13 @@ Building (:func:`segment_keras_model`)
     (:func:`rename_io_tensors`). Model inputs take the unsegmented int8 model's input encoding.
     The unsegmented model is converted the same way (``full_<variant>.tflite``) as the reference.
 
-    :func:`set_batchnorm_statistics` (used by the CLI) first gives random-weight models sane
-    BatchNorm statistics, otherwise their outputs are ~0 and every comparison is vacuous.
+    :func:`set_batchnorm_statistics` (used by the CLI for bundled models only, never for a user's
+    trained ``.keras`` file unless asked) first gives random-weight models sane BatchNorm
+    statistics, otherwise their outputs are ~0 and every comparison is vacuous.
+
+    Boundary tensor names (:func:`unique_tensor_names`) are the layer names where those are safe
+    and unique after sanitising; a shared layer's later call ``dense@1`` never takes Keras's
+    default name ``dense_1`` of another layer.
 
 Edge TPU (optional)
     If ``edgetpu_compiler`` is on PATH each int8 stage is compiled (``edgetpu_compiler -s``) and
@@ -52,15 +57,21 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from respect_jax.coral._deps import edgetpu_compiler_path, flatbuffer_utils, import_keras, import_tensorflow
+from respect_jax.coral._deps import (
+    edgetpu_compiler_path,
+    flatbuffer_utils,
+    import_keras,
+    import_tensorflow,
+    quiet_fds,
+)
 from respect_jax.coral.keras_export import graph_from_keras, keras_call_nodes, sanitize
+from respect_jax.coral.paths import StagedDir, check_output_dir
 from respect_jax.graphs.graph import Graph, write_json_atomic
 
 MANIFEST_FORMAT = "respect-jax-segments/1"
@@ -136,15 +147,42 @@ def plan_segments(
 # ----------------------------------------------------------------------------- Keras side
 
 
+def unique_tensor_names(nodes: list[tuple[str, int]]) -> list[list[str]]:
+    """Unique ``[A-Za-z0-9_]`` names for the output tensors of graph nodes.
+
+    ``nodes``: ``(node name, number of outputs)`` per node, in node order. A single-output node
+    whose name is already safe keeps its name (so outputs are found under their layer's name).
+    Every other tensor gets ``sanitize(name)`` (``__i`` appended for output i of a multi-output
+    node), and if that is taken (``dense@1`` sanitises to ``dense_1``, Keras's default name of
+    the next Dense layer), ``_2``, ``_3``... is appended until it is free.
+    """
+    taken = {name for name, count in nodes if count == 1 and sanitize(name) == name}
+    out: list[list[str]] = []
+    for name, count in nodes:
+        base = sanitize(name)
+        names = []
+        for i in range(count):
+            wanted = base if count == 1 else f"{base}__{i}"
+            if count == 1 and wanted == name:
+                names.append(wanted)  # reserved above
+                continue
+            candidate, k = wanted, 1
+            while candidate in taken:
+                k += 1
+                candidate = f"{wanted}_{k}"
+            taken.add(candidate)
+            names.append(candidate)
+        out.append(names)
+    flat = [n for names in out for n in names]
+    if len(set(flat)) != len(flat):  # cannot happen by construction; a collision would swap tensors
+        raise AssertionError("boundary tensor names are not unique")
+    return out
+
+
 def _tensor_names(calls, node_ids: list[int]) -> dict[int, list[tuple[object, str]]]:
     """Boundary tensors of each node: ``[(keras tensor, unique name), ...]``."""
-    out: dict[int, list[tuple[object, str]]] = {}
-    for u in node_ids:
-        c = calls[u]
-        base = sanitize(c.name)
-        outs = c.node.outputs
-        out[u] = [(t, base if len(outs) == 1 else f"{base}__{i}") for i, t in enumerate(outs)]
-    return out
+    unique = unique_tensor_names([(c.name, len(c.node.outputs)) for c in calls])
+    return {u: list(zip(calls[u].node.outputs, unique[u], strict=True)) for u in node_ids}
 
 
 def _io_nodes(model, calls) -> tuple[list[int], list[int]]:
@@ -265,28 +303,8 @@ def convert_to_tflite(keras_model, variant: str, representative: list[dict] | No
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
         converter.inference_input_type = tf.int8
         converter.inference_output_type = tf.int8
-    with _quiet_fds():
+    with quiet_fds():
         return converter.convert()
-
-
-class _quiet_fds:
-    """Silence the converter's C++ chatter on fds 1/2 (restored afterwards, errors still raise)."""
-
-    def __enter__(self):
-        self._saved = [os.dup(1), os.dup(2)]
-        self._null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(self._null, 1)
-        os.dup2(self._null, 2)
-        return self
-
-    def __exit__(self, *exc):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(self._saved[0], 1)
-        os.dup2(self._saved[1], 2)
-        for fd in (*self._saved, self._null):
-            os.close(fd)
-        return False
 
 
 def _close_quant(a: tuple[float, int], b: tuple[float, int]) -> bool:
@@ -440,15 +458,21 @@ def segment_keras_model(
 ) -> dict:
     """Segment ``model`` by ``assignment`` into ``out_dir``; returns (and writes) the manifest.
 
+    Everything is checked before anything is written (variants, ``edgetpu_compiler`` when
+    required, the schedule, ``out_dir``); the files are built in a staging folder next to
+    ``out_dir`` that replaces it only when complete (:class:`~respect_jax.coral.paths.StagedDir`):
+    a failure leaves no ``out_dir``, or the previous one unchanged.
+
     Args:
         model: a functional Keras model.
         assignment: int[N] stage per node of ``graph_from_keras(model)``.
         out_dir: where ``stage{k}_{variant}.tflite``, ``full_{variant}.tflite`` and
-            ``manifest.json`` go.
+            ``manifest.json`` go (new, empty, or a previous segment folder, which is replaced).
         num_stages: K (default: ``max(assignment) + 1``).
         variants: subset of ``("float32", "int8")``.
         samples, seed, input_range: the generated representative data (int8 calibration).
-        compile_edgetpu_segments: None = compile if ``edgetpu_compiler`` is on PATH; False = never.
+        compile_edgetpu_segments: None = compile if ``edgetpu_compiler`` is on PATH; False = never;
+            True = required (an error, before any work, if it is not on PATH).
         graph: the graph the schedule was computed on; its node names must match the model's.
         name: model name for the manifest.
         schedule_info: free-form provenance (solver, objective...) stored in the manifest.
@@ -456,8 +480,10 @@ def segment_keras_model(
     for v in variants:
         if v not in VARIANTS:
             raise ValueError(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if not variants:
+        raise ValueError("variants is empty; choose from " + ", ".join(VARIANTS))
+    check_compiler(compile_edgetpu_segments)
+    check_output_dir(out_dir)
     calls = keras_call_nodes(model)
     own = graph_from_keras(model, name=name)
     if graph is not None and tuple(graph.node_names) != own.node_names:
@@ -467,7 +493,39 @@ def segment_keras_model(
     input_nodes, output_nodes = _io_nodes(model, calls)
     plan = plan_segments(own, assignment, k_stages, input_nodes, output_nodes)
     stage_models, names = build_stage_models(model, plan, calls)
+    with StagedDir(out_dir) as staging:
+        manifest = _write_segments(
+            model, own, plan, stage_models, names, calls, staging, variants, samples, seed, input_range, name
+        )
+        manifest["assignment"] = assignment.tolist()
+        manifest["schedule"] = schedule_info or {}
+        manifest["edgetpu_compiler"] = _maybe_compile(manifest, staging, compile_edgetpu_segments)
+        write_json_atomic(manifest, staging / "manifest.json")
+    return manifest
 
+
+def check_compiler(wanted: bool | None) -> None:
+    """``compile=true`` needs ``edgetpu_compiler`` on PATH: raise ``ValueError`` before any work."""
+    if wanted and edgetpu_compiler_path() is None:
+        raise ValueError("compile=true but edgetpu_compiler is not on PATH (https://coral.ai/docs/edgetpu/compiler)")
+
+
+def _write_segments(
+    model,
+    own: Graph,
+    plan: SegmentPlan,
+    stage_models,
+    names,
+    calls,
+    out: Path,
+    variants,
+    samples,
+    seed,
+    input_range,
+    name,
+) -> dict:
+    """Convert the unsegmented model and every stage into ``out``; returns the manifest (no schedule yet)."""
+    input_nodes, output_nodes = plan.stages[0].inputs, plan.stages[-1].outputs
     rep_inputs = representative_inputs(model, samples, seed, input_range)
     rep = boundary_values(model, names, rep_inputs) if "int8" in variants else []
 
@@ -529,15 +587,15 @@ def segment_keras_model(
     manifest = {
         "format": MANIFEST_FORMAT,
         "model": name or model.name,
-        "num_stages": k_stages,
+        "num_stages": plan.num_stages,
         "num_nodes": own.num_nodes,
-        "assignment": assignment.tolist(),
-        "schedule": schedule_info or {},
         "variants": list(variants),
         "model_inputs": [n for u in input_nodes for _, n in names[u]],
         "model_outputs": [n for u in output_nodes for _, n in names[u]],
         "tensors": tensors,
-        "boundaries": [{"after_stage": k, "tensors": manifest_stages[k]["outputs"]} for k in range(k_stages - 1)],
+        "boundaries": [
+            {"after_stage": k, "tensors": manifest_stages[k]["outputs"]} for k in range(plan.num_stages - 1)
+        ],
         "stages": manifest_stages,
         "full": full,
         "representative": {
@@ -547,8 +605,6 @@ def segment_keras_model(
         },
         "int8_boundary_mismatches": _quant_mismatches(manifest_stages) if "int8" in variants else [],
     }
-    manifest["edgetpu_compiler"] = _maybe_compile(manifest, out, compile_edgetpu_segments)
-    write_json_atomic(manifest, out / "manifest.json")
     return manifest
 
 
@@ -582,8 +638,7 @@ def _maybe_compile(manifest: dict, out: Path, wanted: bool | None) -> dict:
     if wanted is False:
         return {"available": compiler is not None, "status": "not run: disabled by the caller"}
     if compiler is None:
-        if wanted:
-            raise ValueError("edgetpu_compiler is not on PATH (https://coral.ai/docs/edgetpu/compiler)")
+        check_compiler(wanted)
         return {"available": False, "status": "not run: edgetpu_compiler is not on PATH"}
     if "int8" not in manifest["variants"]:
         return {"available": True, "status": "not run: the Edge TPU needs the int8 variant"}
