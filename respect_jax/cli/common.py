@@ -44,11 +44,21 @@ def user_errors_exit(prog: str) -> Callable:
                     print(f"{prog}: error in job {job.num} ({job.override_dirname}): {msg}", file=sys.stderr)
                     raise JobError(msg) from None
                 print(f"{prog}: error: {msg}", file=sys.stderr)
+                _silence_background_errors()
                 sys.exit(2)
 
         return inner
 
     return wrap
+
+
+def _silence_background_errors() -> None:
+    """After a reported user error: drop what background threads still raise while the process exits (orbax's
+    reads of a damaged checkpoint finish after its event loop closed: "Event loop is closed" tracebacks)."""
+    import threading
+
+    sys.unraisablehook = lambda unraisable: None
+    threading.excepthook = lambda args: None
 
 
 class JobError(Exception):

@@ -123,6 +123,7 @@ class Checkpointer:
             out = self.manager.restore(step, args=ocp.args.Composite(**items))
         except Exception as err:  # noqa: BLE001  (orbax raises bare Exceptions for missing or truncated files)
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            first = first.split(" See full TensorStore details")[0]  # then a repr of the store's spec
             raise ValueError(f"{self.directory}/{step}: cannot restore this checkpoint ({first})") from None
         return out.params, (out.train if train_like is not None else None)
 
