@@ -843,3 +843,262 @@ def test_cli_error_after_tensorflow_is_one_line(tmp_path):
     proc = _run_cli("segment_main", [f"model={keras_file}", f"schedule={sched}", f"out_dir={tmp_path}/o"])
     _one_line_error(proc, "respect-segment", "for each of the 12 nodes")
     assert not (tmp_path / "o").exists()
+
+
+# ----------------------------------------------------------------------------- respect-export of model files
+
+
+def _fake_model_files(folder: Path) -> dict[str, Path]:
+    """Files whose first bytes pass respect-export's checks (no TensorFlow needed to make them)."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    keras_file = folder / "mine.keras"
+    with zipfile.ZipFile(keras_file, "w") as zf:
+        zf.writestr("config.json", "{}")
+    h5 = folder / "legacy.h5"
+    h5.write_bytes(b"\0" * 512 + b"\x89HDF\r\n\x1a\n" + b"\0" * 64)  # signature after a 512-byte user block
+    tfl = folder / "net.tflite"
+    tfl.write_bytes(b"\x1c\0\0\0TFL3" + b"\0" * 64)
+    return {"keras": keras_file, "h5": h5, "tflite": tfl}
+
+
+def _export_cfg(model, **kw):
+    from omegaconf import OmegaConf
+
+    defaults = {"include_top": False, "input_size": None, "out_dir": "x", "out": None}
+    return OmegaConf.create({"model": model, **defaults, **kw})
+
+
+def test_export_model_files_are_classified_and_named_after_their_stem(tmp_path):
+    from respect_jax.cli.export import model_args, output_paths
+
+    files = _fake_model_files(tmp_path / "m")
+    args = model_args([str(files["keras"]), "vgg16", str(files["tflite"]), str(files["h5"])])
+    assert [a.kind for a in args] == ["keras", "bundled", "tflite", "keras"]
+    paths = output_paths(args, None, str(tmp_path / "out"), include_top=True)
+    assert [p.name for p in paths] == ["mine.json", "vgg16_top.json", "net.json", "legacy.json"]
+    assert output_paths(args[2:3], str(tmp_path / "g.json"), "unused", False) == [tmp_path / "g.json"]
+    assert [a.text for a in model_args("all")][:2] == ["vgg16", "vgg19"]
+
+
+def _bad_export_cases(tmp: Path) -> list[tuple[object, dict, str]]:
+    files = _fake_model_files(tmp / "ok")
+    (tmp / "folder.keras").mkdir()
+    (tmp / "saved_model").mkdir()
+    (tmp / "garbage.keras").write_text("not a zip")
+    import zipfile
+
+    with zipfile.ZipFile(tmp / "nocfg.keras", "w") as zf:
+        zf.writestr("weights.h5", "x")
+    (tmp / "garbage.h5").write_bytes(b"\0" * 2048)
+    (tmp / "garbage.tflite").write_bytes(b"\x1c\0\0\0NOPE" + b"\0" * 64)
+    (tmp / "empty.tflite").write_bytes(b"")
+    (tmp / "model.onnx").write_bytes(b"onnx")
+    twin = tmp / "twin"
+    twin.mkdir()
+    (twin / "net.tflite").write_bytes(files["tflite"].read_bytes())
+    k, t = str(files["keras"]), str(files["tflite"])
+    return [
+        (str(tmp / "missing.keras"), {}, "missing.keras: no such file"),
+        (str(tmp / "folder.keras"), {}, "is a folder"),
+        (str(tmp / "saved_model"), {}, "is a folder"),
+        (str(tmp / "garbage.keras"), {}, "is not a Keras .keras file"),
+        (str(tmp / "nocfg.keras"), {}, "is not a Keras .keras file"),
+        (str(tmp / "garbage.h5"), {}, "is not an HDF5 (.h5) Keras file"),
+        (str(tmp / "garbage.tflite"), {}, "is not a TFLite model"),
+        (str(tmp / "empty.tflite"), {}, "is not a TFLite model"),
+        (str(tmp / "model.onnx"), {}, "unsupported file type '.onnx'"),
+        ("nope", {}, "unknown model 'nope'"),
+        (k, {"include_top": True}, "include_top=true applies to bundled models only"),
+        (["vgg16", t], {"input_size": 224}, "input_size=224 applies to bundled models only"),
+        ([t, str(twin / "net.tflite")], {}, "would both write"),
+        ([k, "vgg16"], {"out": str(tmp / "one.json")}, "out= names one file"),
+        (t, {"out": str(tmp / "ok" / "mine.keras" / "g.json")}, "is not a folder"),
+        ([], {}, "empty list"),
+    ]
+
+
+def test_export_refuses_bad_model_arguments_without_tensorflow(tmp_path, monkeypatch):
+    """Missing, folder, damaged, wrong type, options that do not apply: ValueError before any import or write."""
+    from respect_jax.cli.export import export
+
+    for module in ("tensorflow", "keras", "tflite"):
+        monkeypatch.setitem(sys.modules, module, None)  # an import would raise CoralDependencyError instead
+    cases = _bad_export_cases(tmp_path)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    for model, extra, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)) as err:
+            export(_export_cfg(model, out_dir=str(tmp_path / "graphs"), **extra))
+        assert "\n" not in str(err.value), model
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written, no out_dir made
+
+
+def test_export_cli_bad_model_file_is_one_line_before_tensorflow(tmp_path):
+    bad = tmp_path / "bad.keras"
+    bad.write_text("not a zip")
+    code = "import sys; sys.modules['tensorflow'] = None; from respect_jax.cli.export import main; main()"
+    for args, needle in [
+        ([f"model={bad}"], "is not a Keras .keras file"),
+        ([f"model={_fake_model_files(tmp_path / 'ok')['keras']}", "include_top=true"], "bundled models only"),
+    ]:
+        proc = subprocess.run([sys.executable, "-c", code, *args, f"out_dir={tmp_path}/g"], capture_output=True,
+                              text=True, cwd=ROOT)
+        _one_line_error(proc, "respect-export", needle)
+    assert not (tmp_path / "g").exists()
+
+
+def _env_cli(name: str, args: list[str]) -> subprocess.CompletedProcess:
+    """Run a console script of this interpreter's environment; it must succeed."""
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / name), *args], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
+@pytest.mark.coral
+def test_cli_export_schedule_segment_pipeline_round_trip(tmp_path):
+    """Your own .keras: respect-export -> respect-schedule -> respect-segment schedule=... -> equality OK."""
+    from respect_jax.coral.keras_export import graph_from_keras
+    from respect_jax.graphs import load_graph
+
+    model = _tiny_cnn()  # branches: r1 feeds c2, add and cat
+    keras_file = tmp_path / "mynet.keras"
+    model.save(keras_file)
+    proc = _env_cli("respect-export", [f"model={keras_file}", f"out_dir={tmp_path}/graphs"])
+    graph_file = tmp_path / "graphs" / "mynet.json"
+    assert proc.stderr.strip().splitlines() == [
+        f"mynet: 12 nodes, 14 edges, params={model.count_params():,} macs=239,972 -> {graph_file}"
+    ]
+    graph = load_graph(graph_file)
+    assert graph.name == "mynet" and "mynet.keras (sha256 " in graph.source
+    assert graph.node_names == graph_from_keras(model).node_names
+
+    # slow MACs, free links: the exact latency optimum splits the model over the 3 stages
+    result = tmp_path / "result.json"
+    hw = ["hardware.macs_per_s=1e6", "hardware.stage_overhead_s=0", "hardware.link_bw=1e12"]
+    _env_cli(
+        "respect-schedule",
+        [f"graph={graph_file}", "solver=cpsat", "solver.options.workers=1", "hardware.stages=3", "objective=latency",
+         *hw, f"out={result}"],
+    )
+    assignment = json.loads(result.read_text())["assignment"]
+    assert len(assignment) == 12 and len(set(assignment)) == 3
+
+    seg = tmp_path / "seg"
+    _env_cli("respect-segment", [f"model={keras_file}", f"schedule={result}", f"out_dir={seg}", "variants=[float32]",
+                                 "samples=4"])
+    manifest = json.loads((seg / "manifest.json").read_text())
+    assert manifest["assignment"] == assignment and manifest["schedule"]["solver"] == "cpsat"
+    for k, stage in enumerate(manifest["stages"]):  # the segmenter's nodes are the exported graph's
+        assert stage["nodes"] == [n for n, s in zip(graph.node_names, assignment, strict=True) if s == k and n != "img"]
+    proc = _env_cli("respect-pipeline", [f"manifest={seg}", "num_inputs=3", "profile=false", f"out={seg}/r.json"])
+    assert "equality OK" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.coral
+def test_cli_export_keras_h5_tflite_and_bundled_in_one_list(tmp_path):
+    """One list mixes files and a bundled name; .keras, .h5 and .tflite of one fusion-free model agree."""
+    from respect_jax.graphs import load_graph
+
+    model = _fusion_free_cnn()
+    model.save(tmp_path / "ff.keras")
+    model.save(tmp_path / "ff_legacy.h5")
+    tfl = _convert(model, "float32", tmp_path)  # fusionfree_float32.tflite
+    out = tmp_path / "graphs"
+    files = [tmp_path / "ff.keras", "vgg16", tfl, tmp_path / "ff_legacy.h5"]
+    proc = _env_cli("respect-export", [f"model=[{','.join(map(str, files))}]", f"out_dir={out}"])
+    lines = proc.stderr.strip().splitlines()
+    names = ["ff", "vgg16", "fusionfree_float32", "ff_legacy"]
+    assert [line.split(":")[0] for line in lines] == names and all(f"-> {out}/" in line for line in lines)
+    kg, vgg, tg, hg = (load_graph(out / f"{n}.json") for n in names)
+    assert vgg.num_nodes == 19 and int(vgg.params.sum()) == 14_714_688
+    assert hg.to_dict()["nodes"] == kg.to_dict()["nodes"] and hg.to_dict()["edges"] == kg.to_dict()["edges"]
+    # one TFLite operator per Keras layer here: same counts and totals, other names and op types
+    assert (tg.num_nodes, tg.num_edges) == (kg.num_nodes, kg.num_edges)
+    assert int(tg.params.sum()) == int(kg.params.sum()) == model.count_params()
+    assert int(tg.macs.sum()) == int(kg.macs.sum())
+    assert sorted(tg.output_size.tolist()) == sorted(kg.output_size.tolist())
+    assert tg.ops[0] == "Input" and kg.ops[0] == "InputLayer" and "CONV_2D" in tg.ops
+    assert "tflite_import" in tg.source and "keras_export" in kg.source
+
+
+@pytest.mark.coral
+def test_cli_export_warns_about_layers_without_a_mac_rule(tmp_path):
+    """LSTMs (one inside a nested model) have no MAC rule: one warning line, the graph is still written."""
+    import keras
+
+    keras.backend.clear_session()
+    L = keras.layers
+    x = keras.Input((6, 5), name="seq_in")
+    inner_in = keras.Input((6, 5))
+    block = keras.Model(inner_in, L.LSTM(4, return_sequences=True, name="lstm_in")(inner_in), name="block")
+    model = keras.Model(x, L.Dense(2, name="fc")(L.LSTM(3, name="lstm")(block(x))), name="rnn")
+    model.save(tmp_path / "rnn.keras")
+    proc = _env_cli("respect-export", [f"model={tmp_path / 'rnn.keras'}", f"out={tmp_path / 'rnn.json'}"])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("rnn: 4 nodes, 3 edges")
+    assert lines[1] == (
+        "respect-export: warning: rnn: 2 layers have no MAC rule, counted as 0 MACs: block/lstm_in (LSTM), lstm (LSTM)"
+    )
+    assert (tmp_path / "rnn.json").is_file()
+
+
+@pytest.mark.coral
+def test_cli_export_unloadable_model_file_writes_nothing(tmp_path):
+    """A .keras that passes the quick checks but cannot be loaded (damaged inside, subclassed model): one line,
+    exit 2, and no graph written, not even that of a good file listed before it."""
+    import zipfile
+
+    import keras
+
+    _tiny_cnn().save(tmp_path / "good.keras")
+    with zipfile.ZipFile(tmp_path / "damaged.keras", "w") as zf:
+        zf.writestr("config.json", "{not json")
+
+    class Sub(keras.Model):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.fc = keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.fc(x)
+
+    sub = Sub(name="sub")
+    sub(np.zeros((1, 4), np.float32))
+    sub.save(tmp_path / "sub.keras")
+    code = "from respect_jax.cli.export import main; main()"
+    for bad, needle in [("damaged.keras", "cannot load the Keras model (JSONDecodeError"),
+                        ("sub.keras", "cannot load the Keras model")]:
+        args = [f"model=[{tmp_path / 'good.keras'},{tmp_path / bad}]", f"out_dir={tmp_path}/graphs"]
+        proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
+        _one_line_error(proc, "respect-export", needle)
+        assert bad in proc.stderr
+    assert not (tmp_path / "graphs").exists()
+
+
+@pytest.mark.coral
+def test_sequential_and_subclassed_models(tmp_path):
+    """A Sequential model exports through its inner functional graph; a subclassed model has no layer graph."""
+    import keras
+
+    from respect_jax.coral.keras_export import export_keras_file, graph_from_keras
+
+    keras.backend.clear_session()
+    L = keras.layers
+    seq = keras.Sequential([keras.Input((4,), name="x"), L.Dense(3, name="d"), L.Dense(2, name="e")], name="seq")
+    g = graph_from_keras(seq)
+    assert g.node_names == ("x", "d", "e") and g.edges.tolist() == [[0, 1], [1, 2]]
+    assert int(g.params.sum()) == seq.count_params() and g.macs.tolist() == [0, 12, 6]
+    seq.save(tmp_path / "seq.keras")
+    assert export_keras_file(tmp_path / "seq.keras").to_dict()["nodes"] == g.to_dict()["nodes"]
+    with pytest.raises(ValueError, match="without an input shape"):
+        graph_from_keras(keras.Sequential([L.Dense(2)]))
+
+    class Sub(keras.Model):
+        def call(self, x):
+            return x
+
+    with pytest.raises(ValueError, match="subclassed model"):
+        graph_from_keras(Sub())

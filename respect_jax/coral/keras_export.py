@@ -48,13 +48,24 @@ Counts (batch 1)
 
 Node counts equal RESPECT's (NOTES.md) minus its dummy source and sink for all 17 models; see
 ``data/models/README.md``.
+
+Models
+    Functional models and ``Sequential`` models with a known input shape (their inner functional
+    graph, whose first node is the ``InputLayer``) have a layer graph; a subclassed model (only a
+    ``call`` method) has none and is refused with a ``ValueError``. A saved ``.keras``/``.h5``
+    file is read by :func:`load_keras_file` (``keras.models.load_model(path, compile=False)``),
+    the loader ``respect-segment`` uses, so node names and order (the layer names saved in the
+    file) are the same in both and a schedule of the exported graph fits the segmenter.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -223,8 +234,27 @@ def layer_macs(layer, in_shapes: list[tuple[int, ...]], out_shapes: list[tuple[i
     return None
 
 
+def functional_graph(model):
+    """The functional model whose layer graph describes ``model``: ``model`` itself, or the inner
+    functional graph of a ``Sequential`` model. ``ValueError`` for a model without one (subclassed,
+    or a ``Sequential`` model that was never given an input shape)."""
+    inner = getattr(model, "_functional", None) if "Sequential" in _mro_names(model) else None
+    graph = inner if inner is not None else model
+    if not hasattr(graph, "_nodes_by_depth") or not hasattr(graph, "operations"):
+        if "Sequential" in _mro_names(model):
+            kind = "Sequential model without an input shape"
+        else:
+            kind = f"{type(model).__name__} (a subclassed model)"
+        raise ValueError(
+            f"Keras model {getattr(model, 'name', '?')!r} is a {kind}: it has no layer graph; "
+            "export a functional or Sequential model built with keras.Input"
+        )
+    return graph
+
+
 def keras_call_nodes(model) -> list[CallNode]:
     """Every call of every operation inside ``model``, numbered as the exported graph's nodes."""
+    model = functional_graph(model)
     in_model = {id(n) for nodes in model._nodes_by_depth.values() for n in nodes}
     calls: list[CallNode] = []
     for op in model.operations:
@@ -246,14 +276,29 @@ def call_edges(calls: list[CallNode]) -> list[tuple[int, int]]:
     return sorted(edges)
 
 
+def _unknown_calls(model, prefix: str = "") -> list[tuple[str, str]]:
+    """``(name, layer type)`` of every call without a MAC rule, nested models searched too."""
+    found = []
+    for c in keras_call_nodes(model):
+        op = c.operation
+        if {"Functional", "Sequential"} & _mro_names(op):
+            found += _unknown_calls(op, f"{prefix}{c.name}/")
+        elif layer_macs(op, [_shape(t) for t in c.node.input_tensors], [_shape(t) for t in c.node.outputs]) is None:
+            found.append((prefix + c.name, type(op).__name__))
+    return found
+
+
 def unknown_mac_layers(model) -> list[str]:
-    """Names of calls whose layer type has no MAC rule (they were given 0 MACs)."""
-    return [
-        c.name
-        for c in keras_call_nodes(model)
-        if layer_macs(c.operation, [_shape(t) for t in c.node.input_tensors], [_shape(t) for t in c.node.outputs])
-        is None
-    ]
+    """Names of calls whose layer type has no MAC rule (they were given 0 MACs).
+
+    A layer inside a nested model is named ``outer/inner`` (its MACs are part of ``outer``'s).
+    """
+    return [name for name, _ in _unknown_calls(model)]
+
+
+def describe_unknown_macs(model) -> list[str]:
+    """:func:`unknown_mac_layers` as ``"name (LayerType)"`` strings, for messages."""
+    return [f"{name} ({cls})" for name, cls in _unknown_calls(model)]
 
 
 def graph_from_keras(model, name: str | None = None, source: str = "") -> Graph:
@@ -306,8 +351,14 @@ def graph_name(name: str, include_top: bool = False) -> str:
     return f"{name}_top" if include_top else name
 
 
-def export_keras_model(name: str, include_top: bool = False, input_size: int | None = None) -> Graph:
-    """Build a bundled ``keras.applications`` model (random weights) and return its SPEC graph."""
+def export_keras_model(
+    name: str, include_top: bool = False, input_size: int | None = None, unknown: list[str] | None = None
+) -> Graph:
+    """Build a bundled ``keras.applications`` model (random weights) and return its SPEC graph.
+
+    ``unknown``: if a list, the layers without a MAC rule (:func:`describe_unknown_macs`) are
+    appended to it (none for the bundled models).
+    """
     tf = import_tensorflow()
     keras = import_keras()
     ctor, size = model_spec(name, input_size)
@@ -317,6 +368,66 @@ def export_keras_model(name: str, include_top: bool = False, input_size: int | N
         f"[keras {keras.__version__}, tensorflow {tf.__version__}; respect_jax.coral.keras_export]"
     )
     graph = graph_from_keras(model, name=graph_name(name, include_top), source=source)
+    if unknown is not None:
+        unknown += describe_unknown_macs(model)
+    keras.backend.clear_session()
+    return graph
+
+
+KERAS_FILE_SUFFIXES = (".keras", ".h5")
+
+
+def _first_line(err: BaseException, limit: int = 300) -> str:
+    """``Type: first line of the message`` (cut at ``limit`` characters: Keras may append whole configs)."""
+    text = str(err).strip()
+    line = text.splitlines()[0] if text else ""
+    if len(line) > limit:
+        line = line[: limit - 3].rstrip() + "..."
+    return f"{type(err).__name__}: {line}" if line else type(err).__name__
+
+
+def load_keras_file(path: str | os.PathLike):
+    """``keras.models.load_model(path, compile=False)`` in a fresh Keras session.
+
+    The loader of ``respect-segment``; any failure (corrupt file, unknown custom layer, a
+    ``Lambda`` layer refused by safe mode...) is a one-line ``ValueError`` naming the file.
+    """
+    keras = import_keras()
+    path = Path(path)
+    if path.suffix not in KERAS_FILE_SUFFIXES:
+        raise ValueError(f"{path}: expected a {' or '.join(KERAS_FILE_SUFFIXES)} file")
+    keras.backend.clear_session()
+    try:
+        return keras.models.load_model(path, compile=False)
+    except Exception as err:  # Keras raises assorted types (ValueError, TypeError, KeyError, OSError...)
+        raise ValueError(f"{path}: cannot load the Keras model ({_first_line(err)})") from None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def export_keras_file(path: str | os.PathLike, name: str | None = None, unknown: list[str] | None = None) -> Graph:
+    """The SPEC graph of a saved ``.keras``/``.h5`` model (graph name: the file's stem).
+
+    Node names are the ones ``respect-segment model=<path>`` uses (same loader, same rules).
+    ``unknown``: as in :func:`export_keras_model`.
+    """
+    tf = import_tensorflow()
+    keras = import_keras()
+    path = Path(path)
+    model = load_keras_file(path)
+    source = (
+        f"{path.name} (sha256 {_sha256(path)[:16]}): keras.models.load_model(compile=False) "
+        f"[keras {keras.__version__}, tensorflow {tf.__version__}; respect_jax.coral.keras_export]"
+    )
+    graph = graph_from_keras(model, name=name or path.stem, source=source)
+    if unknown is not None:
+        unknown += describe_unknown_macs(model)
     keras.backend.clear_session()
     return graph
 

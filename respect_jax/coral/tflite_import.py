@@ -38,13 +38,30 @@ Counts (batch dimension and unknown dimensions set to 1)
     MEAN, SUM, REDUCE_MAX/MIN/PROD              in_elements
     ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM,       out_elements
     SQUARED_DIFFERENCE
-    anything else (activations, reshapes,       0
-    concatenation, (de)quantize, custom ops)
+    activations, data movement (reshapes,       0
+    concatenation, padding, slicing, resizing,
+    (de)quantize, casts): :data:`ZERO_MAC_OPS`
+    anything else (e.g. ``edgetpu-custom-op``,  0 (listed by :func:`unknown_mac_operators`)
+    other custom ops, LSTM, EXP, SQRT)
     ==========================================  =============================================
 
 TFLite fuses what Keras keeps apart (BatchNorm folded into convolutions, activations into their
 producer, ``ZeroPadding2D`` becomes ``PAD``), so a Keras export and a TFLite import of the same
 model agree node for node only on models without such layers; totals of conv/dense MACs agree.
+Where they agree node for node (one operator per Keras layer, e.g. convolutions with their
+activation argument, Add, Concatenate, pooling, Dense), the number of nodes and edges, the
+parameter and MAC totals and the multiset of output sizes are equal; node *names* differ (TFLite
+names nodes after tensors, e.g. ``serving_default_img:0``, ``mynet_1/c1_1/Relu``,
+``StatefulPartitionedCall_1:0``), so a schedule of an imported ``.tflite`` graph is for
+scheduling and analysis, and ``respect-segment`` (which needs the Keras model) takes schedules of
+the Keras export only. Other differences (TensorFlow 2.21's converter): an unfused
+BatchNormalization is a ``MUL`` and an ``ADD`` (two nodes, 2 MACs per element against Keras's
+one node with 1), ``Dropout`` disappears, ``Flatten`` becomes a ``RESHAPE`` plus the operators
+computing its shape (``SHAPE``, ``STRIDED_SLICE``, ``PACK``), and an Edge-TPU-compiled model is
+mostly one ``edgetpu-custom-op`` node whose MACs are unknown.
+
+A file is checked for the ``TFL3`` flatbuffer identifier (bytes 4-8) before it is parsed, so a
+file that is not a TFLite model is a one-line ``ValueError`` rather than a garbage graph.
 """
 
 from __future__ import annotations
@@ -63,6 +80,36 @@ _REDUCE = {"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"}
 _ELEMENTWISE = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE"}
 _WEIGHTED = {"CONV_2D", "CONV_3D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "FULLY_CONNECTED"}
 _INDEX_TYPES = {"INT32", "INT64"}
+TFLITE_IDENTIFIER = b"TFL3"
+# operators whose 0 MACs is a rule (activations and data movement), as Keras's zero-MAC layers
+ZERO_MAC_OPS = frozenset(
+    {
+        "Input",
+        "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "PRELU", "ELU", "LOGISTIC", "TANH",
+        "HARD_SWISH", "GELU", "SOFTMAX", "LOG_SOFTMAX",
+        "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "CONCATENATION", "PACK", "UNPACK", "SPLIT",
+        "SPLIT_V", "SLICE", "STRIDED_SLICE", "GATHER", "GATHER_ND", "PAD", "PADV2", "MIRROR_PAD", "TILE",
+        "BROADCAST_TO", "SHAPE", "CAST", "QUANTIZE", "DEQUANTIZE", "RESIZE_BILINEAR",
+        "RESIZE_NEAREST_NEIGHBOR", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "SPACE_TO_BATCH_ND",
+        "BATCH_TO_SPACE_ND", "FILL", "ZEROS_LIKE", "ONES_LIKE",
+    }
+)  # fmt: skip
+_MAC_OPS = _POOL | _REDUCE | _ELEMENTWISE | _WEIGHTED | {"BATCH_MATMUL"}
+
+
+def has_tflite_identifier(head: bytes) -> bool:
+    """Whether the first bytes of a file carry the TFLite flatbuffer identifier ``TFL3``."""
+    return len(head) >= 8 and head[4:8] == TFLITE_IDENTIFIER
+
+
+def unknown_mac_operators(graph: Graph) -> list[str]:
+    """``"node (OP)"`` for every node of an imported graph whose operator has no MAC rule (0 MACs
+    recorded: custom ops such as ``edgetpu-custom-op``, LSTM, transcendental functions...)."""
+    return [
+        f"{name} ({op})"
+        for name, op in zip(graph.node_names, graph.ops, strict=True)
+        if op not in ZERO_MAC_OPS and op not in _MAC_OPS
+    ]
 
 
 def _shape(tensor) -> tuple[int, ...]:
@@ -148,6 +195,8 @@ def import_tflite(path: str | os.PathLike, name: str | None = None) -> Graph:
         data = path.read_bytes()
     except OSError as err:
         raise ValueError(f"{path}: cannot read ({err.strerror})") from None
+    if not has_tflite_identifier(data):
+        raise ValueError(f"{path}: not a .tflite model (no {TFLITE_IDENTIFIER.decode()} flatbuffer identifier)")
     try:
         model = tfl.Model.GetRootAs(data, 0)
         if model.SubgraphsLength() < 1:
