@@ -742,7 +742,11 @@ def test_cli_checks_arguments_before_tensorflow(tmp_path):
         _one_line_error(_run_cli("segment_main", args, block_tensorflow=True), "respect-segment", "edgetpu_compiler")
     proc = _run_cli("pipeline_main", [f"manifest={tmp_path}", "num_inputs=0"], block_tensorflow=True)
     _one_line_error(proc, "respect-pipeline", "num_inputs must be an integer >= 1")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
+    damaged = tmp_path / "d.keras"
+    damaged.write_text("not a zip")  # respect-segment checks the content as respect-export does
+    proc = _run_cli("segment_main", [f"model={damaged}", f"out_dir={tmp_path}/o"], block_tensorflow=True)
+    _one_line_error(proc, "respect-segment", "is not a Keras .keras file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.keras", "s.json"]
 
 
 def test_calibrate_rejects_empty_and_foreign_reports(tmp_path):

@@ -148,6 +148,7 @@ def _as_list(value) -> list:
 
 def check_model_arg(model: str) -> None:
     """A bundled name or an existing ``.keras``/``.h5`` file, else ``ValueError`` (no TensorFlow needed)."""
+    from respect_jax.cli.export import check_model_file
     from respect_jax.coral.keras_export import MODELS
 
     path = Path(model)
@@ -155,20 +156,24 @@ def check_model_arg(model: str) -> None:
         raise ValueError(
             f"model must be a bundled name ({', '.join(MODELS)}) or an existing .keras file, got {model!r}"
         )
+    if model not in MODELS:
+        check_model_file(model)  # its content too (a zip with config.json, an HDF5 signature)
 
 
 def load_keras_model(model: str, include_top: bool, input_size: int | None, seed: int):
     """A bundled application model (fresh Keras session, seeded weights) or a saved .keras file."""
     from respect_jax.coral._deps import import_keras
-    from respect_jax.coral.keras_export import MODELS, build_keras_model
+    from respect_jax.coral.keras_export import MODELS, build_keras_model, load_keras_file
 
     check_model_arg(model)
     keras = import_keras()
+    if model not in MODELS:  # the loader of respect-export (same node names); a failure is one line
+        loaded = load_keras_file(model)
+        keras.utils.set_random_seed(int(seed))
+        return loaded, Path(model).stem
     keras.backend.clear_session()
     keras.utils.set_random_seed(int(seed))
-    if model in MODELS:
-        return build_keras_model(model, include_top, input_size), model
-    return keras.models.load_model(Path(model), compile=False), Path(model).stem
+    return build_keras_model(model, include_top, input_size), model
 
 
 def resolve_bn_stats(bn_stats, model: str) -> bool:

@@ -1,6 +1,7 @@
 """The Coral adapter: real models in, pipelined Edge TPU (or LiteRT CPU) segments out.
 
-* :mod:`~respect_jax.coral.keras_export`: ``keras.applications`` models -> SPEC graphs.
+* :mod:`~respect_jax.coral.keras_export`: ``keras.applications`` models and saved ``.keras``/``.h5`` files -> SPEC
+  graphs.
 * :mod:`~respect_jax.coral.tflite_import`: ``.tflite`` operator graphs -> SPEC graphs.
 * :mod:`~respect_jax.coral.segment`: a Keras model + a schedule -> one ``.tflite`` per stage and a
   manifest (optionally compiled with ``edgetpu_compiler``).
