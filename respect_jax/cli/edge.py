@@ -37,7 +37,7 @@ from respect_jax.cli.common import (
 
 PROG = "respect-edge"
 COMMANDS = ("train", "eval")
-USAGE = f"usage: {PROG} {{train,eval}} [key=value ...]  (see conf/edge.yaml; {PROG} train --help for Hydra's help)"
+USAGE = f"usage: {PROG} {{train,eval}} [key=value ...]  ({PROG} train --help: options, groups, examples)"
 
 
 def _scenario(cfg: DictConfig):

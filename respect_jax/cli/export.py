@@ -59,7 +59,7 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, ListConfig
 
-from respect_jax.cli.common import user_errors_exit
+from respect_jax.cli.common import CONF_DIR, user_errors_exit
 from respect_jax.coral._deps import CoralDependencyError
 
 HYDRA_QUIET = {
@@ -67,16 +67,41 @@ HYDRA_QUIET = {
     "output_subdir": None,
 }
 
+# --help (hydra.help.header; the usage line and the footer: conf/hydra/help/respect.yaml). No dollar sign
+# but the ${...} interpolations of current values: Hydra substitutes $NAME into the help.
+_EXPORT_HELP = """\
+Keras/TFLite models -> SPEC JSON graphs (needs the coral extra): bundled models by name, or .keras/.h5/.tflite
+files; written to out_dir/<name>.json, or out for one model.
+
+Main options (key=value; current values in brackets):
+  model               (required) a bundled name, a .keras/.h5/.tflite file, a list of these, or all
+  include_top         true: with the classifier head (bundled models; RESPECT's graphs have none)
+  input_size          input resolution of bundled models (default: 224, 299 for Inception/Xception)
+  out_dir             [${out_dir}]
+  out                 explicit output file, one model only
+
+Config groups: none.
+
+Examples:
+  respect-export model=resnet50                      # -> data/models/resnet50.json
+  respect-export model=[vgg16,mobilenetv2] include_top=true
+  respect-export model=path/to/my_model.keras        # -> data/models/my_model.json"""
+
 ConfigStore.instance().store(
     name="respect_export",
     node={
-        "defaults": ["_self_", {"override hydra/job_logging": "none"}, {"override hydra/hydra_logging": "none"}],
+        "defaults": [
+            "_self_",
+            {"override hydra/job_logging": "none"},
+            {"override hydra/hydra_logging": "none"},
+            {"override hydra/help": "respect"},  # --help: the layout of conf/hydra/help/respect.yaml
+        ],
         "model": "???",
         "include_top": False,
         "input_size": None,
         "out_dir": "data/models",
         "out": None,
-        "hydra": HYDRA_QUIET,
+        "hydra": {**HYDRA_QUIET, "help": {"app_name": "respect-export", "header": _EXPORT_HELP}},
     },
 )
 
@@ -277,7 +302,7 @@ def export(cfg: DictConfig) -> list[Path]:
     return written
 
 
-@hydra.main(config_path=None, config_name="respect_export", version_base="1.3")
+@hydra.main(config_path=CONF_DIR, config_name="respect_export", version_base="1.3")
 @user_errors_exit("respect-export")
 def _main(cfg: DictConfig) -> None:
     try:

@@ -36,7 +36,7 @@ from respect_jax.graphs.graph import write_json_atomic
 
 PROG = "respect-rt"
 COMMANDS = ("train", "eval")
-USAGE = f"usage: {PROG} {{train,eval}} [key=value ...]   ({PROG} train --help for the config)"
+USAGE = f"usage: {PROG} {{train,eval}} [key=value ...]   ({PROG} train --help: options, groups, examples)"
 
 
 def preset(name: str):
