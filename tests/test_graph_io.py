@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -97,7 +98,7 @@ def test_save_is_atomic_and_failure_writes_nothing(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(json, "dump", boom)
+    monkeypatch.setattr(os, "replace", boom)  # the temporary file is written, its rename fails
     with pytest.raises(RuntimeError):
         save_graph(graph, target)
     assert target.read_text() == before

@@ -300,18 +300,23 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _read_json(path: str, what: str):
+    """The JSON document in ``path``; ``ValueError`` naming the file if it cannot be read or parsed."""
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read {what} ({err.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not valid JSON ({getattr(err, 'msg', err.reason)})") from None
+
+
 def read_schedule(path: str) -> dict:
     """Read and check a schedule file (``RESULT.json`` of respect-schedule), before any model work.
 
     Returns ``{"assignment": [int, ...], "stages": int | None, "info": {...}}``; ``stages`` is the
     file's ``hardware.stages`` if it has one. Raises ``ValueError`` (one line naming the file).
     """
-    try:
-        result = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read schedule ({err.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not valid JSON ({getattr(err, 'msg', err.reason)})") from None
+    result = _read_json(path, "schedule")
     if not isinstance(result, dict):
         raise ValueError(f"{path}: a schedule must be a JSON object with an assignment, got a {type(result).__name__}")
     assignment = result.get("assignment")
@@ -655,12 +660,7 @@ _REPORT_KEYS = ("variant", "model", "num_stages", "stage_features", "pipeline")
 
 def read_report(path: str) -> dict:
     """A respect-pipeline report (JSON object with its keys), else ``ValueError`` naming the file."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read report ({err.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not valid JSON ({getattr(err, 'msg', err.reason)})") from None
+    doc = _read_json(path, "report")
     missing = [k for k in _REPORT_KEYS if k not in doc] if isinstance(doc, dict) else list(_REPORT_KEYS)
     if missing:
         raise ValueError(f"{path}: not a respect-pipeline report (no {missing[0]!r})")
@@ -711,7 +711,8 @@ def calibrate(report_paths: list[str], base: dict, fit: list[str], weighting: st
 @_coral_errors("respect-calibrate")
 def _calibrate_main(cfg: DictConfig) -> None:
     from respect_jax.coral.calibrate import CPU_BASE, hardware_yaml
-    from respect_jax.coral.paths import check_output_file, write_text_atomic
+    from respect_jax.coral.paths import check_output_file
+    from respect_jax.graphs.graph import write_text_atomic
 
     out = Path(cfg.out) if cfg.out else None
     as_yaml = out is not None and out.suffix in (".yaml", ".yml")

@@ -2,9 +2,9 @@
 
 A command checks every place it will write (:func:`check_output_file`, :func:`check_output_dir`)
 before it loads a model or imports TensorFlow, so a bad path fails in one line and nothing is
-written. Files are written atomically (:func:`write_text_atomic`), and a segment folder is built
-in a hidden staging folder next to ``out_dir`` and renamed into place only when complete
-(:class:`StagedDir`), so a failed run leaves no ``out_dir`` (or the previous one unchanged).
+written. Files are written atomically (:func:`~respect_jax.graphs.graph.write_text_atomic`), and a
+segment folder is built in a hidden staging folder next to ``out_dir`` and renamed into place only
+when complete (:class:`StagedDir`), so a failed run leaves no ``out_dir`` (or the previous one unchanged).
 Errors are ``ValueError`` with one line (the CLI prints it and exits 2).
 """
 
@@ -14,6 +14,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from respect_jax.graphs.graph import current_umask
 
 SEGMENT_MANIFEST = "manifest.json"
 
@@ -70,22 +72,6 @@ def check_output_dir(path: str | os.PathLike) -> Path:
     return path
 
 
-def write_text_atomic(text: str, path: str | os.PathLike) -> None:
-    """Write ``text`` so that ``path`` has either all of it or its previous content."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _make_parents(folder: Path) -> list[Path]:
     """``mkdir -p folder``; returns the folders it created, outermost first."""
     missing = []
@@ -138,7 +124,7 @@ class StagedDir:
             if old is not None:
                 os.rename(old, self.out)
             raise
-        os.chmod(self.out, 0o777 & ~_umask())
+        os.chmod(self.out, 0o777 & ~current_umask())
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
 
@@ -149,9 +135,3 @@ class StagedDir:
                 folder.rmdir()
             except OSError:
                 break
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

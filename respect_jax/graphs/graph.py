@@ -268,13 +268,18 @@ def save_graph(graph: Graph, path: str | os.PathLike) -> None:
 
 def write_json_atomic(doc, path: str | os.PathLike, indent: int | None = 1) -> None:
     """Write a JSON document so that ``path`` either has the full document or is untouched."""
+    write_text_atomic(json.dumps(doc, indent=indent), path)
+
+
+def write_text_atomic(text: str, path: str | os.PathLike) -> None:
+    """Write ``text`` so that ``path`` either has all of it or is untouched (temp file + rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=indent)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
+            fh.write(text)
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; give the usual file mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -282,7 +287,7 @@ def write_json_atomic(doc, path: str | os.PathLike, indent: int | None = 1) -> N
         raise
 
 
-def _umask() -> int:
+def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
