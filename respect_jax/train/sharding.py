@@ -38,10 +38,10 @@ class Launch:
 
 def first_host(nodelist: str) -> str:
     """The first host name of a SLURM node list: ``node[003-010,012],gpu7`` -> ``node003``."""
-    head = nodelist.split(",", 1)[0] if "[" not in nodelist.split(",", 1)[0] else nodelist.split("]", 1)[0]
-    if "[" not in head:
-        return head
-    prefix, ranges = head.split("[", 1)
+    first = nodelist.split(",", 1)[0]
+    if "[" not in first:
+        return first
+    prefix, ranges = nodelist.split("]", 1)[0].split("[", 1)
     return prefix + ranges.split(",", 1)[0].split("-", 1)[0]
 
 
