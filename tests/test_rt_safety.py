@@ -163,3 +163,42 @@ def test_python_reference_guarantee_with_static_random_priorities():
         m = sim.run(pol)
         assert m["hrt_missed"] == 0 and not m["violation"]
         assert validate_schedule(p, sim.start, sim.finish, sim.machine) == []
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_an_adversary_redrawn_every_step_never_breaks_the_reference_invariant(seed):
+    """Regression (found by fuzzing): a rejected proposal holds its accelerator idle; a dispatch on another one at
+    the same instant refreshed the reference, which could start a sub-job on the held accelerator at ``t``; time
+    then passed that start (invariant I lost, ``violation``). Every step here proposes a pair the layer rejects
+    whenever one exists; after every decision no reference start may lie in the past."""
+    import random
+
+    from respect_jax.realtime.reference import py_certify
+    from respect_jax.realtime.tasks import sizes_for
+
+    platform = platform_from_dict({"accelerators": [
+        {"name": "ws0", "dataflow": "ws", "peak_tmacs": 2.0, "mem_gbs": 25, "overhead_us": 30},
+        {"name": "rs0", "dataflow": "rs", "peak_tmacs": 1.5, "mem_gbs": 20, "overhead_us": 30},
+    ]})
+    tight = ScenarioConfig(
+        name="tight", utilisation=0.7, hrt_share=0.7, num_hrt_tasks=3, num_clients=2, groups=3, horizon_ms=12.0,
+        max_hrt_jobs=8, max_srt_jobs=6, deadline_factor=(0.2, 0.5), hrt_models=("mobilenet", "mobilenetv2", "resnet50"),
+        srt_models=("mobilenet", "mobilenetv2", "resnet50"), qos_factor=(1.2, 2.5), max_tries=2000,
+    )
+    scs, _ = generate(tight, platform, 200, seed=seed)
+    rng = random.Random(0)
+    for i, s in enumerate(scs):
+        p = pack(s, sizes_for([s]))
+        sim = PySim(p, safety=True)
+        while not sim.done:
+            priority = [rng.random() for _ in range(sim.sc.S)]
+            pref = [[rng.random() for _ in range(sim.sc.M)] for _ in range(sim.sc.S)]
+            rejected = [(x, m) for x, m in sim.pairs() if not py_certify(sim.sc, sim.t, sim.plan, x, m)]
+            if rejected:
+                x, m = rng.choice(rejected)
+                priority[x], pref[x][m] = 10.0, 10.0
+            sim.step(priority, pref)
+            assert all(start >= sim.t for start, _ in sim.plan.values()), (i, sim.t, sim.plan)
+        metrics = sim.metrics()
+        assert not metrics["violation"] and metrics["hrt_missed"] == 0, i
+        assert validate_schedule(p, sim.start, sim.finish, sim.machine) == [], i

@@ -212,7 +212,10 @@ class RTEnv:
         new = self._dispatch(state, x, mx, dispatch)
         if self.safety:
             new = self._update_reference(new, x, dispatch)
-            new = new.replace(blocked=new.blocked | ((jnp.arange(p.exec_us.shape[1]) == m) & active & ~dispatch))
+            # a held accelerator stays idle until the next event; a dispatch (and the reference's refresh, which
+            # may now start a sub-job on a held accelerator at t) frees every one of them
+            hold = (jnp.arange(p.exec_us.shape[1]) == m) & active & ~dispatch
+            new = new.replace(blocked=jnp.where(dispatch, False, new.blocked | hold))
         new = new.replace(
             steps=state.steps + active,
             proposals=state.proposals + active,

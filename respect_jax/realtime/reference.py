@@ -170,7 +170,10 @@ class PySim:
         return any(v and f >= INF for v, f in zip(self.sc.valid, self.finish, strict=True))
 
     def _advance(self) -> None:
+        """Move time to the next event until a pair may start; the episode ends when every sub-job is dispatched
+        or nothing is left to wait for (stuck), as in the JAX environment (a violation alone does not end it)."""
         sc = self.sc
+        stuck = False
         while self._pending() and not self.pairs():
             cands = [a for a in self.free_at if a > self.t]
             for s in range(sc.S):
@@ -180,12 +183,12 @@ class PySim:
                         if self.t < r < INF:
                             cands.append(r)
             cands += [st for st, _ in self.plan.values() if st > self.t]
-            if not cands:
-                self.violation = True
+            if not cands:  # stuck: sub-jobs left and no event to wait for
+                self.violation = stuck = True
                 break
             self.t = min(cands)
             self.blocked = [False] * sc.M
-        self.done = not self._pending() or self.violation
+        self.done = not self._pending() or stuck
 
     def _dispatch(self, x: int, m: int) -> None:
         c = self.sc.exec[x][m]
@@ -239,6 +242,7 @@ class PySim:
                 plan, ok, _ = py_reference_schedule(sc, self.t, self.free_at, self.finish, self.machine)
                 if ok:
                     self.plan = plan
+            self.blocked = [False] * sc.M  # the refresh may start a sub-job on a held accelerator now
         else:
             self.blocked[m] = True
         if self.timing:
