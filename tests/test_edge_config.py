@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 import yaml
@@ -62,7 +63,8 @@ def with_change(path: str, value):
         ("apps.0.rate", -5, "edge_scenario.apps[0].rate must be >= 0, got -5"),
         ("apps.1.variants", ["resnet50", "alexnet"], "unknown model 'alexnet'"),
         ("apps.0.min_accuracy", 0.95, "no variant reaches min_accuracy 0.95"),
-        ("apps.0.deadline_ms", 0, "edge_scenario.apps[0].deadline_ms must be > 0"),
+        ("apps.0.deadline_ms", 0, "edge_scenario.apps[0].deadline_ms must be >= 0.001"),
+        ("apps.0.deadline_ms", 0.0005, "edge_scenario.apps[0].deadline_ms must be >= 0.001"),  # rounded to 0 us
         ("apps.0.min_accuracy", 1.5, "min_accuracy must be <= 1"),
         ("sites.0.workers", 0, "edge_scenario.sites[0].workers must be an integer in [1, 4096], got 0"),
         ("sites.0.workers", 2.5, "workers must be an integer"),
@@ -71,7 +73,8 @@ def with_change(path: str, value):
         ("sites.1.gmacs_per_ms", -1.0, "gmacs_per_ms must be > 0"),
         ("sites.0.colour", "red", "unknown key(s) colour"),
         ("pattern", "weibull", "pattern must be one of poisson, mmpp, diurnal"),
-        ("loads.high", -1, "loads.high must be >= 0"),
+        ("loads.high", -1, "loads.high must be > 0"),
+        ("loads.high", 0, "loads.high must be > 0"),  # training divided by it; evaluation reported 0 success
         ("horizon_s", 0, "horizon_s must be > 0"),
         ("network.cloud", KeyError, "no network entry for tier 'cloud'"),
         ("network.far_edge.jitter", "lots", "jitter must be a finite number"),
@@ -99,6 +102,18 @@ def test_all_zero_rates_and_unknown_model_name():
         load_preset("metro")
     with pytest.raises(ValueError, match="unknown load 'extreme'"):
         load_preset("small").rate("extreme")
+
+
+def test_evaluation_refuses_traces_whose_slots_end_before_the_horizon():
+    """Too few query slots for a load used to truncate every trace silently (success over 0.4 s of 5 s)."""
+    from respect_jax.edge_cluster.evaluation import eval_traces
+
+    scn = load_preset("small", max_queries=1024)
+    eval_traces(scn, "low", jax.random.key(0), 2)  # enough slots at the low load
+    with pytest.raises(ValueError, match="1024 query slots per trace do not cover the .* horizon at load overload"):
+        eval_traces(scn, "overload", jax.random.key(0), 2)
+    with pytest.raises(ValueError, match="load must be a finite number > 0"):
+        scn.rate(0.0)
 
 
 @pytest.mark.parametrize(

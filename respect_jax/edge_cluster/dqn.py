@@ -474,9 +474,10 @@ def train_dqn(
     A ``run_dir`` that already holds checkpoints of an agent with the same scenario and settings (only
     ``episodes`` may differ) is resumed from its latest checkpoint. A checkpoint holds the whole training state
     (Q and target networks, optimiser, replay buffer, environments, step counters, PRNG key), so a killed run
-    resumed with the same settings ends exactly like an uninterrupted one. Other settings are refused
-    (ValueError, before anything changes) unless ``overwrite``, which first removes that agent's files and
-    trains afresh. The first chunk includes compilation; ``train_time_s`` (this call's) and the metrics report
+    resumed with the same settings ends exactly like an uninterrupted one. Raising ``episodes`` stretches the
+    epsilon schedule (it spans ``episodes``), so exploration rises again when training continues. Other settings
+    are refused (ValueError, before anything changes) unless ``overwrite``, which first removes that agent's files
+    and trains afresh. The first chunk includes compilation; ``train_time_s`` (this call's) and the metrics report
     both.
     """
     model, init, run = make_train(scn, cfg)

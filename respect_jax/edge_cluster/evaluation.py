@@ -60,7 +60,14 @@ def eval_traces(scn: Scenario, load: str | float, key: jax.Array, traces: int, f
     """``traces`` traces at one load. ``fit``: Q sized for this load (fewer padding slots, but a
     different shape per load); otherwise the scenario's Q, shared by every load (one compilation)."""
     rates = np.broadcast_to(scn.rate(load), (traces, *scn.base_rate.shape))
-    return make_traces(key, rates, scn.trace_for(load) if fit else scn.trace)
+    cfg = scn.trace_for(load) if fit else scn.trace
+    batch, covered = make_traces(key, rates, cfg, return_covered=True)
+    if not bool(np.all(np.asarray(covered))):  # the slots ran out: the rest of the horizon would be missing
+        raise ValueError(
+            f"{scn.name}: {cfg.max_queries} query slots per trace do not cover the {cfg.horizon_s:g} s horizon at "
+            f"load {load}; raise max_queries (null sizes it from the highest named load) or lower the load"
+        )
+    return batch
 
 
 def evaluate_policy(scn: Scenario, policy: Policy, load: str | float, key: jax.Array, traces: int = 4) -> dict:
@@ -135,7 +142,8 @@ def markdown_table(doc: dict, tie: float = 0.005) -> str:
     """
     loads = list(doc["loads"])
     lines = [f"Success ratio on scenario `{doc['scenario']}` "
-             f"({doc['traces']} traces per load, same traces for every policy)",
+             f"({doc['traces']} traces per load, same traces for every policy; ± is the standard deviation of the "
+             "per-trace success ratios)",
              "", "| policy | " + " | ".join(f"{ld} (x{doc['loads'][ld]:g})" for ld in loads) + " |",
              "|---|" + "---|" * len(loads)]
     for p in doc["policies"]:

@@ -158,8 +158,8 @@ class Scenario:
             if load not in self.loads:
                 raise ValueError(f"unknown load {load!r}; choose one of {', '.join(self.loads)}")
             return float(self.loads[load])
-        if not (math.isfinite(load) and load >= 0):
-            raise ValueError(f"load must be a finite number >= 0, got {load}")
+        if not (math.isfinite(load) and load > 0):
+            raise ValueError(f"load must be a finite number > 0, got {load}")
         return float(load)
 
     def trace_for(self, load: str | float) -> TraceConfig:
@@ -279,7 +279,7 @@ def scenario_from_dict(doc: Mapping, where: str = "edge_scenario") -> Scenario:
 
     default_loads = {"low": 0.5, "medium": 1.0, "high": 1.5, "overload": 2.5}
     loads = _mapping(_get(doc, "loads", where, default_loads), f"{where}.loads")
-    load_values = {str(k): _number(loads, k, f"{where}.loads", 0.0, 1e3) for k in loads}
+    load_values = {str(k): _number(loads, k, f"{where}.loads", 0.0, 1e3, strict_low=True) for k in loads}
     if not load_values:
         raise ValueError(f"{where}.loads must name at least one load level")
 
@@ -322,7 +322,7 @@ def scenario_from_dict(doc: Mapping, where: str = "edge_scenario") -> Scenario:
         app = _mapping(app, w)
         _no_unknown(app, _APP, w)
         app_names.append(str(_get(app, "name", w, f"app{i}")))
-        deadlines.append(_number(app, "deadline_ms", w, 0.0, MAX_DEADLINE_MS, strict_low=True))
+        deadlines.append(_number(app, "deadline_ms", w, 0.001, MAX_DEADLINE_MS))  # whole microseconds
         min_acc.append(_number(app, "min_accuracy", w, 0.0, 1.0))
         rates.append(_number(app, "rate", w, 0.0, 1e6))
         names = _list(_get(app, "variants", w), f"{w}.variants")

@@ -122,13 +122,15 @@ def generate_trace(key: jax.Array, rate: jax.Array, cfg: TraceConfig, return_cov
 
 @functools.lru_cache(maxsize=32)
 def _batched_generator(cfg: TraceConfig):
-    return jax.jit(jax.vmap(lambda k, r: generate_trace(k, r, cfg)))
+    return jax.jit(jax.vmap(lambda k, r: generate_trace(k, r, cfg, return_covered=True)))
 
 
-def make_traces(key: jax.Array, rates: jax.Array, cfg: TraceConfig) -> Trace:
+def make_traces(key: jax.Array, rates: jax.Array, cfg: TraceConfig, return_covered: bool = False):
     """A batch of traces: ``rates`` f32[B, N, A] (one rate matrix per trace) -> Trace [B, Q].
 
-    Trace ``b`` uses ``jax.random.split(key, B)[b]`` (compiled once per ``cfg`` and shape).
+    Trace ``b`` uses ``jax.random.split(key, B)[b]`` (compiled once per ``cfg`` and shape). With
+    ``return_covered``: ``(traces, bool[B])``, False where the Q slots ran out before the horizon.
     """
     keys = jax.random.split(key, rates.shape[0])
-    return _batched_generator(cfg)(keys, jnp.asarray(rates, jnp.float32))
+    traces, covered = _batched_generator(cfg)(keys, jnp.asarray(rates, jnp.float32))
+    return (traces, covered) if return_covered else traces
