@@ -97,8 +97,8 @@ def main() -> None:
             "```", describe(scn), "```", "",
             f"ASET agent: {agent.config.episodes} episodes x {agent.config.num_envs} envs x "
             f"{agent.config.episode_steps} dispatches ({steps:,} transitions), trained in {agent.train_time_s:.0f} s "
-            f"on {doc['machine']['cpu_count']} shared CPU cores "
-            f"(load average {doc['machine']['load_average'][0]:.1f}).", "",
+            f"on {doc['machine']['cpu_count']} shared CPU cores; this evaluation ran at load average "
+            f"{doc['machine']['load_average'][0]:.1f}.", "",
             "| load | ASET | best static | ASET - best static | verdict (+-0.005 = tied) |", "|---|---|---|---|---|",
             *verdict, "",
         ])
