@@ -435,8 +435,8 @@ def _free_port() -> int:
 
 def test_two_processes_train_like_one_process_with_two_devices(tmp_path):
     """A 2-task srun step (simulated: the step variables on localhost, one CPU device per process) trains on the
-    global 2-device mesh like one process with 2 devices; process 0 alone writes metrics (they were written
-    twice) and reports; policy=respect_pointer, which has no mesh, is refused in one line."""
+    global 2-device mesh like one process with 2 devices, also across a resume; process 0 alone writes metrics
+    (they were written twice) and reports; policy=respect_pointer, which has no mesh, is refused in one line."""
     dataset = tmp_path / "data"
     write_tiny_dataset(dataset, 16, seed=5)
     base = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -449,15 +449,21 @@ def test_two_processes_train_like_one_process_with_two_devices(tmp_path):
     step = {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "localhost", "SLURM_STEP_NUM_TASKS": "2",
             "SLURM_STEP_NUM_NODES": "2", "SLURM_LOCALID": "0", "JAX_COORDINATOR_PORT": str(_free_port()),
             "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
-    procs = [
-        subprocess.Popen([str(BIN / "respect-train"), *train_overrides(tmp_path / "two", dataset), "train.steps=4"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                         env={**base, **step, "SLURM_PROCID": str(i)})
-        for i in range(2)
-    ]
-    outs = [p.communicate(timeout=600) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
-    assert '"step": 4' in outs[0][0] and '"run_dir"' not in outs[1][0]  # process 0 alone reports (Gloo talks too)
+    for steps in (2, 4):  # the second launch resumes the first one's checkpoint
+        step["JAX_COORDINATOR_PORT"] = str(_free_port())
+        procs = [
+            subprocess.Popen(
+                [str(BIN / "respect-train"), *train_overrides(tmp_path / "two", dataset), f"train.steps={steps}"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                env={**base, **step, "SLURM_PROCID": str(i)},
+            )
+            for i in range(2)
+        ]
+        outs = [p.communicate(timeout=600) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+        # process 0 alone reports (Gloo talks too) and logs
+        assert f'"step": {steps}' in outs[0][0] and '"run_dir"' not in outs[1][0] and outs[1][1] == ""
+    assert "resumed from" in outs[0][1]
     records = [[json.loads(x) for x in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
                for run in ("one", "two")]
     assert [r["step"] for r in records[1]] == [2, 4]
