@@ -29,10 +29,17 @@ test: install
 test-slow: install
 	$(BIN)/pytest -q -m slow
 
-# the Coral adapter's TensorFlow/LiteRT tests, in their own venv (TensorFlow is ~1.6 GB)
-test-coral:
+# the Coral adapter's TensorFlow/LiteRT tests, in their own venv (TensorFlow is ~1.6 GB; installed once per pin set)
+CORAL_STAMP := .venv-coral/.installed-$(shell cat pyproject.toml constraints-coral.txt | cksum | cut -d' ' -f1)
+
+$(CORAL_STAMP): pyproject.toml constraints-coral.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, found {sys.version.split()[0]}"'
 	$(PYTHON) -m venv .venv-coral
 	.venv-coral/bin/pip install --quiet -c constraints-coral.txt -e '.[coral,test]'
+	rm -f .venv-coral/.installed-*
+	touch $@
+
+test-coral: $(CORAL_STAMP)
 	.venv-coral/bin/pytest -q -m coral tests/test_coral.py
 
 bench: install
