@@ -129,19 +129,20 @@ class Checkpointer:
 
     def stored_keys(self, step: int, name: str) -> set[str]:
         """The top-level keys of item ``name`` of checkpoint ``step`` (empty if it has none or is unreadable)."""
-        try:
-            stored = self.manager.item_metadata(step)[name]
-        except Exception:  # noqa: BLE001  (no readable metadata)
-            return set()
+        stored = self._stored(step, name)
         return set(stored.keys()) if hasattr(stored, "keys") else set()
+
+    def _stored(self, step: int, name: str):
+        """Orbax's metadata tree of item ``name`` of checkpoint ``step`` (None if it has none or is unreadable)."""
+        try:
+            return self.manager.item_metadata(step)[name]
+        except Exception:  # noqa: BLE001  (no readable metadata: a restore itself reports the problem)
+            return None
 
     def _check_shapes(self, step: int, name: str, like) -> None:
         """Compare the stored arrays of item ``name`` with the tree to restore, before orbax starts a
         restore that would fail (and leave its asynchronous workers printing tracebacks at exit)."""
-        try:
-            stored = self.manager.item_metadata(step)[name]
-        except Exception:  # noqa: BLE001  (no readable metadata: the restore itself reports the problem)
-            return
+        stored = self._stored(step, name)
         if stored is None:
             return
         want, have = _shapes(like), _shapes(stored)
