@@ -156,6 +156,15 @@ def test_help_shows_the_overridden_values():
     assert re.search(r"^  objective .*\[latency\]$", proc.stdout, re.M)
 
 
+def test_help_prints_a_dollar_in_an_overridden_value_as_given():
+    """Hydra's help substitutes $NAME placeholders into the resolved text: an override value holding a dollar
+    sign failed with a KeyError traceback before the header was escaped (help_escape)."""
+    proc = run(["respect-schedule", "--help", "objective=$x", "lam=a$$b"])
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^  objective .*\[\$x\]$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^  lam .*\[a\$\$b\]$", proc.stdout, re.M), proc.stdout
+
+
 @pytest.mark.parametrize("prog", ["respect-rt", "respect-edge"])
 def test_help_without_the_first_word(prog):
     proc = run([prog, "--help"])

@@ -19,6 +19,18 @@ from respect_jax.costs import Hardware, hardware_from_dict
 from respect_jax.graphs.graph import GraphError
 
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+
+
+def escape_help_dollars(text: str) -> str:
+    """``text`` with every ``$`` doubled, so Hydra's help (a ``string.Template`` substitution of the resolved
+    ``hydra.help.template``) prints the current values of overrides such as ``objective=$x`` as given, instead
+    of failing with a KeyError on ``$x``. Registered as the OmegaConf resolver ``help_escape``
+    (``conf/hydra/help/respect.yaml``)."""
+    return str(text).replace("$", "$$")
+
+
+if not OmegaConf.has_resolver("help_escape"):
+    OmegaConf.register_new_resolver("help_escape", escape_help_dollars)
 USER_ERRORS = (GraphError, ValueError, OSError, KeyError, omegaconf.errors.OmegaConfBaseException)  # OSError: a path
 
 
