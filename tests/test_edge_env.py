@@ -59,6 +59,21 @@ def test_trace_covers_horizon_and_zero_rates():
     assert int(empty.num_valid) == 0
 
 
+def test_microsecond_arrival_times_keep_the_rate_of_a_fast_source():
+    """Gaps rounded to whole microseconds keep the mean rate: at 200,000 queries/s (mean gap 5 us) flooring
+    every gap made 10% more arrivals; rounding to the nearest us leaves 1/(2 sinh(rate/2e6)) us, -0.17%."""
+    from respect_jax.edge_cluster.scenarios import TraceConfig
+
+    horizon_s, rate = 0.05, 200_000.0
+    expected = rate * horizon_s  # 10,000 arrivals per trace
+    cfg = TraceConfig(horizon_s=horizon_s, max_queries=12_000)
+    rates = np.full((16, 1, 1), rate, np.float32)
+    traces, covered = jax.device_get(make_traces(jax.random.key(5), rates, cfg, return_covered=True))
+    total = traces.valid.sum()
+    assert covered.all()  # Q is 20 sigma above the expected count: every trace reached its horizon
+    assert abs(total - 16 * expected) < 4 * np.sqrt(16 * expected), (total, 16 * expected)
+
+
 def test_reset_step_compile_once_and_random_rollout_is_finite():
     scn = small()
     env = EdgeEnv(scn.trace, scn.ring)

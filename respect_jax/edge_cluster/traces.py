@@ -2,7 +2,7 @@
 
 Arrivals of every (source, app) pair are an inhomogeneous Poisson process with rate
 ``rate[n, a] * m_n(t)``, drawn by thinning: ``Q`` candidates of a homogeneous process at the
-envelope rate ``sum(rate) * peak`` (integer microsecond gaps summed exactly in int32), each
+envelope rate ``sum(rate) * peak`` (gaps rounded to whole microseconds, summed exactly in int32), each
 labelled with a pair drawn proportionally to ``rate`` and kept with probability ``m_n(t) / peak``.
 The modulation ``m_n`` is 1 (``poisson``), a two-state calm/burst Markov chain per source
 (``mmpp``, normalised so its long-run mean is 1) or ``1 + amplitude * sin(2 pi t / period + phase_n)``
@@ -44,7 +44,9 @@ def _exponential(u: jax.Array) -> jax.Array:
 
 
 def _to_us(seconds: jax.Array) -> jax.Array:
-    return jnp.clip(jnp.floor(seconds * 1e6), 0, _CAP).astype(jnp.int32)
+    """Seconds -> i32 microseconds, rounded to the nearest: an exponential gap of mean 1/r keeps its mean
+    to a relative -(r / 1e6)**2 / 24 (-0.17% at 200,000 queries/s; flooring lost 0.5 us per gap, -10% there)."""
+    return jnp.clip(jnp.floor(seconds * 1e6 + 0.5), 0, _CAP).astype(jnp.int32)
 
 
 def generate_trace(key: jax.Array, rate: jax.Array, cfg: TraceConfig, return_covered: bool = False):
