@@ -192,6 +192,11 @@ ENTRIES = [
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut "
      "runs/cut_big/checkpoints/1000 runs/soup_big runs/soup_big_only --beam 16 "
      "--out experiments/results/compare_cut_big (commands: data/checkpoints/README.md)", None, []),
+    ("A fifth 2,000-step segment from respect_k4_paper_cut (runs/cut_w128_f) and its averages: no gain, not shipped",
+     "experiments/results/compare_cut_f.md",
+     ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut "
+     "runs/cut_w128_f/checkpoints/2000 runs/soup_f runs/soup_cut_f --beam 16 "
+     "--out experiments/results/compare_cut_f (commands: data/checkpoints/README.md)", None, []),
     ("Sampling temperature of best-of-64 for respect_k4_paper_cut (model selection of the decoding, fresh graphs)",
      "experiments/results/compare_cut_temperature.md",
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut --graphs 1024 "
