@@ -169,6 +169,17 @@ ENTRIES = [
      "experiments/results/decoding_budget_cut.md",
      ".venv/bin/python experiments/decoding_budget.py --checkpoint data/checkpoints/respect_k4_paper_cut "
      "--out experiments/results/decoding_budget_cut", None, ["experiments/results/decoding_budget_cut.png"]),
+    ("The best contiguous split of the SPEC order against the proven optima: what any compiler-style partitioner "
+     "loses (issue 4)",
+     "experiments/results/contiguous_optimum_respect50.md",
+     ".venv/bin/python experiments/contiguous_optimum.py --labels data/labels/respect50_k4_paper "
+     "--out experiments/results/contiguous_optimum_respect50", None,
+     ["experiments/results/contiguous_optimum_respect50.png"]),
+    ("The best contiguous split against the proven optima, latency objective (issue 4)",
+     "experiments/results/contiguous_optimum_respect50_latency.md",
+     ".venv/bin/python experiments/contiguous_optimum.py --labels data/labels/respect50_k4_latency "
+     "--out experiments/results/contiguous_optimum_respect50_latency", None,
+     ["experiments/results/contiguous_optimum_respect50_latency.png"]),
     ("best-of-64, sbs-64 and beam-64 of the default checkpoint on fresh generated graphs (decoding selection)",
      "experiments/results/compare_cut_sbs.md",
      ".venv/bin/python experiments/compare_checkpoints.py data/checkpoints/respect_k4_paper_cut --graphs 1024 "
@@ -321,6 +332,8 @@ README_TITLES = {
     "Latency checkpoint with 64 distinct samples (`sbs_64`) next to best-of-64 and beam-64, each + local search "
     "(issue 4)",
     'Quality against decoding budget, the policy alone: best-of-N, N distinct samples (sbs), beam-N (issue 4)',
+    "The best contiguous split of the SPEC order against the proven optima: what any compiler-style partitioner "
+    "loses (issue 4)",
     'Learned scheduler: training and scheduling speed (issue 4)',
     'Training and scheduling speed of the cut-attention network (respect_k4_paper_cut: width 128, cut_heads 4)',
     'Table 1: real models, paper objective',

@@ -249,3 +249,41 @@ def test_ablation_preset_runs_under_submitit_local(tmp_path):
     assert table["swept"] == ["policy.layers"]
     rows = [(r["run"], r["policy.layers"], r["steps"]) for r in table["rows"]]
     assert rows == [("layers_0", 0, 2), ("layers_1", 1, 2)]
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_best_contiguous_split_equals_brute_force_over_contiguous_valid_schedules(seed):
+    """experiments/contiguous_optimum.py: every contiguous split of the SPEC order, and the best by the shared
+    evaluator equals the best contiguous schedule among all valid ones scored by the NumPy reference."""
+    from math import comb
+
+    from conftest import make_hw
+
+    from respect_jax.graphs import GeneratorConfig, generate_numpy
+    from respect_jax.graphs.padded import pad_graph
+    from respect_jax.reference import enumerate_valid_schedules
+
+    script = _script("contiguous_optimum")
+    rng = np.random.default_rng(seed)
+    graph = generate_numpy(GeneratorConfig(mode="respect" if seed % 2 == 0 else "dnn", min_nodes=6, max_nodes=8),
+                           rng, name=f"c{seed}")
+    hw, n, order = make_hw(3), graph.num_nodes, graph.topological_order()
+    splits = script.all_splits(n, hw.stages)
+    assert len(splits) == comb(n + hw.stages - 1, hw.stages - 1) == len({s.tobytes() for s in splits})
+    assert np.all(np.diff(splits, axis=1) >= 0) and splits.min() == 0 and splits.max() == hw.stages - 1
+    for objective in ("paper", "latency"):
+        value, stage = script.best_split(pad_graph(graph), n, hw, objective, 1.0)
+        schedules = enumerate_valid_schedules(graph, hw.stages)
+        contiguous = [a for a in schedules if np.all(np.diff(np.asarray(a)[order]) >= 0)]
+        best = min(reference_objective(graph, a, hw, objective) for a in contiguous)
+        assert value == pytest.approx(best, rel=1e-5)
+        assignment = np.empty(n, np.int64)
+        assignment[order] = stage
+        assert reference_objective(graph, assignment, hw, objective) == pytest.approx(value, rel=1e-5)
