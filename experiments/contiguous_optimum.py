@@ -10,11 +10,18 @@ into K contiguous segments. For every graph of a labelled set with proven optima
 * scores the compiler's parameter-count split.
 
 So the gap of the best contiguous split is what any partitioner that cuts the order into segments loses, however
-good its search. Writes ``<out>.md``, ``<out>.json`` (per graph, with the machine description) and ``<out>.png``
-(the distribution of the gaps).
+good its search. The enumeration also checks the ``contiguous`` solver (the same optimum by dynamic programming,
+:func:`respect_jax.solvers.partitioners.best_contiguous_cuts`) on every graph. Writes ``<out>.md``, ``<out>.json``
+(per graph, with the machine description) and ``<out>.png`` (the distribution of the gaps).
+
+With ``--real-models RECORD.json`` (the record of Table 1, ``experiments/results/real_models/real_models.json``) it
+instead runs the ``contiguous`` solver on every model and K of that record (too many splits to enumerate) and sets
+it beside the record's methods, as gaps to the best objective known for each (model, K): its methods' and this one's.
 
     .venv/bin/python experiments/contiguous_optimum.py --labels data/labels/respect50_k4_paper \
         --out experiments/results/contiguous_optimum_respect50
+    .venv/bin/python experiments/contiguous_optimum.py --real-models experiments/results/real_models/real_models.json \
+        --out experiments/results/contiguous_real_models
 """
 
 from __future__ import annotations
@@ -33,10 +40,11 @@ sys.path.insert(0, str(ROOT))
 from respect_jax.cli.common import user_errors_exit  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import markdown_table, result_stem, write_results  # noqa: E402
+from respect_jax.graphs.graph import load_graph  # noqa: E402
 from respect_jax.graphs.padded import bucket_shape, pad_graph  # noqa: E402
 from respect_jax.labels.dataset import load_labelled_dataset, read_manifest  # noqa: E402
 from respect_jax.solvers.common import evaluate_positions  # noqa: E402
-from respect_jax.solvers.partitioners import solve_compiler  # noqa: E402
+from respect_jax.solvers.partitioners import best_contiguous_cuts, solve_compiler  # noqa: E402
 
 CHUNK = 4096  # splits scored per evaluator call (one compilation per bucket)
 
@@ -86,6 +94,9 @@ def analyse(labels: str, limit: int | None) -> dict:
         contiguous, _ = best_split(padded, graph.num_nodes, hw, objective, lam)
         compiler_stage = np.asarray(solve_compiler(graph, hw, objective, lam).assignment)[order]
         compiler = float(evaluate_positions(padded, _row(compiler_stage, shape[0]), hw, objective, lam)[0])
+        _, programme = best_contiguous_cuts(graph, hw, objective, lam)
+        if abs(programme - contiguous) > 1e-6 * contiguous:
+            raise RuntimeError(f"graph {it.index}: contiguous solver {programme}, enumeration {contiguous}")
         if contiguous < optimum * (1 - 1e-6):
             raise RuntimeError(f"graph {it.index}: a contiguous split beats the proven optimum (labels or evaluator)")
         rows.append({
@@ -116,6 +127,59 @@ def analyse(labels: str, limit: int | None) -> dict:
     }
     return {"labels": labels, "hardware": hw.to_dict(), "objective": objective, "lam": lam,
             "stages": hw.stages, "aggregate": aggregate, "per_graph": rows}
+
+
+def real_models(record_path: str) -> dict:
+    """The ``contiguous`` solver on every (model, K) of a Table 1 record, beside the record's methods.
+
+    Returns rows ``{graph, nodes, stages, best_known, contiguous, gaps: {method: % to best_known}}``; ``best_known``
+    is the lowest objective of the record's methods and the contiguous split. The record's ``compiler`` objective is
+    recomputed as a check that the models and the hardware are those of the record.
+    """
+    from respect_jax.experiments.report import load_json
+    from respect_jax.solvers import run_solver
+
+    record = load_json(Path(record_path))
+    objective, lam = record["objective"], float(record["lam"])
+    base_hw = record["hardware"]
+    models_dir = ROOT / "data" / "models"  # the bundled graphs of conf/experiment/real_models.yaml
+    by_case: dict[tuple[str, int], dict[str, float]] = {}
+    for rec in record["records"]:
+        by_case.setdefault((rec["graph"], int(rec["stages"])), {})[rec["method"]] = float(rec["objective"])
+    rows = []
+    for (name, k), methods in tqdm(by_case.items(), desc="models", file=sys.stderr):
+        graph = load_graph(models_dir / f"{name}.json")
+        hw = hardware_from_dict({**base_hw, "stages": k})
+        compiler = run_solver("compiler", graph, hw, objective, lam)["objective"]
+        if "compiler" in methods and abs(compiler - methods["compiler"]) > 1e-5 * methods["compiler"]:
+            raise ValueError(f"{name}, K={k}: the compiler split scores {compiler}, the record {methods['compiler']}")
+        contiguous = run_solver("contiguous", graph, hw, objective, lam)["objective"]
+        values = {**methods, "contiguous": contiguous}
+        best = min(values.values())
+        rows.append({"graph": name, "nodes": graph.num_nodes, "stages": k, "best_known": best,
+                     "contiguous": contiguous, "gaps": {m: 100.0 * (v / best - 1.0) for m, v in values.items()}})
+    return {"record": record_path, "objective": objective, "lam": lam, "hardware": base_hw,
+            "reference": record.get("reference"), "rows": rows}
+
+
+def real_models_markdown(doc: dict) -> str:
+    """Per K: the mean gap to the best known objective and how often each method reaches it."""
+    methods = list(dict.fromkeys(m for r in doc["rows"] for m in r["gaps"]))
+    table = []
+    for k in sorted({r["stages"] for r in doc["rows"]}):
+        rows = [r for r in doc["rows"] if r["stages"] == k]
+        for m in methods:
+            gaps = np.array([r["gaps"][m] for r in rows if m in r["gaps"]])
+            at_best = float(np.mean(gaps <= 1e-6) * 100)
+            table.append([k, m, len(gaps), float(gaps.mean()), float(np.median(gaps)), at_best])
+    return "\n".join([
+        f"# The best contiguous split on the real models of {doc['record']}", "",
+        "Generated by `python experiments/contiguous_optimum.py --real-models ...`: the `contiguous` solver (the exact "
+        "best contiguous split of the SPEC order) beside the record's methods; gaps are to the lowest objective known "
+        f"for each model and K (all methods and this one), `{doc['objective']}` objective.", "",
+        markdown_table(["K", "method", "models", "gap to best known: mean %", "median %", "at the best known %"],
+                       table, digits=2),
+    ])
 
 
 def _row(stage_by_position: np.ndarray, n_pad: int) -> np.ndarray:
@@ -150,9 +214,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--labels", default="data/labels/respect50_k4_paper", help="labelled set with proven optima")
     parser.add_argument("--limit", type=int, default=None, help="first graphs of the set only")
+    parser.add_argument("--real-models", default=None, help="a Table 1 record (real_models.json) instead of --labels")
     parser.add_argument("--out", default="experiments/results/contiguous_optimum_respect50")
     args = parser.parse_args()
     stem = result_stem(args.out)
+    if args.real_models:
+        doc = real_models(args.real_models)
+        md = real_models_markdown(doc)
+        paths = write_results(stem.parent, stem.name, doc, md)
+        print(md)
+        print("wrote " + ", ".join(str(p) for p in paths))
+        return
     doc = analyse(args.labels, args.limit)
     a = doc["aggregate"]
     table = markdown_table(

@@ -265,6 +265,11 @@ ENTRIES = [
     ("Table 1: real models, paper objective", "experiments/results/real_models/real_models.md",
      ".venv/bin/python experiments/paper.py experiment=real_models", ["Summary per K and method"],
      ["experiments/results/real_models/stage_memory.png", "experiments/results/real_models/pareto.png"]),
+    ("Table 1 with the best contiguous split (solver=contiguous) beside its methods: gaps to the best known",
+     "experiments/results/contiguous_real_models.md",
+     ".venv/bin/python experiments/contiguous_optimum.py "
+     "--real-models experiments/results/real_models/real_models.json --out experiments/results/contiguous_real_models",
+     None, []),
     ("Table 1 at K = 4 with the policy's greedy schedule + local search",
      "experiments/results/real_models_ls/real_models.md",
      ".venv/bin/python experiments/paper.py experiment=real_models experiment.stages=[4] "
@@ -337,6 +342,7 @@ README_TITLES = {
     'Learned scheduler: training and scheduling speed (issue 4)',
     'Training and scheduling speed of the cut-attention network (respect_k4_paper_cut: width 128, cut_heads 4)',
     'Table 1: real models, paper objective',
+    "Table 1 with the best contiguous split (solver=contiguous) beside its methods: gaps to the best known",
     'Table 2: schedule time',
     'Table 1 under the latency objective (throughput)',
     'Real models on the Coral USB preset: compiler split vs MILP, and a LiteRT CPU pipeline (issue 5)',

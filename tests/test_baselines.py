@@ -1,4 +1,4 @@
-"""Baselines (compiler, profiling, greedy, respect_label, single_stage): validity, bounds, examples."""
+"""Baselines (compiler, profiling, contiguous, greedy, respect_label, single_stage): validity, bounds, examples."""
 
 from __future__ import annotations
 
@@ -13,10 +13,16 @@ from conftest import make_hw, random_graphs
 from respect_jax.graphs import GeneratorConfig, Graph, generate_numpy
 from respect_jax.reference import enumerate_valid_schedules, reference_metrics, reference_objective
 from respect_jax.solvers import available_solvers, get_solver, run_solver
-from respect_jax.solvers.partitioners import _SegmentProfiler, solve_compiler, solve_profiling
+from respect_jax.solvers.partitioners import (
+    _SegmentProfiler,
+    contiguous_assignment,
+    solve_compiler,
+    solve_contiguous,
+    solve_profiling,
+)
 from respect_jax.solvers.respect_label import pack, solve_respect_label
 
-BASELINES = ("compiler", "profiling", "greedy", "respect_label", "single_stage")
+BASELINES = ("compiler", "profiling", "contiguous", "greedy", "respect_label", "single_stage")
 OBJECTIVES = ("paper", "latency")
 CONF = Path(__file__).resolve().parents[1] / "conf" / "solver"
 
@@ -153,3 +159,33 @@ def test_profiling_never_worse_than_compiler_on_latency():
         assert reference_objective(graph, prof.assignment, hw, "latency") <= comp * (1 + 1e-5)
         lo, hi = prof.info["target_bounds_s"]
         assert lo <= hi
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_contiguous_is_the_best_of_every_contiguous_split(k):
+    """The dynamic programme equals the best of all contiguous splits of the SPEC order (empty stages included),
+    each scored by the NumPy reference evaluator, for both objectives."""
+    import itertools
+
+    hw = make_hw(k)
+    for graph in random_graphs(4, seed=20 + k, min_nodes=5, max_nodes=11):
+        n = graph.num_nodes
+        cuts = itertools.combinations_with_replacement(range(n + 1), k - 1)
+        splits = [contiguous_assignment(graph, list(c)) for c in cuts]
+        for objective in OBJECTIVES:
+            best = min(reference_objective(graph, a, hw, objective) for a in splits)
+            result = solve_contiguous(graph, hw, objective)
+            assert reference_objective(graph, result.assignment, hw, objective) == pytest.approx(best, rel=1e-9)
+            assert result.info["dp_objective"] == pytest.approx(best, rel=1e-9)
+
+
+def test_contiguous_never_worse_than_the_compiler_or_profiling_splits():
+    """Both libcoral partitioners return contiguous splits, so the exact best one bounds them on 60-node graphs
+    (for the paper objective too, where the programme enumerates memory caps)."""
+    for k in (4, 6):
+        hw = make_hw(k)
+        for graph in random_graphs(4, seed=31 + k, min_nodes=40, max_nodes=60):
+            for objective in OBJECTIVES:
+                best = reference_objective(graph, solve_contiguous(graph, hw, objective).assignment, hw, objective)
+                for other in (solve_compiler(graph, hw), solve_profiling(graph, hw, objective)):
+                    assert best <= reference_objective(graph, other.assignment, hw, objective) * (1 + 1e-9)

@@ -102,8 +102,9 @@ _CALIBRATE = {
 # No dollar sign but the ${...} interpolations of current values: Hydra substitutes $NAME into the help.
 _HARDWARE = "coral_pcie, coral_usb, litert_cpu [${hydra.runtime.choices.hardware}]   (hardware.stages=4, ...)"
 _SOLVER = (
-    "compiler, cpsat, greedy, gumbel, milp, policy, profiling, respect_label, respect_pointer,\n"
-    "                      single_stage [${hydra.runtime.choices.solver}]   (solver.options.time_limit_s=120, ...)"
+    "compiler, contiguous, cpsat, greedy, gumbel, milp, policy, profiling, respect_label,\n"
+    "                      respect_pointer, single_stage [${hydra.runtime.choices.solver}]\n"
+    "                      (solver.options.time_limit_s=120, ...)"
 )
 _GROUPS = "Config groups (group=choice, current in brackets; a group's fields: group.key=value):"
 

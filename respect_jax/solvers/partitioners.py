@@ -6,6 +6,10 @@ before the node that would make it exceed the target. The last segment takes the
 
 ``profiling``: libcoral's profiling partitioner with the shared cost model as the profiler (see
 :func:`solve_profiling`).
+
+``contiguous``: the best of all contiguous splits for the requested objective, exactly (dynamic
+programming, :func:`best_contiguous_cuts`): the floor of every partitioner that cuts the order into
+segments, whatever its search.
 """
 
 from __future__ import annotations
@@ -194,3 +198,129 @@ def solve_profiling(
         "from_compiler_split": best == 0,
     }
     return SolveResult(candidates[best], info=info)
+
+
+# ----------------------------------------------------------------------------- best contiguous split
+
+def _segment_terms(graph: Graph, hw: Hardware) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Prefix parameter bytes f64[n+1], prefix MACs f64[n+1] and ``cut_b`` f64[n+1] along the SPEC order.
+
+    ``cut_b[i]``: the bytes crossing a stage boundary just before position i in a contiguous split: the
+    tensors produced before i and consumed at a position >= i, and the graph outputs produced before i
+    (they leave from the last stage). With boundaries at positions ``c_1 <= ... <= c_{K-1}`` (equal ones
+    make empty stages), SPEC's ``comm_bytes = sum_k cut_b[c_k]`` and ``in_k = cut_b[c_k]``: a tensor
+    crosses boundary k iff ``s(u) < k <= last(u)``.
+    """
+    order = graph.topological_order()
+    n = graph.num_nodes
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    par = hw.param_bytes * graph.params[order].astype(np.float64)
+    macs = graph.macs[order].astype(np.float64)
+    last_use = np.full(n, n, dtype=np.int64)  # a graph output crosses every later boundary
+    if len(graph.edges):
+        prod, cons = position[graph.edges[:, 0]], position[graph.edges[:, 1]]
+        consumed = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(consumed, prod, cons)
+        last_use = np.where(consumed >= 0, consumed, n)
+    out = hw.act_bytes * graph.output_size[order].astype(np.float64)
+    delta = np.zeros(n + 2)
+    np.add.at(delta, np.arange(n) + 1, out)  # crosses boundaries p+1 .. last_use
+    np.add.at(delta, last_use + 1, -out)
+    cut_b = np.cumsum(delta)[: n + 1]
+    return np.concatenate([[0.0], np.cumsum(par)]), np.concatenate([[0.0], np.cumsum(macs)]), cut_b
+
+
+def _min_plus(prev: np.ndarray, add: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``out[..., j] = min_i prev[..., i] + add[i]`` over ``allowed[..., i, j]`` (inf where none) and its argmin."""
+    cost = np.where(allowed, (prev + add)[..., :, None], np.inf)
+    return cost.min(axis=-2), cost.argmin(axis=-2)
+
+
+def _cuts_from(choice: list[np.ndarray], n: int) -> list[int]:
+    """Boundaries ``c_1..c_{K-1}`` from the argmin tables of stages 1..K-1 (each i32[n+1], by segment end)."""
+    cuts, end = [], n
+    for table in reversed(choice):
+        end = int(table[end])
+        cuts.append(end)
+    return cuts[::-1]
+
+
+def best_contiguous_cuts(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0) -> tuple[list[int], float]:
+    """The boundaries of the best contiguous split of the SPEC order and its objective (exact).
+
+    Stage k holds positions ``[c_k, c_{k+1})`` (``c_0 = 0``, ``c_K = n``; stages may be empty).
+
+    * ``latency``: ``T_k`` of a segment depends only on its two ends (its memory, MACs and
+      ``in_k = cut_b[c_k]``), so ``D_k[j] = min_i max(D_{k-1}[i], T(i, j))``: O(K n^2).
+    * ``paper``: ``max_k mem_k + lam * sum_k cut_b[c_k]``. For a memory cap M, ``G(M)[k][j] = min_i
+      G(M)[k-1][i] + lam * cut_b[i]`` over segments ``[i, j)`` with memory <= M gives the least
+      communication ``G(M)`` of the splits under the cap (O(K n^2)). ``G`` is a non-increasing step
+      function of M, and the split found at cap M, whose largest segment holds M' <= M, is also
+      the least-communication split for every cap in ``[M', M]``. So the caps walk down its steps
+      from M = inf: each next cap is the largest segment memory below the last M', each split found
+      is a candidate, and the walk stops once ``G(M)`` plus the smallest feasible cap (the min-max
+      split of the memory) cannot beat the best candidate. The optimal split, with largest segment
+      m* and communication g*, lies in one of the visited ``[M', M]``, whose split costs at most
+      ``m* + g*``.
+    """
+    if objective not in ("paper", "latency"):
+        raise ValueError(f"unknown objective {objective!r}")
+    k_stages, n = hw.stages, graph.num_nodes
+    par, macs, cut_b = _segment_terms(graph, hw)
+    idx = np.arange(n + 1)
+    upper = idx[:, None] <= idx[None, :]  # [i, j]: segment [i, j) exists
+    mem = par[None, :] - par[:, None]  # [i, j]
+    if objective == "latency":
+        seg_macs = macs[None, :] - macs[:, None]
+        time = (hw.stage_overhead_s + seg_macs / hw.macs_per_s + np.maximum(mem - hw.sram_bytes, 0.0) / hw.host_bw
+                + cut_b[:, None] / hw.link_bw)  # [i, j], stage k >= 1
+        first = np.where(upper[0], time[0] - cut_b[0] / hw.link_bw, np.inf)  # in_0 = 0
+        best, choice = first, []
+        for _ in range(1, k_stages):
+            cost = np.where(upper, np.maximum(best[:, None], time), np.inf)
+            best, pick = cost.min(axis=0), cost.argmin(axis=0)
+            choice.append(pick)
+        return _cuts_from(choice, n), float(best[n])
+
+    def least_comm(caps: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """f64[B] least ``lam * comm`` of the splits with every segment's memory <= caps[b], and the argmins."""
+        fits = upper[None] & (mem[None] <= caps[:, None, None])  # [B, i, j]
+        g = np.where(fits[:, 0, :], 0.0, np.inf)  # stage 0 = [0, j)
+        choice = []
+        for _ in range(1, k_stages):
+            g, pick = _min_plus(g, lam * cut_b, fits)
+            choice.append(pick)
+        return g[:, n], choice
+
+    # the smallest feasible cap: the min-max split of the parameter memory (latency-style programme)
+    cap_table = np.where(upper[0], mem[0], np.inf)
+    for _ in range(1, k_stages):
+        cap_table = np.where(upper, np.maximum(cap_table[:, None], mem), np.inf).min(axis=0)
+    floor_cap = cap_table[n]
+    caps = np.unique(mem[upper])  # every segment memory, ascending
+    best_value, best_cuts, cap = np.inf, None, np.inf
+    while True:
+        comm, choice = least_comm(np.array([cap]))
+        if not np.isfinite(comm[0]) or comm[0] + floor_cap >= best_value:
+            break
+        cuts = _cuts_from([c[0] for c in choice], n)
+        bounds = [0, *cuts, n]
+        largest = max(mem[i, j] for i, j in zip(bounds[:-1], bounds[1:], strict=True))
+        if largest + comm[0] < best_value:
+            best_value, best_cuts = float(largest + comm[0]), cuts
+        below = int(np.searchsorted(caps, largest, side="left")) - 1
+        if below < 0:
+            break
+        cap = caps[below]
+    return best_cuts, best_value
+
+
+@register_solver("contiguous")
+def solve_contiguous(graph: Graph, hw: Hardware, objective: str = "paper", lam: float = 1.0) -> SolveResult:
+    """The best contiguous split of the SPEC order for ``objective`` (exact over contiguous splits only;
+    most optimal schedules of branching graphs are not contiguous): :func:`best_contiguous_cuts`."""
+    if hw.stages == 1:
+        return SolveResult(np.zeros(graph.num_nodes, dtype=np.int64), info={"cuts": []})
+    cuts, value = best_contiguous_cuts(graph, hw, objective, lam)
+    return SolveResult(contiguous_assignment(graph, cuts), info={"cuts": cuts, "dp_objective": value})
