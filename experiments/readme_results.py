@@ -288,6 +288,7 @@ ENTRIES = [
      ".venv/bin/python experiments/paper.py experiment=real_models", ["Table 2"], []),
     ("Table 1 under the latency objective (throughput)", "experiments/results/real_models_latency/real_models.md",
      ".venv/bin/python experiments/paper.py experiment=real_models objective=latency "
+     "policy_checkpoint=data/checkpoints/respect_k4_latency_si experiment.methods.milp.options.time_limit_s=30 "
      "out_dir=experiments/results/real_models_latency", ["Summary per K and method"],
      ["experiments/results/real_models_latency/stage_memory.png"]),
     ("Real models on the Coral USB preset: compiler split vs MILP, and a LiteRT CPU pipeline (issue 5)",
