@@ -263,7 +263,8 @@ ENTRIES = [
      "decodings=[best_of] temperature=1.5 local_search=300 baselines=[] "
      "out=experiments/results/eval_respect_k4_paper_respect50_ls_t15.json", None, []),
     ("Table 1: real models, paper objective", "experiments/results/real_models/real_models.md",
-     ".venv/bin/python experiments/paper.py experiment=real_models", ["Summary per K and method"],
+     ".venv/bin/python experiments/paper.py experiment=real_models (recorded before solver=contiguous joined "
+     "its methods: see the next table)", ["Summary per K and method"],
      ["experiments/results/real_models/stage_memory.png", "experiments/results/real_models/pareto.png"]),
     ("Table 1 with the best contiguous split (solver=contiguous) beside its methods: gaps to the best known",
      "experiments/results/contiguous_real_models.md",
