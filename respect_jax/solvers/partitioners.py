@@ -231,10 +231,16 @@ def _segment_terms(graph: Graph, hw: Hardware) -> tuple[np.ndarray, np.ndarray, 
     return np.concatenate([[0.0], np.cumsum(par)]), np.concatenate([[0.0], np.cumsum(macs)]), cut_b
 
 
-def _min_plus(prev: np.ndarray, add: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``out[..., j] = min_i prev[..., i] + add[i]`` over ``allowed[..., i, j]`` (inf where none) and its argmin."""
-    cost = np.where(allowed, (prev + add)[..., :, None], np.inf)
-    return cost.min(axis=-2), cost.argmin(axis=-2)
+def _min_max_programme(first: np.ndarray, seg: np.ndarray, upper: np.ndarray, k_stages: int):
+    """``D_0 = first``, ``D_k[j] = min_i max(D_{k-1}[i], seg[i, j])`` over segments ``[i, j)`` (``upper``):
+    the least largest segment cost of a split of positions ``[0, j)`` into k + 1 stages. Returns ``D_{K-1}``
+    f64[n+1] and the argmin tables of stages 1..K-1."""
+    best, choice = first, []
+    for _ in range(1, k_stages):
+        cost = np.where(upper, np.maximum(best[:, None], seg), np.inf)
+        best = cost.min(axis=0)
+        choice.append(cost.argmin(axis=0))
+    return best, choice
 
 
 def _cuts_from(choice: list[np.ndarray], n: int) -> list[int]:
@@ -276,39 +282,32 @@ def best_contiguous_cuts(graph: Graph, hw: Hardware, objective: str, lam: float 
         time = (hw.stage_overhead_s + seg_macs / hw.macs_per_s + np.maximum(mem - hw.sram_bytes, 0.0) / hw.host_bw
                 + cut_b[:, None] / hw.link_bw)  # [i, j], stage k >= 1
         first = np.where(upper[0], time[0] - cut_b[0] / hw.link_bw, np.inf)  # in_0 = 0
-        best, choice = first, []
-        for _ in range(1, k_stages):
-            cost = np.where(upper, np.maximum(best[:, None], time), np.inf)
-            best, pick = cost.min(axis=0), cost.argmin(axis=0)
-            choice.append(pick)
+        best, choice = _min_max_programme(first, time, upper, k_stages)
         return _cuts_from(choice, n), float(best[n])
 
-    def least_comm(caps: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        """f64[B] least ``lam * comm`` of the splits with every segment's memory <= caps[b], and the argmins."""
-        fits = upper[None] & (mem[None] <= caps[:, None, None])  # [B, i, j]
-        g = np.where(fits[:, 0, :], 0.0, np.inf)  # stage 0 = [0, j)
+    def least_comm(cap: float) -> tuple[float, list[np.ndarray]]:
+        """The least ``lam * comm`` of the splits whose segments all hold at most ``cap``, and the argmins."""
+        fits = upper & (mem <= cap)
+        g = np.where(fits[0], 0.0, np.inf)  # stage 0 = [0, j)
         choice = []
         for _ in range(1, k_stages):
-            g, pick = _min_plus(g, lam * cut_b, fits)
-            choice.append(pick)
-        return g[:, n], choice
+            cost = np.where(fits, (g + lam * cut_b)[:, None], np.inf)
+            g = cost.min(axis=0)
+            choice.append(cost.argmin(axis=0))
+        return float(g[n]), choice
 
-    # the smallest feasible cap: the min-max split of the parameter memory (latency-style programme)
-    cap_table = np.where(upper[0], mem[0], np.inf)
-    for _ in range(1, k_stages):
-        cap_table = np.where(upper, np.maximum(cap_table[:, None], mem), np.inf).min(axis=0)
-    floor_cap = cap_table[n]
+    floor_cap = _min_max_programme(np.where(upper[0], mem[0], np.inf), mem, upper, k_stages)[0][n]
     caps = np.unique(mem[upper])  # every segment memory, ascending
     best_value, best_cuts, cap = np.inf, None, np.inf
     while True:
-        comm, choice = least_comm(np.array([cap]))
-        if not np.isfinite(comm[0]) or comm[0] + floor_cap >= best_value:
+        comm, choice = least_comm(cap)
+        if not np.isfinite(comm) or comm + floor_cap >= best_value:
             break
-        cuts = _cuts_from([c[0] for c in choice], n)
+        cuts = _cuts_from(choice, n)
         bounds = [0, *cuts, n]
         largest = max(mem[i, j] for i, j in zip(bounds[:-1], bounds[1:], strict=True))
-        if largest + comm[0] < best_value:
-            best_value, best_cuts = float(largest + comm[0]), cuts
+        if largest + comm < best_value:
+            best_value, best_cuts = float(largest + comm), cuts
         below = int(np.searchsorted(caps, largest, side="left")) - 1
         if below < 0:
             break
@@ -319,7 +318,10 @@ def best_contiguous_cuts(graph: Graph, hw: Hardware, objective: str, lam: float 
 @register_solver("contiguous")
 def solve_contiguous(graph: Graph, hw: Hardware, objective: str = "paper", lam: float = 1.0) -> SolveResult:
     """The best contiguous split of the SPEC order for ``objective`` (exact over contiguous splits only;
-    most optimal schedules of branching graphs are not contiguous): :func:`best_contiguous_cuts`."""
+    most optimal schedules of branching graphs are not contiguous): :func:`best_contiguous_cuts`.
+
+    The programme's own segment costs only steer the search, as the MILP's constraints do; ``run_solver``
+    scores the split with the shared evaluator (the tests check that the two agree)."""
     if hw.stages == 1:
         return SolveResult(np.zeros(graph.num_nodes, dtype=np.int64), info={"cuts": []})
     cuts, value = best_contiguous_cuts(graph, hw, objective, lam)
