@@ -245,7 +245,7 @@ def test_auto_start_makes_a_timeout_no_worse_than_the_cheap_baselines(solver, ob
     result = solver(graph, hw, objective, 1.0, time_limit_s=0.05)  # warm start / hint "auto" by default
     assert (result.info.get("warm_start") or result.info.get("hint")).startswith("auto:")
     got = reference_objective(graph, result.assignment, hw, objective)
-    for name in ("compiler", "respect_label"):
+    for name in ("compiler", "respect_label", "contiguous"):
         base = get_solver(name)(graph, hw, objective, 1.0).assignment
         assert got <= reference_objective(graph, base, hw, objective) * (1 + 1e-9), name
     none = solver(

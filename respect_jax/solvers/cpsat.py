@@ -51,8 +51,9 @@ solution is returned with the gap ``(objective - best bound) / objective``; with
 the hint (if any) or the compiler split is returned with the gap against CP-SAT's bound (or
 the cheap lower bound of ``costs.objective_lower_bound`` if that is larger). The hint (``hint``:
 an assignment, ``"auto"`` (default) or None) is returned instead of CP-SAT's solution if it is
-better; ``"auto"`` is the better, under this model, of the compiler split and RESPECT's label
-packing (pure NumPy, milliseconds), so a timed-out run is never worse than either.
+better; ``"auto"`` is the best, under this model, of the compiler split, RESPECT's label
+packing and the best contiguous split (pure NumPy, milliseconds to a quarter of a second), so a
+timed-out run is never worse than any of them.
 """
 
 from __future__ import annotations
@@ -169,8 +170,8 @@ def solve_cpsat(
         workers: ``num_workers`` (parallel portfolio size).
         rel_gap: ``relative_gap_limit`` (0: prove optimality).
         hint: int[N] valid assignment passed as a complete solution hint (``AddHint`` on every
-            variable, with exact auxiliary values), ``"auto"`` (the better, under this model, of
-            the compiler split and RESPECT's label packing) or None.
+            variable, with exact auxiliary values), ``"auto"`` (the best, under this model, of
+            the compiler split, RESPECT's label packing and the best contiguous split) or None.
         random_seed: CP-SAT ``random_seed``.
         verbose: ``log_search_progress``.
         deterministic_time: ``max_deterministic_time`` (None: no limit), a limit in CP-SAT's own work units.
@@ -271,7 +272,7 @@ def solve_cpsat(
             vals["objective"] = vals["B"]
         return vals
 
-    start, start_desc = resolve_start(graph, hw, hint, lambda a: exact_values(a)["objective"], "hint")
+    start, start_desc = resolve_start(graph, hw, objective, lam, hint, lambda a: exact_values(a)["objective"], "hint")
     if start is not None:
         hv = exact_values(start)
         for v in range(n):
