@@ -16,7 +16,7 @@ average before and after (the figures depend on how busy the machine was).
 * quality: greedy, best-of-N (with ``--beam`` beam-search, with ``--sbs`` the best of distinct samples)
   gaps of a checkpoint on the held-out 50-node labelled set (gap to the proven optimum) and on generated
   300-node DNN-like graphs (gap to the best schedule found by any of: the policy, the compiler
-  partitioner, the greedy solver).
+  partitioner, the best contiguous split, the greedy solver, the batched Gumbel solver).
 
 The speed figures come from :mod:`respect_jax.train.speed` (``respect-bench benchmarks=[policy]``
 measures the same ones).
@@ -108,7 +108,7 @@ def bench_quality(
                 d = decode_set(model, b, hw, obj, lam, dec, max(1, batch // 4), jax.random.PRNGKey(1))
                 vals[idx] = d.objective
             per_method[dec.label] = vals
-        for solver in ("compiler", "greedy"):
+        for solver in ("compiler", "contiguous", "greedy"):
             per_method[f"solver_{solver}"] = np.array(
                 [run_solver(solver, g, hw, obj, lam)["objective"] for g in graphs]
             )
