@@ -181,7 +181,7 @@ def test_contiguous_is_the_best_of_every_contiguous_split(k):
 
 def test_contiguous_never_worse_than_the_compiler_or_profiling_splits():
     """Both libcoral partitioners return contiguous splits, so the exact best one bounds them on 60-node graphs
-    (for the paper objective too, where the programme enumerates memory caps)."""
+    (for the paper objective too, where the programme walks down the memory caps)."""
     for k in (4, 6):
         hw = make_hw(k)
         for graph in random_graphs(4, seed=31 + k, min_nodes=40, max_nodes=60):

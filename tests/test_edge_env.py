@@ -61,7 +61,7 @@ def test_trace_covers_horizon_and_zero_rates():
 
 def test_microsecond_arrival_times_keep_the_rate_of_a_fast_source():
     """Gaps rounded to whole microseconds keep the mean rate: at 200,000 queries/s (mean gap 5 us) flooring
-    every gap made 10% more arrivals; rounding to the nearest us leaves 1/(2 sinh(rate/2e6)) us, -0.17%."""
+    every gap made 11% more arrivals; rounding to the nearest us leaves 1/(2 sinh(rate/2e6)) us, -0.17%."""
     from respect_jax.edge_cluster.scenarios import TraceConfig
 
     horizon_s, rate = 0.05, 200_000.0

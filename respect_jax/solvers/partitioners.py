@@ -322,7 +322,5 @@ def solve_contiguous(graph: Graph, hw: Hardware, objective: str = "paper", lam: 
 
     The programme's own segment costs only steer the search, as the MILP's constraints do; ``run_solver``
     scores the split with the shared evaluator (the tests check that the two agree)."""
-    if hw.stages == 1:
-        return SolveResult(np.zeros(graph.num_nodes, dtype=np.int64), info={"cuts": []})
     cuts, value = best_contiguous_cuts(graph, hw, objective, lam)
     return SolveResult(contiguous_assignment(graph, cuts), info={"cuts": cuts, "dp_objective": value})
