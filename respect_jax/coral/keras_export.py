@@ -33,7 +33,8 @@ Counts (batch 1)
     Dense                                   out_elements * in_features
     BatchNormalization, LayerNormalization, out_elements (inference: one scale-and-shift per
     GroupNormalization, Normalization,      element); CustomScaleLayer is Inception-ResNet's
-    Rescaling, CustomScaleLayer             ``x + scale * r``
+    Rescaling, CustomScaleLayer,            ``x + scale * r``, LayerScale ConvNeXt's per-channel
+    LayerScale                              ``x * gamma``
     Max/AveragePooling                      out_elements * prod(pool_size) (one op per window
                                             element)
     GlobalMax/GlobalAveragePooling          in_elements
@@ -123,6 +124,7 @@ _ELEMENTWISE_AFFINE = {
     "Normalization",
     "Rescaling",
     "CustomScaleLayer",
+    "LayerScale",
 }
 _ELEMENTWISE_MERGE = {"Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum"}
 _ZERO_MAC = {
