@@ -4,6 +4,7 @@ Importing this package registers every solver module listed here.
 """
 
 from respect_jax.solvers import (  # noqa: F401  (importing a module registers its solvers)
+    auto,
     cpsat,
     greedy,
     gumbel,

@@ -161,6 +161,8 @@ def solve_cpsat(
     random_seed: int = 0,
     verbose: bool = False,
     deterministic_time: float | None = None,
+    deadline: float | None = None,
+    progress=None,
 ) -> SolveResult:
     """Solve the SPEC scheduling problem exactly with OR-tools CP-SAT.
 
@@ -177,6 +179,10 @@ def solve_cpsat(
         deterministic_time: ``max_deterministic_time`` (None: no limit), a limit in CP-SAT's own work units.
             A run stopped by it repeats exactly with ``workers=1`` (or ``interleave_search``), unlike one stopped
             by the wall-clock ``time_limit_s``, whose schedule, bound and ``optimal`` flag depend on the load.
+        deadline: a ``time.perf_counter()`` instant the search must end by (for callers with a budget, such
+            as ``solver=auto``): the search gets ``min(time_limit_s, deadline - now)`` once the model is built.
+        progress: ``progress(objective, bound)`` is called, in SPEC units, at every improving solution
+            (for a live line); None: no callback.
 
     Returns:
         SolveResult; ``info`` has the CP-SAT status, objective and best bound in SPEC units, the
@@ -300,11 +306,21 @@ def solve_cpsat(
     params.random_seed = int(random_seed)
     params.log_search_progress = bool(verbose)
     params.presolve_inclusion_work_limit = 0  # OR-tools 9.15 bug workaround, see the module docstring
+    if deadline is not None:
+        left = max(deadline - time.perf_counter(), 0.01)
+        params.max_time_in_seconds = min(float(params.max_time_in_seconds), left)
     build_s = time.perf_counter() - t0
-    status = solver.solve(model)
-    solve_s = time.perf_counter() - t0 - build_s
-
     offset = hw.stage_overhead_s if objective == "latency" else 0.0
+    callback = None
+    if progress is not None:
+
+        class _Progress(cp_model.CpSolverSolutionCallback):
+            def on_solution_callback(self):
+                progress(offset + float(self.objective_value) * sc.unit, offset + float(self.best_objective_bound) * sc.unit)
+
+        callback = _Progress()
+    status = solver.solve(model, callback)
+    solve_s = time.perf_counter() - t0 - build_s
 
     def to_spec(x: float) -> float:
         return offset + float(x) * sc.unit

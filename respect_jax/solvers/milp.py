@@ -283,6 +283,7 @@ def solve_milp(
     warm_start="auto",
     highs_start: bool = False,
     verbose: bool = False,
+    deadline: float | None = None,
 ) -> SolveResult:
     """Solve the SPEC scheduling problem exactly with a MILP (cvxpy + HiGHS).
 
@@ -297,6 +298,9 @@ def solve_milp(
             None; the returned schedule is never worse than it.
         highs_start: also give the warm start to HiGHS as a MIP start (turns presolve off).
         verbose: HiGHS log to the console.
+        deadline: a ``time.perf_counter()`` instant HiGHS must stop by (for callers with a budget, such as
+            ``solver=auto``): its time limit becomes ``min(time_limit_s, deadline - now)`` once the model is built
+            (cvxpy's compilation inside the solve call is not covered).
 
     Returns:
         SolveResult with ``optimal`` True iff HiGHS proved optimality (status optimal and gap
@@ -325,6 +329,8 @@ def solve_milp(
     opts: dict = {"mip_rel_gap": float(rel_gap)}
     if time_limit_s is not None:
         opts["time_limit"] = float(time_limit_s)
+    if deadline is not None:
+        opts["time_limit"] = min(opts.get("time_limit", np.inf), max(deadline - time.perf_counter(), 0.01))
     if threads is not None:
         opts["threads"] = int(threads)
     if warm_vars:

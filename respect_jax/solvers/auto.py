@@ -1,0 +1,267 @@
+"""``solver=auto``: the best schedule a time budget buys, with a certified gap.
+
+A portfolio in one process within ``time_budget_s`` (wall clock from the call):
+
+1. **The exact best contiguous split** (``contiguous``, NumPy, milliseconds on real models): the first
+   incumbent.
+2. **The exact solver** (``exact``: ``cpsat``, ``milp`` or ``auto``: CP-SAT, whose incumbents stream to the live
+   line) starts in a thread with the incumbent as its complete hint / warm start and runs until the deadline
+   or a proof of optimality.
+3. **Meanwhile, the other fast members** run in the main thread, cheapest first (local search on the
+   contiguous split, then ``policy`` and ``gumbel``, which polish with their own ``local_search`` option, so
+   the policy's figure is its own decoding plus local search, never seeded by another solver). A member is
+   not started once ``fast_share`` of the budget is spent, once the exact solver has proved the optimum, or
+   when the graph is larger than its ``max_nodes`` (``member_options.<name>.max_nodes``); ``policy`` is
+   skipped when the learned solvers are not registered (importing ``respect_jax.policy.solver`` registers
+   them; the CLI does it). Running them beside the exact solver, not before it, keeps a cold JAX
+   compilation from eating the exact solver's budget; the price is that the exact solver's hint is the
+   contiguous split, not the members' schedules (which still win when they are better).
+4. **Bound**: the best of the exact solver's proven bound and the analytic bounds of
+   :mod:`respect_jax.solvers.bounds`; certified gap ``(objective - bound) / objective``.
+
+Every member's own result (objective, time, or why it did not run) is in ``info['portfolio']``; the
+winner's name in ``info['winner']``. The returned schedule is the best of all members (never worse than any
+of them). ``optimal`` is True when the exact solver proved the winner optimal or the bound meets it.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from respect_jax.costs import OBJECTIVES, Hardware, evaluate_assignment
+from respect_jax.graphs.graph import Graph
+from respect_jax.graphs.padded import pad_graph, to_original_order, to_position_order
+from respect_jax.solvers.base import SolveResult, available_solvers, check_solver_options, get_solver, register_solver
+from respect_jax.solvers.bounds import analytic_lower_bound
+from respect_jax.solvers.local_search import improve
+
+FAST_MEMBERS = ("contiguous", "policy", "gumbel")
+EXACT = ("cpsat", "milp")
+#: Relative gap under which a bound is taken to meet the objective (float noise of the evaluator).
+OPTIMAL_RTOL = 1e-6
+
+
+@functools.partial(jax.jit, static_argnames=("objective", "moves"))
+def _polish(graph, stage, hw: Hardware, objective: str, lam: float, moves: int):
+    return improve(graph, stage, hw, objective, lam, moves)[0]
+
+
+def polish(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int) -> np.ndarray:
+    """int64[N] ``assignment`` (by node id) after at most ``moves`` local-search moves (never worse)."""
+    if moves <= 0 or hw.stages == 1:
+        return np.asarray(assignment, np.int64)
+    padded = pad_graph(graph)
+    stage = jnp.asarray(to_position_order(padded, np.asarray(assignment)), jnp.int32)
+    out = _polish(jax.tree.map(jnp.asarray, padded), stage, hw, objective, float(lam), int(moves))
+    return to_original_order(padded, np.asarray(out)).astype(np.int64)
+
+
+def _score(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray) -> float:
+    metrics = evaluate_assignment(graph, assignment, hw, objective, lam)
+    if not metrics["valid"]:
+        raise ValueError(f"solver auto: a member returned an invalid schedule for graph {graph.name!r}")
+    return float(metrics["objective"])
+
+
+class _Live:
+    """The live line on stderr: elapsed time, incumbent (and its method), bound, certified gap."""
+
+    def __init__(self, enabled: bool, start: float):
+        self.enabled, self.start, self.last = enabled, start, None
+
+    def show(self, what: str, best: float, method: str, bound: float) -> None:
+        if not self.enabled or (what.endswith("incumbent") and self.last == (best, bound)):
+            return
+        self.last = (best, bound)
+        gap = (best - bound) / best if best > 0 and np.isfinite(best) else float("nan")
+        print(
+            f"auto [{time.perf_counter() - self.start:7.2f}s] {what:<22} incumbent {best:.6g} ({method})  "
+            f"bound {bound:.6g}  gap {100 * gap:.3g}%",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def choose_exact(graph: Graph, objective: str, exact: str) -> str | None:
+    """The exact solver to run (``auto``: CP-SAT, the faster of the two on the bundled models and the one
+    that streams its incumbents); ``none``: none."""
+    if exact == "none":
+        return None
+    if exact == "auto":
+        return "cpsat"
+    if exact not in EXACT:
+        raise ValueError(f"solver auto: exact must be auto, none or one of {', '.join(EXACT)}, got {exact!r}")
+    return exact
+
+
+@register_solver("auto")
+def solve_auto(
+    graph: Graph,
+    hw: Hardware,
+    objective: str = "paper",
+    lam: float = 1.0,
+    time_budget_s: float = 10.0,
+    members: list[str] | tuple[str, ...] = FAST_MEMBERS,
+    exact: str = "auto",
+    polish_moves: int = 200,
+    fast_share: float = 0.5,
+    member_options: dict | None = None,
+    progress: bool = True,
+) -> SolveResult:
+    """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
+
+    Args:
+        graph, hw, objective, lam: the problem.
+        time_budget_s: wall-clock budget (s) of the whole call (> 0); the exact solver stops at it, a fast
+            member already running is not interrupted (the call then ends with that member).
+        members: fast members, in the order they run (a subset of contiguous, policy, gumbel).
+        exact: ``auto`` | ``cpsat`` | ``milp`` | ``none``.
+        polish_moves: local-search moves on the contiguous split (the policy and Gumbel members take their
+            own ``local_search`` option, default this value).
+        fast_share: fast members are not started after this share of the budget.
+        member_options: ``{member: {option: value}}`` passed to a member (its solver's own options, plus
+            ``max_nodes``: skip the member on larger graphs).
+        progress: print the live line on stderr.
+    """
+    start = time.perf_counter()
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    if not time_budget_s > 0:
+        raise ValueError(f"solver auto: time_budget_s must be > 0, got {time_budget_s}")
+    unknown = sorted(set(members) - set(FAST_MEMBERS))
+    if unknown:
+        raise ValueError(f"solver auto: unknown member(s) {', '.join(unknown)}; choose from {', '.join(FAST_MEMBERS)}")
+    exact_name = choose_exact(graph, objective, exact)
+    opts = {name: dict(o or {}) for name, o in (member_options or {}).items()}
+    for name, o in opts.items():
+        if name not in FAST_MEMBERS + EXACT:
+            raise ValueError(f"solver auto: member_options names {name!r}, not a member or exact solver")
+        if name in available_solvers():  # policy: checked only once registered
+            check_solver_options(name, {k: v for k, v in o.items() if k != "max_nodes"})
+    deadline = start + float(time_budget_s)
+    bound = analytic_lower_bound(graph, hw, objective, lam)
+    live = _Live(progress, start)
+    portfolio: dict[str, dict] = {}
+    best, best_obj, winner = None, np.inf, None
+    lock = threading.Lock()
+    schedules: dict[str, np.ndarray] = {}
+
+    def offer(name: str, assignment: np.ndarray) -> float:
+        nonlocal best, best_obj, winner
+        value = _score(graph, hw, objective, lam, assignment)
+        with lock:
+            if value < best_obj:
+                best, best_obj, winner = np.asarray(assignment, np.int64), value, name
+        return value
+
+    def run_member(name: str, o: dict) -> None:
+        t0 = time.perf_counter()
+        if name in ("policy", "gumbel"):
+            o.setdefault("local_search", polish_moves)
+        result = get_solver(name)(graph, hw, objective, lam, **o)
+        schedules[name] = np.asarray(result.assignment, np.int64)
+        entry = {"objective": offer(name, result.assignment), "time_s": time.perf_counter() - t0}
+        if "compile_s" in result.info:
+            entry["compile_s"] = result.info["compile_s"]
+        portfolio[name] = entry
+        live.show(name, best_obj, winner, bound)
+
+    def skip_reason(name: str, o: dict) -> str | None:
+        max_nodes = o.pop("max_nodes", None)
+        if name == "policy" and "policy" not in available_solvers():
+            return "the learned solvers are not registered (import respect_jax.policy.solver)"
+        if max_nodes is not None and graph.num_nodes > int(max_nodes):
+            return f"{graph.num_nodes} nodes > max_nodes {int(max_nodes)}"
+        if exact_run.get("optimal"):
+            return f"{exact_name} proved the optimum first"
+        if time.perf_counter() - start > fast_share * time_budget_s:
+            return f"fast_share {fast_share} of the budget spent"
+        return None
+
+    # 1. the contiguous split (NumPy, milliseconds): the exact solver's first hint
+    exact_run: dict = {}
+    if "contiguous" in members:
+        run_member("contiguous", {})
+    # 2. the exact solver in a thread until the deadline or a proof, hinted with the best schedule so far
+    thread = None
+    if exact_name is None:
+        portfolio["exact"] = {"skipped": "exact=none"}
+    elif best_obj <= bound * (1 + OPTIMAL_RTOL):
+        portfolio[exact_name] = {"skipped": "the analytic bound already proves the incumbent optimal"}
+    else:
+        o = {k: v for k, v in opts.get(exact_name, {}).items() if k != "max_nodes"}
+        o["time_limit_s"] = min(float(o.get("time_limit_s") or np.inf), max(deadline - time.perf_counter(), 0.01))
+        o["deadline"] = deadline
+        o["hint" if exact_name == "cpsat" else "warm_start"] = best if best is not None else "auto"
+        if exact_name == "cpsat" and progress:
+            o["progress"] = lambda obj, bnd: live.show("cpsat incumbent", min(obj, best_obj), "cpsat", max(bnd, bound))
+
+        def run_exact() -> None:
+            t0 = time.perf_counter()
+            try:
+                result = get_solver(exact_name)(graph, hw, objective, lam, **o)
+            except Exception as err:  # surfaced in the main thread
+                exact_run["error"] = err
+                return
+            exact_run.update(result=result, time_s=time.perf_counter() - t0, optimal=bool(result.optimal))
+
+        thread = threading.Thread(target=run_exact, name=f"auto-{exact_name}", daemon=True)
+        thread.start()
+    # 3. the other fast members, concurrently (the local-search polish of the contiguous split first)
+    for name in members:
+        o = dict(opts.get(name, {}))
+        reason = skip_reason(name, o)
+        if name == "contiguous":
+            if polish_moves > 0 and reason is None and best is not None:
+                t0 = time.perf_counter()
+                value = offer("contiguous+ls", polish(graph, hw, objective, lam, schedules["contiguous"], polish_moves))
+                portfolio["contiguous+ls"] = {"objective": value, "time_s": time.perf_counter() - t0}
+                live.show("contiguous+ls", best_obj, winner, bound)
+            continue
+        if reason is not None:
+            portfolio[name] = {"skipped": reason}
+            continue
+        run_member(name, o)
+    optimal = best_obj <= bound * (1 + OPTIMAL_RTOL)
+    if thread is not None:
+        thread.join()
+        if "error" in exact_run:
+            raise exact_run["error"]
+        result = exact_run["result"]
+        value = offer(exact_name, result.assignment)
+        exact_bound = result.info.get("best_bound", result.info.get("dual_bound"))
+        if exact_bound is not None:
+            exact_bound = float(exact_bound) - float(result.info.get("rounding_error_bound") or 0.0)
+            bound = max(bound, exact_bound)
+        if result.optimal:  # its proven optimum: nothing is better, whichever member found it
+            bound = max(bound, min(value, best_obj))
+            optimal = True
+        portfolio[exact_name] = {
+            "objective": value,
+            "time_s": exact_run["time_s"],
+            "status": result.info.get("status"),
+            "bound": exact_bound,
+            "optimal": result.optimal,
+        }
+        live.show(f"{exact_name} done", best_obj, winner, bound)
+
+    bound = min(bound, best_obj)  # float noise: a bound never claims more than the incumbent
+    gap = max((best_obj - bound) / best_obj, 0.0) if best_obj > 0 else 0.0
+    optimal = bool(optimal or gap <= OPTIMAL_RTOL)
+    info = {
+        "winner": winner,
+        "lower_bound": bound,
+        "analytic_lower_bound": analytic_lower_bound(graph, hw, objective, lam),
+        "certified_gap": gap,
+        "time_budget_s": float(time_budget_s),
+        "elapsed_s": time.perf_counter() - start,
+        "portfolio": portfolio,
+    }
+    return SolveResult(best, optimal=optimal, gap=gap, info=info)

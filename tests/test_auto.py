@@ -1,0 +1,109 @@
+"""``solver=auto`` (the portfolio with a certified gap) and the analytic bounds, against brute force."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from conftest import make_hw, random_graphs
+from test_oracles import EDGE_CASES, brute_force, tiny_graphs
+
+from respect_jax.graphs import GeneratorConfig, generate_numpy
+from respect_jax.reference import reference_objective
+from respect_jax.solvers import run_solver
+from respect_jax.solvers.bounds import analytic_lower_bound
+
+OBJECTIVES = ("paper", "latency")
+FAST = dict(members=["contiguous", "gumbel"], member_options={"gumbel": {"steps": 10, "samples": 8}}, progress=False)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_analytic_bounds_never_exceed_the_brute_force_optimum(k):
+    graphs = tiny_graphs() + list(EDGE_CASES.values())
+    for graph in graphs:
+        hw = make_hw(k)
+        best = brute_force(graph, hw, lam=0.7)
+        for objective in OBJECTIVES:
+            bound = analytic_lower_bound(graph, hw, objective, lam=0.7)
+            assert 0.0 <= bound <= best[objective] * (1 + 1e-12) + 1e-15, (graph.name, objective, k)
+
+
+def test_analytic_bounds_are_tight_where_they_must_be():
+    """One stage: the paper bound is the whole memory (the optimum); the latency bound counts the spill."""
+    graph = EDGE_CASES["huge_node"]
+    hw = make_hw(1)
+    for objective in OBJECTIVES:
+        best = brute_force(graph, hw)[objective]
+        assert analytic_lower_bound(graph, hw, objective) == pytest.approx(best, rel=1e-12)
+
+
+@pytest.mark.parametrize("graph", tiny_graphs()[:6], ids=lambda g: g.name)
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_auto_returns_the_proven_optimum_on_tiny_graphs(graph, objective):
+    hw = make_hw(3)
+    best = brute_force(graph, hw)[objective]
+    result = run_solver("auto", graph, hw, objective, time_budget_s=20.0, **FAST)
+    exact = reference_objective(graph, result["assignment"], hw, objective)
+    assert exact == pytest.approx(best, rel=1e-9, abs=1e-12)
+    assert result["optimal"] is True and 0.0 <= result["gap"] <= 1e-6
+    info = result["info"]
+    assert info["lower_bound"] <= best * (1 + 1e-6) + 1e-15
+    assert info["certified_gap"] == result["gap"]
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_auto_is_never_worse_than_its_members_and_reports_each(objective):
+    hw = make_hw(4)
+    for graph in random_graphs(4, seed=5, min_nodes=30, max_nodes=60):
+        result = run_solver("auto", graph, hw, objective, time_budget_s=30.0, exact="none", **FAST)
+        portfolio = result["info"]["portfolio"]
+        assert set(portfolio) == {"contiguous", "contiguous+ls", "gumbel", "exact"}
+        for name in ("contiguous", "contiguous+ls", "gumbel"):
+            assert result["objective"] <= portfolio[name]["objective"] * (1 + 1e-6)
+        # independently: the members run alone (the contiguous split before polishing)
+        alone = run_solver("contiguous", graph, hw, objective)["objective"]
+        assert portfolio["contiguous"]["objective"] == pytest.approx(alone, rel=1e-6)
+        assert portfolio["contiguous+ls"]["objective"] <= alone * (1 + 1e-6)  # local search never worsens
+        assert result["info"]["winner"] in ("contiguous", "contiguous+ls", "gumbel")
+        assert 0.0 <= result["gap"] < 1.0
+        best_member = min(portfolio[n]["objective"] for n in ("contiguous", "contiguous+ls", "gumbel"))
+        assert result["objective"] == pytest.approx(best_member, rel=1e-6)
+
+
+def test_auto_respects_its_budget_and_bounds_the_optimum():
+    """A graph CP-SAT does not prove in 2 s: auto stops at the budget (slack for start-up and the
+    last evaluation), with a finite certified gap whose bound is below the proven optimum of a longer MILP."""
+    rng = np.random.default_rng(11)
+    graph = generate_numpy(GeneratorConfig(mode="respect", min_nodes=120, max_nodes=120), rng, name="r120")
+    hw = make_hw(4)
+    # warm-up: compiles the local search of this size bucket (a member running at the deadline is not interrupted)
+    run_solver("auto", graph, hw, "paper", time_budget_s=600.0, members=["contiguous"], exact="none", progress=False)
+    start = time.perf_counter()
+    result = run_solver("auto", graph, hw, "paper", time_budget_s=2.0, members=["contiguous"], progress=False)
+    elapsed = time.perf_counter() - start
+    assert elapsed <= 2.0 + 1.5, elapsed
+    assert result["info"]["elapsed_s"] <= 2.0 + 1.0
+    assert "cpsat" in result["info"]["portfolio"]
+    assert 0.0 <= result["gap"] < 1.0
+    bound = result["info"]["lower_bound"]
+    milp = run_solver("milp", graph, hw, "paper", time_limit_s=20.0)
+    assert bound <= milp["objective"] * (1 + 1e-6)
+    assert bound <= result["objective"]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"time_budget_s": 0.0}, "time_budget_s must be > 0"),
+        ({"members": ["contiguous", "simplex"]}, "unknown member"),
+        ({"exact": "gurobi"}, "exact must be"),
+        ({"member_options": {"gumbel": {"stepz": 3}}}, "unknown option"),
+        ({"member_options": {"magic": {}}}, "not a member"),
+    ],
+)
+def test_auto_rejects_bad_options_in_one_line(options, message):
+    graph = tiny_graphs()[0]
+    with pytest.raises(ValueError, match=message) as err:
+        run_solver("auto", graph, make_hw(2), "paper", progress=False, **options)
+    assert "\n" not in str(err.value)
