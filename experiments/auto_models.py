@@ -1,0 +1,131 @@
+"""``solver=auto`` on real models: how often a time budget buys a proven optimum, and the certified gap.
+
+For every graph, K and objective it runs ``solver=auto`` (default members and exact solver, the given budget)
+through the shared pipeline and records the objective, whether it is proven optimal, the certified gap
+``(objective - bound) / objective``, the wall time and which member found the winner. Writes ``<out>.md``,
+``<out>.json`` (per run, with the machine description) and ``<out>.png`` (certified gap per run).
+
+    .venv/bin/python experiments/auto_models.py --graphs 'data/models/*.json' --stages 2-8 --budget 10 \
+        --out experiments/results/auto_real_models
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+import respect_jax.policy.solver  # noqa: E402,F401  (registers the learned solver: a member of auto)
+from respect_jax.cli.common import user_errors_exit  # noqa: E402
+from respect_jax.costs import hardware_from_dict  # noqa: E402
+from respect_jax.experiments.report import markdown_table, mean, result_stem, with_extension, write_results  # noqa: E402
+from respect_jax.graphs.graph import load_graph  # noqa: E402
+from respect_jax.solvers import run_solver  # noqa: E402
+
+
+def stage_range(text: str) -> list[int]:
+    """``"2-8"`` -> [2, ..., 8]; ``"4,6"`` -> [4, 6]."""
+    if "-" in text:
+        lo, hi = (int(x) for x in text.split("-"))
+        return list(range(lo, hi + 1))
+    return [int(x) for x in text.split(",")]
+
+
+def run(graph_paths: list[str], stages: list[int], objectives: list[str], budget: float, hardware: str) -> list[dict]:
+    base = yaml.safe_load((ROOT / "conf" / "hardware" / f"{hardware}.yaml").read_text())
+    options = yaml.safe_load((ROOT / "conf" / "solver" / "auto.yaml").read_text())["options"]
+    options.update(time_budget_s=budget, progress=False)
+    records = []
+    for path in graph_paths:
+        graph = load_graph(path)
+        for objective in objectives:
+            for k in stages:
+                hw = hardware_from_dict({**base, "stages": k})
+                start = time.perf_counter()
+                result = run_solver("auto", graph, hw, objective, 1.0, **options)
+                wall = time.perf_counter() - start
+                info = result["info"]
+                records.append({
+                    "graph": graph.name, "num_nodes": graph.num_nodes, "stages": k, "objective_name": objective,
+                    "objective": result["objective"], "optimal": result["optimal"], "certified_gap": result["gap"],
+                    "lower_bound": info["lower_bound"], "winner": info["winner"], "wall_s": wall,
+                    "portfolio": info["portfolio"],
+                })
+                print(f"{graph.name:>22} K={k} {objective:<7} {result['objective']:.6g} optimal={result['optimal']} "
+                      f"gap={100 * result['gap']:.3f}% winner={info['winner']} {wall:.1f}s", flush=True)
+    return records
+
+
+def summary(records: list[dict], budget: float) -> str:
+    rows = []
+    for objective in sorted({r["objective_name"] for r in records}):
+        sel = [r for r in records if r["objective_name"] == objective]
+        winners = {}
+        for r in sel:
+            winners[r["winner"]] = winners.get(r["winner"], 0) + 1
+        rows.append([
+            objective, len(sel), 100 * mean([float(r["optimal"]) for r in sel]),
+            100 * max(r["certified_gap"] for r in sel), 100 * mean([r["certified_gap"] for r in sel]),
+            max(r["wall_s"] for r in sel), ", ".join(f"{k} {v}" for k, v in sorted(winners.items())),
+        ])
+    head = ["objective", "runs", "% proven optimal", "max certified gap %", "mean certified gap %", "max wall s",
+            "winner (runs)"]
+    detail = markdown_table(
+        ["graph", "N", "K", "objective", "value", "optimal", "certified gap %", "winner", "wall s"],
+        [[r["graph"], r["num_nodes"], r["stages"], r["objective_name"], r["objective"], r["optimal"],
+          100 * r["certified_gap"], r["winner"], r["wall_s"]] for r in records],
+    )
+    return (f"`solver=auto`, time budget {budget:g} s\n\n" + markdown_table(head, rows) + "\n\n" + detail + "\n")
+
+
+def plot(records: list[dict], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for objective, marker in (("paper", "o"), ("latency", "s")):
+        sel = [r for r in records if r["objective_name"] == objective]
+        ax.scatter([r["num_nodes"] for r in sel], [100 * r["certified_gap"] for r in sel], marker=marker,
+                   label=objective, alpha=0.7)
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("certified gap (%)")
+    ax.set_title("solver=auto: certified gap per (model, K)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+
+
+@user_errors_exit("auto_models")
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--graphs", default="data/models/*.json", help="glob of SPEC JSON graphs")
+    parser.add_argument("--stages", default="2-8", help="K values: '2-8' or '4,6'")
+    parser.add_argument("--objectives", default="paper,latency")
+    parser.add_argument("--budget", type=float, default=10.0, help="time_budget_s of every run")
+    parser.add_argument("--hardware", default="coral_usb", help="a conf/hardware preset")
+    parser.add_argument("--out", required=True, help="output stem (writes .md, .json, .png)")
+    args = parser.parse_args()
+    paths = sorted(glob.glob(args.graphs))
+    if not paths:
+        raise ValueError(f"no graph matches {args.graphs!r}")
+    records = run(paths, stage_range(args.stages), args.objectives.split(","), args.budget, args.hardware)
+    stem = result_stem(args.out)
+    doc = {"experiment": "auto_models", "budget_s": args.budget, "hardware": args.hardware, "graphs": args.graphs,
+           "records": records}
+    write_results(stem.parent, stem.name, doc, summary(records, args.budget))
+    plot(records, with_extension(stem, ".png"))
+    print(summary(records, args.budget).split("\n\n")[1])
+
+
+if __name__ == "__main__":
+    main()
