@@ -46,6 +46,15 @@ FAST_MEMBERS = ("contiguous", "policy", "gumbel")
 EXACT = ("cpsat", "milp")
 #: Relative gap under which a bound is taken to meet the objective (float noise of the evaluator).
 OPTIMAL_RTOL = 1e-6
+#: Seconds the exact models take to build per (node + edge) x (K - 1) (Python loops; measured with CP-SAT on a
+#: 1,000-node layered graph, K = 4, on the 2-core CPU of experiments/bench_scale.py: 1.7 s for 11,553 units,
+#: with the CPU shared). The exact solver is skipped when its estimated build would overrun the budget.
+BUILD_S_PER_UNIT = 1.5e-4
+
+
+def estimated_build_s(graph: Graph, stages: int) -> float:
+    """Seconds an exact model of ``graph`` with ``stages`` stages is expected to take to build."""
+    return BUILD_S_PER_UNIT * (graph.num_nodes + len(graph.edges)) * max(stages - 1, 0)
 
 
 @functools.partial(jax.jit, static_argnames=("objective", "moves"))
@@ -195,6 +204,9 @@ def solve_auto(
         portfolio["exact"] = {"skipped": "exact=none"}
     elif best_obj <= bound * (1 + OPTIMAL_RTOL):
         portfolio[exact_name] = {"skipped": "the analytic bound already proves the incumbent optimal"}
+    elif (build := estimated_build_s(graph, hw.stages)) > deadline - time.perf_counter():
+        left = deadline - time.perf_counter()
+        portfolio[exact_name] = {"skipped": f"its model takes about {build:.1f} s to build; {left:.1f} s left"}
     else:
         o = {k: v for k, v in opts.get(exact_name, {}).items() if k != "max_nodes"}
         o["time_limit_s"] = min(float(o.get("time_limit_s") or np.inf), max(deadline - time.perf_counter(), 0.01))
