@@ -134,3 +134,113 @@ def test_every_bundled_model_with_every_solver():
             assert len(r["assignment"]) == graph.num_nodes, (path.name, name)
             if proven:
                 assert r["objective"] >= min(proven) * (1 - 1e-5), (path.name, name)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# data/models_val/: the validation architectures (issue 26). Model selection and early stopping use these only; the
+# bundled models above are the test set.
+
+VAL = DATA.parent / "models_val"
+VAL_MIN_MODELS = 20
+VAL_INPUT_SIZE = 224
+_WEIGHTED_OPS = {"Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Dense"}
+
+
+def _val_files() -> list[Path]:
+    return sorted(VAL.glob("*.json"))
+
+
+def _structure(graph) -> tuple:
+    """What makes two graphs the same architecture up to layer widths: layer types and edges in node order."""
+    return graph.num_nodes, graph.ops, graph.edges.tobytes()
+
+
+def test_validation_set_has_enough_models():
+    assert len(_val_files()) >= VAL_MIN_MODELS, "run data/models_val/export_val.py (see data/models_val/README.md)"
+    # some are the same topology at other widths (ConvNeXt Small..XLarge, EfficientNet B1/B2); 20 distinct ones
+    assert len({_structure(load_graph(p)) for p in _val_files()}) >= VAL_MIN_MODELS
+
+
+def test_validation_models_are_not_bundled_models():
+    bundled = {path.stem: load_graph(path) for path in _json_files()}
+    bundled_structures = {_structure(g) for g in bundled.values()}
+    for path in _val_files():
+        graph = load_graph(path)
+        assert graph.name not in bundled and graph.name not in MODELS, graph.name
+        assert _structure(graph) not in bundled_structures, f"{graph.name} has the structure of a bundled model"
+        assert not set(graph.node_names[1:]) <= set().union(*(g.node_names for g in bundled.values())), graph.name
+
+
+@pytest.mark.parametrize("path", _val_files(), ids=lambda p: p.stem)
+def test_validation_graph_loads_and_is_sane(path: Path):
+    graph = load_graph(path)  # the project's loader: counts >= 0, edges in range, unique, acyclic
+    assert graph.name == path.stem
+    assert "include_top=False" in graph.source and "weights=None" in graph.source
+    assert graph.num_nodes == len(set(graph.node_names)), "node names must be unique"
+    assert graph.ops[0] == "InputLayer" and graph.output_size[0] == VAL_INPUT_SIZE**2 * 3
+    assert np.all(graph.output_size > 0)
+    indeg = np.bincount(graph.edges[:, 1], minlength=graph.num_nodes)
+    outdeg = np.bincount(graph.edges[:, 0], minlength=graph.num_nodes)
+    assert np.flatnonzero(indeg == 0).tolist() == [0], "one source, the input"
+    assert np.count_nonzero(outdeg == 0) == 1, "one sink, the backbone's output"
+    weighted = np.array([op in _WEIGHTED_OPS for op in graph.ops])
+    assert weighted.sum() >= 10
+    assert np.all(graph.params[weighted] > 0) and np.all(graph.macs[weighted] > 0)
+    # a convolution does at least one MAC per output element; zero-MAC layers have no weights
+    assert np.all(graph.macs[weighted] >= graph.output_size[weighted])
+    assert np.all(graph.params[graph.macs == 0] == 0)
+    assert 1e5 < graph.params.sum() < 1e9 and 1e7 < graph.macs.sum() < 1e12
+
+
+def test_validation_set_spans_sizes_and_families():
+    graphs = [load_graph(p) for p in _val_files()]
+    nodes = [g.num_nodes for g in graphs]
+    assert min(nodes) <= 150 and max(nodes) >= 1000, nodes
+    families = ("mobilenetv3small", "mobilenetv3large", "efficientnetb", "efficientnetv2", "convnext_", "nasnetlarge")
+    for family in families:
+        assert any(g.name.startswith(family) for g in graphs), family
+
+
+def test_layer_scale_counts_one_mac_per_element():
+    """ConvNeXt's LayerScale (x * gamma) has the element-wise affine rule (a stand-in class: no TensorFlow)."""
+    from respect_jax.coral.keras_export import layer_macs
+
+    layer = type("LayerScale", (), {})()
+    assert layer_macs(layer, [(1, 7, 7, 768)], [(1, 7, 7, 768)]) == 7 * 7 * 768
+    graph = load_graph(VAL / "convnext_tiny.json")
+    scale = [i for i, op in enumerate(graph.ops) if op == "LayerScale"]
+    assert len(scale) == 18  # one per block: depths 3 + 3 + 9 + 3
+    assert all(graph.macs[i] == graph.output_size[i] > 0 and graph.params[i] > 0 for i in scale)
+
+
+@pytest.mark.parametrize(
+    "model, layer, params, output_size, macs",
+    [
+        # EfficientNet stem: 3x3/2 conv 3 -> 32 without bias, 112x112 output
+        ("efficientnetb0", "stem_conv", 3 * 3 * 3 * 32, 112 * 112 * 32, 112 * 112 * 32 * 27),
+        # squeeze-excite of block 1a: 32 -> 8 channels (1x1 conv with bias) on the pooled 1x1 map
+        ("efficientnetb0", "block1a_se_reduce", 32 * 8 + 8, 8, 8 * 32),
+        # ConvNeXt stem, a nested Sequential: 4x4/4 patchify conv 3 -> 96 with bias, then LayerNormalization
+        ("convnext_tiny", "convnext_tiny_stem", 4 * 4 * 3 * 96 + 96 + 2 * 96, 56 * 56 * 96, 56 * 56 * 96 * (48 + 1)),
+        # ConvNeXt's 7x7 depthwise convolution is a grouped Conv2D (groups = 96 channels)
+        (
+            "convnext_tiny",
+            "convnext_tiny_stage_0_block_0_depthwise_conv",
+            7 * 7 * 96 + 96,
+            56 * 56 * 96,
+            56 * 56 * 96 * 49,
+        ),
+        # its pointwise convolutions are Dense layers on the channels: 96 -> 384
+        (
+            "convnext_tiny",
+            "convnext_tiny_stage_0_block_0_pointwise_conv_1",
+            96 * 384 + 384,
+            56 * 56 * 384,
+            56 * 56 * 384 * 96,
+        ),
+    ],
+)
+def test_validation_hand_computed_layers(model, layer, params, output_size, macs):
+    graph = load_graph(VAL / f"{model}.json")
+    i = _node(graph, layer)
+    assert (graph.params[i], graph.output_size[i], graph.macs[i]) == (params, output_size, macs)
