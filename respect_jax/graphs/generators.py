@@ -25,6 +25,28 @@ kind: conv (k x k, k in {1, 3}; params ``k^2 C^2 + C``, MACs ``k^2 C^2 H^2``), d
 (``k^2 C + C``, MACs ``k^2 C H^2``), batch norm (``4C``, MACs ``2 C H^2``), activation/add (0,
 MACs ``C H^2``) or pooling (0, MACs ``9 C H^2``); output size ``C H^2``. Node 0 is the input
 (no params, no MACs). Nodes are then relabelled into SPEC order.
+
+Mode ``layered`` (NumPy only; the random layered DAGs of the ICML'24 differentiable scheduler's public
+benchmark, NOTES.md: wide and shallow, 8-19 levels, 20-33 % of the nodes are sources, ~2.9 edges
+per node in the "dense" family and ~1.2 in the "sparse" one, node weights 0-5,000 with most nodes
+0): ``L ~ U{L_min..L_max}`` levels (default 8..19), a share ``U[min_source_frac, max_source_frac]``
+of the ``n`` nodes are the sources (level 0); every other node takes a level in ``1..L-1`` (each level
+gets one node, the rest pick uniformly). A node on level ``l >= 1`` takes one predecessor uniform
+from level ``l - 1`` (so its depth is exactly ``l``) and ``min(Poisson(d - 1), max_preds - 1,
+#earlier - 1)`` more, distinct and uniform from all levels ``< l``, where ``d = edges_per_node * n /
+#non-sources`` makes the expected edges per node ``edges_per_node`` (less where the caps bind).
+A node carries parameters with probability ``p_params``: ``params = floor(U[0,5) * param_scale)``
+(``param_scale = 1000`` gives ICML's 0-4,999), else 0. Every node outputs one tensor of
+``output_size = floor(U[0,5) * output_scale)`` elements, carried by each of its out-edges (ICML's
+edge weight; SPEC has one tensor per producer). ``macs = params * output_size`` (each weight used
+once per output element: a synthetic choice, so that compute follows the weights as in a DNN layer;
+``macs_scale`` is not used). Levels are generated in order, so ids are already in SPEC order.
+
+Mode ``arch`` (synthetic DNN architectures: a stem, stages of residual / bottleneck / separable /
+inverted-residual + squeeze-excite / inception / dense / NAS-cell / transformer blocks with
+downsampling between stages, an optional head; Keras-style layer nodes with the real layer
+formulas; ``min_nodes``..``max_nodes`` is the node range, the other fields are not used): see
+:mod:`respect_jax.graphs.architectures`.
 """
 
 from __future__ import annotations
@@ -38,7 +60,8 @@ import numpy as np
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import PRED_BUCKETS, PaddedGraph, bucket_size
 
-MODES = ("respect", "dnn")
+MODES = ("respect", "dnn", "layered", "arch")
+LAYERED_LEVELS = (8, 19)  # default level range of mode layered (ICML'24 benchmark graphs)
 # layer kinds of the dnn mode and their probabilities
 KIND_NAMES = ("conv", "dwconv", "bn", "act", "pool")
 KIND_PROBS = (0.35, 0.10, 0.25, 0.25, 0.05)
@@ -50,7 +73,9 @@ class GeneratorConfig:
     """Synthetic graph distribution (every field is a Hydra config value under ``graphs``).
 
     ``min_nodes``..``max_nodes`` is the node-count range (uniform); ``min_levels``/``max_levels``
-    default to ``n // 3`` and ``5 n // 6`` (RESPECT: 10-25 levels for 30 nodes, 16-40 for 50).
+    default to ``n // 3`` and ``5 n // 6`` (RESPECT: 10-25 levels for 30 nodes, 16-40 for 50) and to
+    8 and 19 in mode ``layered``. ``min_source_frac``, ``max_source_frac``, ``edges_per_node`` and
+    ``p_params`` are used by mode ``layered`` only (see the module docstring).
     """
 
     mode: str = "respect"
@@ -65,12 +90,20 @@ class GeneratorConfig:
     p_branch: float = 0.15
     p_skip: float = 0.15
     num_resolutions: int = 5
+    min_source_frac: float = 0.20
+    max_source_frac: float = 0.33
+    edges_per_node: float = 2.9
+    p_params: float = 0.25
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"graphs.mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if not (1 <= self.min_nodes <= self.max_nodes):
             raise ValueError(f"graphs: need 1 <= min_nodes <= max_nodes, got {self.min_nodes}, {self.max_nodes}")
+        if self.mode == "arch":
+            from respect_jax.graphs.architectures import check_arch_nodes
+
+            check_arch_nodes(self.min_nodes)
         if self.max_preds < 1:
             raise ValueError(f"graphs.max_preds must be >= 1, got {self.max_preds}")
         for name in ("param_scale", "output_scale", "macs_scale"):
@@ -78,18 +111,32 @@ class GeneratorConfig:
                 raise ValueError(f"graphs.{name} must be >= 0")
         if not (0 <= self.p_branch <= 1 and 0 <= self.p_skip <= 1):
             raise ValueError("graphs.p_branch and graphs.p_skip must be probabilities")
+        if not (0 <= self.min_source_frac <= self.max_source_frac < 1):
+            raise ValueError(
+                f"graphs: need 0 <= min_source_frac <= max_source_frac < 1, got {self.min_source_frac}, "
+                f"{self.max_source_frac}"
+            )
+        if not self.edges_per_node >= 0:
+            raise ValueError(f"graphs.edges_per_node must be >= 0, got {self.edges_per_node}")
+        if not 0 <= self.p_params <= 1:
+            raise ValueError(f"graphs.p_params must be a probability, got {self.p_params}")
 
     def levels_range(self, n):
         """(L_min, L_max) for a graph of n nodes (works on ints and traced arrays)."""
-        lo = self.min_levels if self.min_levels is not None else n // 3
-        hi = self.max_levels if self.max_levels is not None else (5 * n) // 6
+        default_lo, default_hi = LAYERED_LEVELS if self.mode == "layered" else (n // 3, (5 * n) // 6)
+        lo = self.min_levels if self.min_levels is not None else default_lo
+        hi = self.max_levels if self.max_levels is not None else default_hi
         lo = _clip(lo, 1, n)
         hi = _clip(hi, lo, n)
         return lo, hi
 
     @property
     def pred_slots(self) -> int:
-        return self.max_preds if self.mode == "respect" else DNN_MAX_PREDS
+        if self.mode == "arch":
+            from respect_jax.graphs.architectures import PRED_SLOTS
+
+            return PRED_SLOTS
+        return DNN_MAX_PREDS if self.mode == "dnn" else self.max_preds
 
     @property
     def padded_shape(self) -> tuple[int, int, int]:
@@ -135,6 +182,11 @@ def _dnn_geometry(n, index, num_resolutions, c0, xp):
 
 def generate_numpy(cfg: GeneratorConfig, rng: np.random.Generator, name: str = "synthetic") -> Graph:
     """Draw one graph (ids in SPEC order) from ``cfg`` with NumPy."""
+    if cfg.mode == "arch":
+        from respect_jax.graphs.architectures import generate_arch_numpy
+
+        source = f"respect_jax.graphs.generate_numpy({cfg})"
+        return relabel_spec_order(generate_arch_numpy(cfg.min_nodes, cfg.max_nodes, rng, name, source=source))
     n = int(rng.integers(cfg.min_nodes, cfg.max_nodes + 1))
     if cfg.mode == "respect":
         preds = _respect_preds_numpy(cfg, n, rng)
@@ -143,6 +195,8 @@ def generate_numpy(cfg: GeneratorConfig, rng: np.random.Generator, name: str = "
         out = np.floor(u[1] * 5 * cfg.output_scale)
         macs = np.floor(u[2] * 5 * cfg.macs_scale)
         ops = ("Synthetic",) * n
+    elif cfg.mode == "layered":
+        return _layered_numpy(cfg, n, rng, name)
     else:
         preds, kind, k3, c0 = _dnn_structure_numpy(cfg, n, rng)
         channels, height = _dnn_geometry(n, np.arange(n), cfg.num_resolutions, c0, np)
@@ -206,6 +260,58 @@ def _dnn_structure_numpy(cfg: GeneratorConfig, n: int, rng):
     return preds, kind, k3, c0
 
 
+def _layered_numpy(cfg: GeneratorConfig, n: int, rng: np.random.Generator, name: str) -> Graph:
+    """One graph of mode ``layered`` (module docstring); ids are in SPEC order (sorted by level)."""
+    sources = int(np.clip(round(rng.uniform(cfg.min_source_frac, cfg.max_source_frac) * n), 1, n))
+    lo, hi = cfg.levels_range(n)
+    num_levels = min(int(rng.integers(lo, hi + 1)), n - sources + 1)
+    rest = n - sources
+    extra = rng.integers(1, num_levels, size=rest) if num_levels > 1 else np.zeros(rest, np.int64)
+    levels = np.concatenate([np.zeros(sources, np.int64),
+                             np.sort(np.where(np.arange(rest) < num_levels - 1, np.arange(1, rest + 1), extra))])
+    start = np.searchsorted(levels, np.arange(num_levels + 1))  # start[l]: first node of level l
+    child = np.arange(sources, n)
+    lvl = levels[child]
+    earlier = start[lvl]  # nodes on levels < l
+    primary = rng.integers(start[lvl - 1], start[lvl]) if rest else np.zeros(0, np.int64)
+    mean_extra = max(cfg.edges_per_node * n / max(rest, 1) - 1.0, 0.0)
+    count = np.minimum(rng.poisson(mean_extra, size=rest), np.minimum(cfg.max_preds, earlier) - 1)
+    owner = np.repeat(np.arange(rest), count)
+    draws = _distinct_draws(rng, owner, earlier[owner] - 1, n)
+    others = draws + (draws >= primary[owner])  # skip the primary predecessor
+    edges = np.concatenate([np.stack([primary, child], 1), np.stack([others, child[owner]], 1)])
+    edges = edges[np.lexsort((edges[:, 0], edges[:, 1]))]
+    has_params = rng.random(n) < cfg.p_params
+    params = np.where(has_params, np.floor(rng.random(n) * 5 * cfg.param_scale), 0.0).astype(np.int64)
+    out = np.floor(rng.random(n) * 5 * cfg.output_scale).astype(np.int64)
+    return Graph(
+        name=name,
+        params=params,
+        output_size=out,
+        macs=params * out,
+        edges=edges,
+        ops=("Input",) * sources + ("Synthetic",) * rest,
+        source=f"respect_jax.graphs.generate_numpy({cfg})",
+    )
+
+
+def _distinct_draws(rng: np.random.Generator, owner: np.ndarray, pool: np.ndarray, n: int) -> np.ndarray:
+    """i64[len(owner)] uniform draws ``x < pool[r]``, distinct among the rows of one owner (no replacement).
+
+    Draws with replacement, then redraws every repeat of an (owner, value) pair until none is left; needs
+    each owner's row count <= its pool size.
+    """
+    draws = np.floor(rng.random(len(owner)) * pool).astype(np.int64)
+    while len(owner):
+        keys = owner * n + draws
+        order = np.argsort(keys, kind="stable")
+        repeat = order[1:][keys[order][1:] == keys[order][:-1]]
+        if len(repeat) == 0:
+            break
+        draws[repeat] = np.floor(rng.random(len(repeat)) * pool[repeat]).astype(np.int64)
+    return draws
+
+
 def relabel_spec_order(graph: Graph) -> Graph:
     """The same graph with ids renumbered into SPEC order (so ids = positions)."""
     order = graph.topological_order()
@@ -241,7 +347,13 @@ def make_jax_generator(cfg: GeneratorConfig):
     Shapes are ``cfg.padded_shape`` whatever the drawn node count, so one compilation serves
     every draw. Positions are in SPEC order and ``node_ids`` is the identity on real nodes.
     """
+    if cfg.mode == "layered":
+        raise ValueError("graphs.mode=layered has a NumPy generator only (generate_numpy / generate_dataset)")
     n_pad, _, p_pad = cfg.padded_shape
+    if cfg.mode == "arch":
+        from respect_jax.graphs.architectures import make_arch_jax_generator
+
+        return make_arch_jax_generator(cfg.min_nodes, cfg.max_nodes, n_pad, p_pad)
 
     def generate(key: jax.Array) -> PaddedGraph:
         k_n, k_struct, k_counts = jax.random.split(key, 3)
