@@ -1,0 +1,208 @@
+"""Baseline schedules of the validation architectures (data/models_val/, issue 26 deliverable 4).
+
+For every graph of ``--graphs``, both objectives and one stage count ``K`` (Coral USB preset), runs
+
+* ``cpsat`` (or ``milp``): the exact oracle with ``time_limit_s`` (its other options the defaults of
+  ``conf/solver/<oracle>.yaml``, so its warm start/hint is the best of the compiler split, respect_label and
+  the contiguous split); its result is the proven optimum where ``optimal`` is true, else an incumbent;
+* ``contiguous``: the exact best contiguous split of the SPEC order (dynamic programme);
+* ``policy``: the learned policy with the defaults of ``conf/solver/policy.yaml`` (greedy decoding, default
+  checkpoint, whatever objective it was trained for);
+
+and reports each method's gap to the best objective known for that (model, objective): the lowest of the three.
+This is what ``respect-schedule graph=<g> solver=<s> hardware.stages=K objective=<o>`` returns for each (same
+configs; called in-process so the policy compiles once per size bucket). Timings are wall-clock on a shared
+machine: indicative only. Rows are appended to ``<out>.json`` as they finish, and a rerun skips the rows already
+there (resumable); ``<out>.md`` is rewritten at the end.
+
+    .venv/bin/python experiments/models_val_baseline.py --oracle cpsat --time-limit 30 \
+        --out experiments/results/models_val_baseline
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from respect_jax.costs import hardware_from_dict  # noqa: E402
+from respect_jax.experiments.report import machine_header, markdown_table, mean, result_stem  # noqa: E402
+from respect_jax.graphs.graph import load_graph, write_json_atomic  # noqa: E402
+
+METHODS = ("oracle", "contiguous", "policy")
+OBJECTIVES = ("paper", "latency")
+
+
+def solver_defaults(name: str) -> dict:
+    """The ``options`` of ``conf/solver/<name>.yaml`` (what ``respect-schedule solver=<name>`` uses)."""
+    return dict(yaml.safe_load((ROOT / "conf" / "solver" / f"{name}.yaml").read_text()).get("options") or {})
+
+
+def run_one(method: str, oracle: str, graph, hw, objective: str, time_limit_s: float) -> dict:
+    """One RESULT document (assignment dropped) of ``method`` on ``graph``."""
+    from respect_jax.solvers import run_solver
+
+    if method == "oracle":
+        name, options = oracle, {**solver_defaults(oracle), "time_limit_s": time_limit_s}
+    elif method == "policy":
+        import respect_jax.policy.solver  # noqa: F401  (registers solver=policy)
+
+        name, options = "policy", solver_defaults("policy")
+    else:
+        name, options = method, solver_defaults(method)
+    start = time.perf_counter()
+    result = run_solver(name, graph, hw, objective, 1.0, **options)
+    wall = time.perf_counter() - start
+    info = result.get("info") or {}
+    return {
+        "solver": name,
+        "objective": float(result["objective"]),
+        "optimal": bool(result["optimal"]),
+        "gap": None if result["gap"] is None else float(result["gap"]),
+        "solve_time_s": float(result["solve_time_s"]),
+        "wall_s": wall,
+        "trained_on": info.get("trained_on"),
+        "bottleneck_s": float(result["metrics"]["bottleneck_s"]),
+    }
+
+
+def git_state() -> str:
+    """``<commit>`` plus ``(working tree modified)`` when tracked files differ from it."""
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + (" (working tree modified)" if dirty else "")
+
+
+def summarise(rows: list[dict], oracle: str) -> str:
+    """Markdown: one table per objective (objective values, gaps to the best known, times) and the means."""
+    parts = []
+    for objective in OBJECTIVES:
+        sel = [r for r in rows if r["objective_name"] == objective]
+        if not sel:
+            continue
+        table = []
+        for r in sel:
+            best = r["best_known"]
+            cells = [r["graph"], r["num_nodes"]]
+            for m in METHODS:
+                res = r["methods"].get(m)
+                if res is None:
+                    cells += ["skipped", "-", "-"]
+                    continue
+                cells += [f"{res['objective']:.6g}", f"{100 * (res['objective'] / best - 1):.2f}", res["solve_time_s"]]
+            o = r["methods"].get("oracle")
+            status = "-" if o is None else ("optimal" if o["optimal"] else f"time limit, gap {100 * o['gap']:.0f}%")
+            cells.append(status)
+            table.append(cells)
+        header = ["model", "nodes"]
+        for m in METHODS:
+            label = oracle if m == "oracle" else m
+            header += [label, f"{label} gap %", f"{label} s"]
+        header.append(f"{oracle} status")
+        lines = [f"### objective = {objective}", "", markdown_table(header, table, digits=2), ""]
+        for m in METHODS:
+            gaps = [100 * (r["methods"][m]["objective"] / r["best_known"] - 1) for r in sel if r["methods"].get(m)]
+            best_count = sum(g <= 1e-6 for g in gaps)
+            label = oracle if m == "oracle" else m
+            lines.append(
+                f"- {label}: mean gap {mean(gaps):.2f} %, max {max(gaps):.2f} %, best known on {best_count}/{len(gaps)}"
+            )
+        trained = {r["methods"]["policy"]["trained_on"]["objective"] for r in sel if r["methods"].get("policy")}
+        lines.append(f"- policy checkpoint trained for objective: {', '.join(sorted(trained))}")
+        proven = sum(1 for r in sel if r["methods"].get("oracle") and r["methods"]["oracle"]["optimal"])
+        lines.append(f"- {oracle} proved the optimum on {proven}/{len(sel)} models")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graphs", type=Path, default=ROOT / "data" / "models_val")
+    parser.add_argument("--stages", type=int, default=4)
+    parser.add_argument("--oracle", choices=("cpsat", "milp"), default="cpsat")
+    parser.add_argument("--time-limit", type=float, default=30.0, help="oracle time limit (s)")
+    parser.add_argument("--oracle-max-nodes", type=int, default=None, help="skip the oracle above this many nodes")
+    parser.add_argument("--hardware", default="coral_usb", help="a preset of conf/hardware/")
+    parser.add_argument("--only", nargs="*", default=None, help="graph names to run (default: all)")
+    parser.add_argument("--out", default="experiments/results/models_val_baseline")
+    args = parser.parse_args()
+
+    stem = result_stem(ROOT / args.out if not Path(args.out).is_absolute() else args.out)
+    json_path, md_path = stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".md")
+    base = yaml.safe_load((ROOT / "conf" / "hardware" / f"{args.hardware}.yaml").read_text())
+    hw = hardware_from_dict({**base, "stages": args.stages})
+    doc = json.loads(json_path.read_text()) if json_path.exists() else {"rows": []}
+    done = {(r["graph"], r["objective_name"]) for r in doc["rows"]}
+    paths = sorted(args.graphs.glob("*.json"), key=lambda p: load_graph(p).num_nodes)
+    command = "python " + " ".join(sys.argv)
+    for path in paths:
+        graph = load_graph(path)
+        if args.only and graph.name not in args.only:
+            continue
+        for objective in OBJECTIVES:
+            if (graph.name, objective) in done:
+                continue
+            methods = {}
+            for m in METHODS:
+                if m == "oracle" and args.oracle_max_nodes and graph.num_nodes > args.oracle_max_nodes:
+                    continue
+                methods[m] = run_one(m, args.oracle, graph, hw, objective, args.time_limit)
+                print(
+                    f"{graph.name} {objective} {m}: {methods[m]['objective']:.6g} ({methods[m]['wall_s']:.1f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            row = {
+                "graph": graph.name,
+                "num_nodes": graph.num_nodes,
+                "objective_name": objective,
+                "stages": args.stages,
+                "methods": methods,
+                "best_known": min(r["objective"] for r in methods.values()),
+            }
+            doc["rows"].append(row)
+            doc.update(
+                command=command,
+                hardware=args.hardware,
+                stages=args.stages,
+                oracle=args.oracle,
+                time_limit_s=args.time_limit,
+                git=git_state(),
+            )
+            write_json_atomic(doc, json_path)
+    machine, line = machine_header()
+    doc["machine"] = machine
+    write_json_atomic(doc, json_path)
+    md = [
+        f"# Validation architectures (data/models_val/): {args.oracle} vs contiguous vs policy, K = {args.stages}",
+        "",
+        f"Command: `{command}` (git {doc.get('git', git_state())}). Hardware preset `{args.hardware}`, "
+        f"K = {args.stages}, lam = 1. {args.oracle}: `time_limit_s={args.time_limit:g}`, other options the defaults "
+        f"of `conf/solver/{args.oracle}.yaml`; `contiguous` and `policy` with their defaults (policy: greedy, "
+        "default checkpoint, whatever objective it was trained for). Gap = objective / best known - 1, best known = "
+        "the lowest of the three. Times (s) are the RESULT's `solve_time_s`: wall-clock, less the set-up a solver "
+        "reports (the policy's checkpoint loading and compilation; the JSON has the full `wall_s` too), on a 2-core "
+        "machine shared with other jobs: indicative only.",
+        "",
+        line,
+        "",
+        summarise(doc["rows"], args.oracle),
+        "",
+    ]
+    md_path.write_text("\n".join(md))
+    print(f"-> {md_path}, {json_path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
