@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jax
 import numpy as np
 import pytest
+import yaml
 
-from respect_jax.graphs import GeneratorConfig, generate_dataset, graph_at, make_jax_generator, padded_to_graph
+from respect_jax.graphs import (
+    GeneratorConfig,
+    generate_dataset,
+    generate_numpy,
+    graph_at,
+    graph_from_dict,
+    load_graph,
+    make_jax_generator,
+    padded_to_graph,
+    save_graph,
+)
 
 COUNT = 300
 
@@ -100,3 +113,87 @@ def test_bad_generator_config():
         GeneratorConfig(mode="tree")
     with pytest.raises(ValueError, match="min_nodes <= max_nodes"):
         GeneratorConfig(min_nodes=10, max_nodes=5)
+
+
+# ----------------------------------------------------------------------------- mode layered (ICML'24-style)
+
+CONF_GRAPHS = Path(__file__).resolve().parents[1] / "conf" / "graphs"
+LAYERED_PRESETS = [f"layered{k}k{suffix}" for k in (1, 5, 10) for suffix in ("", "_sparse")]
+
+
+def layered_cfg(nodes: int, edges_per_node: float, **overrides) -> GeneratorConfig:
+    values = yaml.safe_load((CONF_GRAPHS / "layered1k.yaml").read_text())
+    values.update(min_nodes=nodes, max_nodes=nodes, edges_per_node=edges_per_node, **overrides)
+    return GeneratorConfig(**values)
+
+
+@pytest.mark.parametrize("family, edges_per_node", [("dense", 2.9), ("sparse", 1.2)])
+def test_layered_mode_statistics(family, edges_per_node):
+    """ICML'24 benchmark statistics (NOTES.md): 8-19 levels, 20-33 % sources, ~2.9 / ~1.2 edges per node, integer
+    node weights 0-4,999 with most nodes 0; a valid DAG whose ids are in SPEC order."""
+    graphs = generate_dataset(layered_cfg(1000, edges_per_node), 6, seed=3)
+    stats = per_graph_stats(graphs)
+    assert np.all((stats["depth"] + 1 >= 8) & (stats["depth"] + 1 <= 19))
+    assert np.all((stats["source_fraction"] >= 0.20) & (stats["source_fraction"] <= 0.33 + 1e-3))
+    assert abs(stats["edges_per_node"].mean() - edges_per_node) < 0.1 * edges_per_node
+    for g in graphs:
+        assert g.num_nodes == 1000
+        assert np.array_equal(g.topological_order(), np.arange(g.num_nodes)), "ids are in SPEC order"
+        assert graph_from_dict(g.to_dict()).num_edges == g.num_edges  # the loader's validation (DAG, ids, counts)
+        depth = g.depth()
+        assert np.all(depth[g.edges[:, 1]] > depth[g.edges[:, 0]])
+        assert np.array_equal(depth[1:] >= depth[:-1], np.ones(g.num_nodes - 1, bool)), "levels in id order"
+        assert 0 <= g.params.min() and g.params.max() < 5000 and (g.params == 0).mean() > 0.6
+        assert g.output_size.max() < 5000 and np.array_equal(g.macs, g.params * g.output_size)
+        indeg = np.bincount(g.edges[:, 1], minlength=g.num_nodes)
+        assert indeg.max() <= 12  # max_preds
+
+
+def test_layered_mode_is_deterministic_by_seed_and_writes_json(tmp_path):
+    cfg = layered_cfg(500, 1.2)
+    a, b = generate_dataset(cfg, 2, seed=7), generate_dataset(cfg, 2, seed=7)
+    other = generate_dataset(cfg, 1, seed=8)[0]
+    for ga, gb in zip(a, b, strict=True):
+        assert np.array_equal(ga.edges, gb.edges) and np.array_equal(ga.params, gb.params)
+        assert np.array_equal(ga.output_size, gb.output_size)
+    assert not np.array_equal(a[0].params, other.params)
+    save_graph(a[0], tmp_path / "g.json")
+    loaded = load_graph(tmp_path / "g.json")
+    assert np.array_equal(loaded.edges, a[0].edges) and np.array_equal(loaded.macs, a[0].macs)
+
+
+@pytest.mark.parametrize("name", LAYERED_PRESETS)
+def test_layered_presets(name):
+    """Each preset is a layered GeneratorConfig the CLI accepts; the 1k ones are drawn and checked here."""
+    from omegaconf import OmegaConf
+
+    from respect_jax.cli.label import generator_from_cfg
+
+    node = OmegaConf.load(CONF_GRAPHS / f"{name}.yaml")
+    cfg = generator_from_cfg(node)
+    size = int(name.removeprefix("layered").split("k")[0]) * 1000
+    assert cfg.mode == "layered" and cfg.min_nodes == cfg.max_nodes == size
+    assert cfg.edges_per_node == (1.2 if name.endswith("_sparse") else 2.9)
+    if size == 1000:
+        g = generate_numpy(cfg, np.random.default_rng(0))
+        assert 8 <= g.depth().max() + 1 <= 19
+
+
+def test_layered_mode_has_no_jax_generator_and_checks_its_fields():
+    with pytest.raises(ValueError, match="NumPy generator only"):
+        make_jax_generator(layered_cfg(100, 2.9))
+    with pytest.raises(ValueError, match="source_frac"):
+        layered_cfg(100, 2.9, min_source_frac=0.5, max_source_frac=0.4)
+    with pytest.raises(ValueError, match="edges_per_node"):
+        layered_cfg(100, -1.0)
+    with pytest.raises(ValueError, match="p_params"):
+        layered_cfg(100, 2.9, p_params=1.5)
+
+
+def test_layered_mode_small_graphs_are_valid():
+    """Tiny sizes (fewer nodes than levels, one node) still give valid graphs with the promised structure."""
+    for n in (1, 2, 3, 5, 12):
+        for g in generate_dataset(layered_cfg(n, 2.9), 5, seed=n):
+            assert g.num_nodes == n
+            assert np.array_equal(g.topological_order(), np.arange(n))
+            assert (np.bincount(g.edges[:, 1], minlength=n) == 0).sum() >= 1
