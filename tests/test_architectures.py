@@ -46,7 +46,11 @@ def stats_table(graphs) -> dict[str, np.ndarray]:
 TOLERANCES = {
     **{f"{s}_deg{d}": 0.03 for s in ("in", "out") for d in range(4)},  # shares of nodes
     "zero_params": 0.05,  # share of nodes
-    **{f"log_{x}_q{q}": 0.5 for x in ("params", "output") for q in (10, 50, 90)},  # decades (a factor 3.2)
+    # decades; the real models' own spread (std over the 17) is 0.5-0.8 for params, 0.3-0.5 for outputs.
+    # Params run ~0.4 decades low: the generator draws every family alike (mobile, NAS, transformer
+    # blocks are narrower), the real set is half full-width ResNets
+    **{f"log_params_q{q}": 0.6 for q in (10, 50, 90)},
+    **{f"log_output_q{q}": 0.4 for q in (10, 50, 90)},
     "longest_path_share": 0.08,
 }
 
@@ -150,9 +154,12 @@ def test_every_family_appears_with_its_motifs():
         "nas2": "SeparableConv2D", "transformer": "AttentionScores",
     }  # fmt: skip
     rng = np.random.default_rng(0)
-    drawn = {int(arch.draw_program(rng.random(arch.NUM_UNIFORMS), 300, 300, arch.ArchConfig())["family"])
-             for _ in range(400)}  # fmt: skip
-    assert drawn == set(range(len(arch.FAMILIES)))
+    def drawn(nodes):
+        u = rng.random((400, arch.NUM_UNIFORMS))
+        return {int(arch.draw_program(x, nodes, nodes, arch.ArchConfig())["family"]) for x in u}
+
+    assert drawn(60) == set(range(len(arch.FAMILIES)))
+    assert drawn(300) == set(range(1, len(arch.FAMILIES))), "plain chains only up to plain_max_nodes"
     for f, fam in enumerate(arch.FAMILIES):
         weights = tuple(float(i == f) for i in range(len(arch.FAMILIES)))
         g = arch.generate_arch_numpy(150, 150, rng, arch=arch.ArchConfig(family_weights=weights, p_hybrid=0.0))

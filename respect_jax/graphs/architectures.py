@@ -387,8 +387,6 @@ def _nas_cell(variant: int, reduce: bool) -> Template:
                 outs.append(b.add("BatchNormalization", c, cin="br"))
             else:
                 outs.append(src)
-        if outs[0] == outs[1]:  # identity on the same state twice cannot happen (distinct picks); keep it safe
-            outs = outs[:1]
         s = b.add("Add", outs, cin="br")
         states.append(s)
         added.append(s)
@@ -426,13 +424,15 @@ TYPE = {name: i for i, name in enumerate(TYPE_NAMES)}
 
 @dataclass(frozen=True)
 class Family:
-    """A motif family: its stem, whether stage 0 opens with its down block, base width, growth."""
+    """A motif family: its stem, whether stage 0 opens with its down block, stage-0 width (x the
+    width multiplier), dense growth (widths grow per layer, transitions halve), extra widening."""
 
     name: str
     stem: str
     stage0_down: bool
     base_width: int
     dense: bool = False
+    widen: float = 1.0  # extra growth per stage (InceptionV3: 288, 768, 2048; Inception-ResNet-v2: 320, 1088, 2080)
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -443,10 +443,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("mbconv", "stem_mobile", True, 24),
     Family("mbconv_se", "stem_mobile", True, 24),
     Family("xception", "stem_mobile", True, 128),
-    Family("inception", "stem_inception", False, 256),
-    Family("incres", "stem_inception", False, 320),
+    Family("inception", "stem_inception", False, 288, widen=1.3),
+    Family("incres", "stem_inception", False, 320, widen=1.3),
     Family("dense", "stem_resnet", False, 64, dense=True),
-    *(Family(f"nas{v}", "stem_mobile", False, 160) for v in range(NAS_VARIANTS)),
+    *(Family(f"nas{v}", "stem_mobile", False, 264) for v in range(NAS_VARIANTS)),  # NASNet-A Mobile: 264, 528, 1056
     Family("transformer", "stem_patch", False, 96),  # Swin-T: 96, 192, 384, 768,
 )
 FAMILY_NAMES = tuple(f.name for f in FAMILIES)
@@ -466,7 +466,9 @@ class ArchConfig:
 
     family_weights: relative frequency of each family of FAMILIES as first family (the three NAS
     variants share one weight); p_hybrid: probability of a second family from a random stage on;
-    p_head: probability of a classifier head (GAP + dense); p_fewer_stages: probability of one
+    p_head: probability of a classifier head (GAP + dense); plain_max_nodes: largest node target
+    that may draw the plain family (VGG-style chains without normalisation stop at ~20 layers);
+    p_fewer_stages: probability of one
     stage less than the stem's resolution allows (down to about 7 x 7); deep_stage_weight: how many
     times more blocks the second-to-last stage gets on average (ResNet 3-4-6-3, DenseNet 6-12-24-16,
     MobileNetV2: the 14 x 14 stage is the deepest); input_res, width_mults, gammas (width
@@ -477,6 +479,7 @@ class ArchConfig:
     p_hybrid: float = 0.25
     p_head: float = 0.25
     p_fewer_stages: float = 0.25
+    plain_max_nodes: int = 64
     deep_stage_weight: float = 2.0
     input_res: tuple[int, ...] = (192, 224, 256)
     width_mults: tuple[float, ...] = (0.75, 1.0, 1.0, 1.5)
@@ -545,6 +548,7 @@ _FAM = dict(
     stage0_down=np.array([f.stage0_down for f in FAMILIES]),
     base=np.array([f.base_width for f in FAMILIES], float),
     dense=np.array([f.dense for f in FAMILIES]),
+    widen=np.array([f.widen for f in FAMILIES]),
     patch=np.array([f.stem == "stem_patch" for f in FAMILIES]),
     vgg=np.array([f.stem == "stem_vgg" for f in FAMILIES]),
 )
@@ -586,10 +590,13 @@ def draw_program(u, min_nodes: int, max_nodes: int, arch: ArchConfig, xp=np) -> 
     head = (u[1] < arch.p_head).astype(i32)
     head_size = head * HEAD_SIZE
     weights = xp.asarray(arch.family_weights, dtype=xp.float32 if xp is jnp else float)
-    fit1 = fam["stem_size"] + fam["rep_size"] + head_size <= n_target
-    f1 = _categorical(u[2], weights * fit1, xp)
+    capped = fam["vgg"] & (n_target > arch.plain_max_nodes)
+    fit1 = (fam["stem_size"] + fam["rep_size"] + head_size <= n_target) & ~capped
+    w1 = weights * fit1
+    f1 = _categorical(u[2], xp.where(xp.sum(w1) > 0, w1, weights), xp)  # nothing fits: the weights alone
     stem_size = fam["stem_size"][f1]
-    fit2 = (stem_size + fam["down_size"] + fam["rep_size"] + head_size <= n_target) & (xp.arange(len(FAMILIES)) != f1)
+    fit2 = (stem_size + fam["down_size"] + fam["rep_size"] + head_size <= n_target) & ~capped
+    fit2 = fit2 & (xp.arange(len(FAMILIES)) != f1)
     f2 = _categorical(u[4], weights * fit2, xp)
     # geometry: stage resolutions halve after the stem's stride; as many stages as reach ~7 x 7
     res_in = _choice(u[6], arch.input_res, xp)
@@ -634,7 +641,7 @@ def draw_program(u, min_nodes: int, max_nodes: int, arch: ArchConfig, xp=np) -> 
     h_out = xp.maximum(xp.ceil(h_stem / (2.0**sigma)), 1).astype(i32)
     h_in = xp.concatenate([h_stem[None], h_out[:-1]])
     dense = fam["dense"][fs]
-    c_nom = xp.minimum(_round8(fam["base"][fs] * mult * gamma**sigma, xp), MAX_WIDTH)
+    c_nom = xp.minimum(_round8(fam["base"][fs] * mult * (gamma * fam["widen"][fs]) ** sigma, xp), MAX_WIDTH)
     x_in, y_in, exit_w = [], [], []
     x = stem_w
     for s in range(S_MAX):
