@@ -346,17 +346,48 @@ def _min_max_split(first, cost, n: int, k_stages: int, seed: int = 0) -> tuple[l
     return cuts[::-1], value
 
 
-def _window_min(h: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """f64[m] ``out[j] = min(h[lo[j] .. j])`` for ``lo[j] <= j`` (a sparse table: O(m log m))."""
-    m = len(h)
-    table = [h]
-    while 2 ** len(table) <= m:
-        prev, step = table[-1], 2 ** (len(table) - 1)
-        table.append(np.concatenate([np.minimum(prev[:-step], prev[step:]), np.full(step, np.inf)]))
-    stacked = np.stack(table)
-    j = np.arange(m)
-    level = np.frexp((j - lo + 1).astype(np.float64))[1] - 1  # floor(log2(window length))
-    return np.minimum(stacked[level, lo], stacked[level, j - 2**level + 1])
+class _WindowMin:
+    """``out[j] = min(h[lo[j] .. j])`` for every j, for many arrays h with the same windows (``lo[j] <= j``).
+
+    A sparse table (``table[p, x] = min(h[x .. x + 2^p - 1])``, levels up to the longest window) answers
+    every window with two overlapping power-of-two blocks: O(m log w) per h, for windows up to w long.
+    """
+
+    def __init__(self, lo: np.ndarray):
+        m = len(lo)
+        j = np.arange(m)
+        level = np.frexp((j - lo + 1).astype(np.float64))[1] - 1  # floor(log2(window length))
+        self.levels = int(level.max()) + 1 if m else 1
+        self.left = level * m + lo  # flat indices into the table
+        self.right = level * m + j - 2**level + 1
+        self.table = np.empty((self.levels, m))
+
+    def __call__(self, h: np.ndarray) -> np.ndarray:
+        """f64[m] the window minima of h (f64[m])."""
+        table = self.table
+        table[0] = h
+        for p in range(1, self.levels):
+            step = 2 ** (p - 1)  # entries past m - 2^p are never read
+            np.minimum(table[p - 1, :-step], table[p - 1, step:], out=table[p, :-step])
+        flat = table.reshape(-1)
+        return np.minimum(flat[self.left], flat[self.right])
+
+
+def _fitting_starts(par: np.ndarray, cap: float) -> np.ndarray:
+    """i64[n+1] ``lo(j)``: the first ``i <= j`` with ``par[j] - par[i] <= cap`` in float64 (``cap >= 0``).
+
+    ``par`` is non-decreasing, so a binary search of ``par[j] - cap`` finds it; where float rounding makes
+    that guess wrong (checked exactly), an exact vectorised binary search on the difference decides.
+    """
+    n = len(par) - 1
+    idx = np.arange(n + 1)
+    lo = np.minimum(np.searchsorted(par, par - cap, side="left"), idx)
+    ok = (par - par[lo] <= cap) & ((lo == 0) | (par - par[np.maximum(lo - 1, 0)] > cap))
+    bad = np.flatnonzero(~ok)
+    if len(bad):  # the last i < j that does not fit, plus one
+        lo[bad] = _last_fitting(lambda rows, i: par[bad[rows]] - par[i] > cap, np.zeros(len(bad), np.int64),
+                                bad - 1) + 1
+    return lo
 
 
 def _least_comm(par: np.ndarray, weight: np.ndarray, cap: float, k_stages: int) -> tuple[float, list[int]]:
@@ -369,17 +400,16 @@ def _least_comm(par: np.ndarray, weight: np.ndarray, cap: float, k_stages: int) 
     programme does, so the value is the same float.
     """
     n = len(par) - 1
-    idx = np.arange(n + 1)
     g = np.where(par <= cap, 0.0, np.inf)  # par[0] = 0, so par[j] - par[0] == par[j]
     if k_stages == 1:
         return float(g[n]), []
     if cap < 0:  # not even an empty segment fits
         return np.inf, []
-    # lo(j): the first i with par[j] - par[i] <= cap (the last i < j that does not fit, plus one)
-    lo = _last_fitting(lambda rows, i: par[rows] - par[i] > cap, np.zeros(n + 1, np.int64), idx - 1) + 1
+    lo = _fitting_starts(par, cap)
+    window_min = _WindowMin(lo)
     stages = [g]
     for _ in range(1, k_stages):
-        stages.append(_window_min(stages[-1] + weight, lo))
+        stages.append(window_min(stages[-1] + weight))
     comm = float(stages[-1][n])
     if not np.isfinite(comm):
         return comm, []
@@ -389,6 +419,9 @@ def _least_comm(par: np.ndarray, weight: np.ndarray, cap: float, k_stages: int) 
         end = int(window[np.flatnonzero(stages[k - 1][window] + weight[window] == stages[k][end])[0]])
         cuts.append(end)
     return comm, cuts[::-1]
+
+
+ZOOM_ROUNDS, ZOOM_POINTS = 3, 8  # the paper walk's warm start (speed only: the result is exact either way)
 
 
 def best_contiguous_cuts(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0) -> tuple[list[int], float]:
@@ -410,11 +443,13 @@ def best_contiguous_cuts(graph: Graph, hw: Hardware, objective: str, lam: float 
       m is below M' has communication >= ``G(M)`` too, so it can only beat the best candidate b if
       ``m < b - G(M)``. So the caps walk down from M = inf, each next cap being the smaller of "just
       below M'" and "just above ``b - G(M)``" (:func:`_cap_bound`), and stop below the smallest
-      feasible cap (the min-max split of the memory, :func:`_min_max_split`). The first candidate is
-      the split at that smallest cap; with it the walk usually jumps from the top straight to the
-      few caps that matter (4-10 caps on 10,000-node graphs, instead of hundreds of steps). Every
-      split is covered by a visited ``[M', M]`` or pruned, so the best candidate is optimal. The
-      number of caps visited is returned by :func:`contiguous_search` as ``caps``.
+      feasible cap (the min-max split of the memory, :func:`_min_max_split`). Every split is covered
+      by a visited ``[M', M]`` or pruned, so the best candidate is optimal. The jumps are long when
+      the best candidate is good early, so the walk starts from the best of a grid of caps between
+      that smallest cap and the total memory, zoomed in ``ZOOM_ROUNDS`` times around its best point.
+      On 10,000-node layered graphs, K = 8, this visits ~30-70 caps where the plain walk down every
+      step visits ~1,500 (lam = 0.1, where memory and communication weigh the same). The number of
+      caps visited is returned by :func:`contiguous_search` as ``caps``.
     """
     cuts, value, _ = contiguous_search(graph, hw, objective, lam)
     return cuts, value
@@ -459,7 +494,14 @@ def contiguous_search(
             best_value, best_cuts = float(largest + comm), cuts
         return comm, largest
 
-    visit(floor_cap)  # a good first candidate: the least communication at the smallest feasible cap
+    # A near-optimal first candidate makes the walk's jumps long (any visiting order is exact): the best of a
+    # grid of caps between the smallest feasible one and the total memory, zooming in on the best point.
+    low, high = floor_cap, float(par[n])
+    for _ in range(ZOOM_ROUNDS):
+        grid = np.linspace(low, high, ZOOM_POINTS)
+        values = [sum(visit(float(c))) for c in grid]
+        best = int(np.argmin(values))
+        low, high = float(grid[max(best - 1, 0)]), float(grid[min(best + 1, ZOOM_POINTS - 1)])
     cap = np.inf
     while cap >= floor_cap:
         comm, largest = visit(cap)
