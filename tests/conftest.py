@@ -14,6 +14,7 @@ from respect_jax.costs import Hardware
 from respect_jax.graphs import GeneratorConfig, generate_numpy
 
 CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
+COMMANDS_CACHE_ENV = "RESPECT_JAX_CACHE"  # respect_jax.compile_cache.CACHE_ENV: the commands' jax_cache=auto
 # Most test time is XLA compilation of small programs run a few times: the suite compiles them with
 # LLVM optimisation level 1 (XLA's default is higher), which compiles ~40% faster here and changes
 # no result beyond float rounding (every test asserts against references, not stored numbers).
@@ -26,18 +27,23 @@ def pytest_configure(config):
     """XLA flags (above) and one JAX compilation cache per test session, shared by the xdist workers and by the command
     lines the tests run as subprocesses (they inherit the environment): an identical program (the
     same policy at the same shapes in another test or CLI call) is compiled once. It is created
-    empty in the controller and removed at the end, so no run depends on an earlier one.
-    ``RESPECT_TEST_JAX_CACHE=0`` turns it off. Both are environment variables, set before any JAX
-    backend starts, so the xdist workers and the CLI subprocesses inherit them."""
+    empty in the controller and removed at the end, so no run depends on an earlier one; the
+    commands' own cache setting (``jax_cache=auto``) points there too (``RESPECT_JAX_CACHE``), never
+    at the user's ``~/.cache``. ``RESPECT_TEST_JAX_CACHE=0`` turns both off. Both are environment
+    variables, set before any JAX backend starts, so the xdist workers and the CLI subprocesses
+    inherit them."""
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_backend_optimization_level" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {TEST_OPT_LEVEL_FLAG}".strip()
     if os.environ.get("RESPECT_TEST_JAX_CACHE", "1") == "0":
+        os.environ[COMMANDS_CACHE_ENV] = "off"  # the commands' default cache (~/.cache/respect-jax) stays untouched
         return
     if not hasattr(config, "workerinput") and CACHE_ENV not in os.environ:
         config._respect_jax_cache = tempfile.mkdtemp(prefix="respect-jax-xla-cache-")
         os.environ[CACHE_ENV] = config._respect_jax_cache
         os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.2"
+    if not hasattr(config, "workerinput"):  # the commands the tests run (jax_cache=auto) use the same folder
+        os.environ[COMMANDS_CACHE_ENV] = os.environ[CACHE_ENV]
     if CACHE_ENV in os.environ:
         jax.config.update("jax_compilation_cache_dir", os.environ[CACHE_ENV])
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)

@@ -19,8 +19,8 @@ GRAPH = ROOT / "data" / "graphs" / "dnn40.json"
 BIN = Path(sys.executable).parent
 
 
-def run(cmd, cwd):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+def run(cmd, cwd, env=None):
+    env = {**(os.environ if env is None else env), "JAX_PLATFORMS": "cpu"}
     return subprocess.run([str(BIN / cmd[0]), *cmd[1:]], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -141,6 +141,101 @@ def test_bad_graph_file_names_file_and_node(tmp_path):
     assert proc.returncode == 2
     assert str(bad) in proc.stderr and "node 5 has params=-1" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]
+
+
+def write_graphs(folder: Path, count: int, seed: int) -> list[Path]:
+    """``count`` small generated graphs (two size buckets) and dnn40 as SPEC JSON files in ``folder``."""
+    from conftest import random_graphs
+
+    from respect_jax.graphs import save_graph
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / "dnn40.json"]
+    paths[0].write_text(GRAPH.read_text())
+    for i, graph in enumerate(random_graphs(count, seed, min_nodes=10, max_nodes=50)):
+        paths.append(folder / f"g{i}.json")
+        save_graph(graph, paths[-1])
+    return paths
+
+
+def test_schedule_folder_writes_one_result_per_graph(tmp_path):
+    paths = write_graphs(tmp_path / "graphs", 3, seed=5)
+    out = tmp_path / "out"
+    args = ["solver=policy", "hardware.stages=3", "objective=latency"]
+    proc = run(["respect-schedule", f"graph={tmp_path / 'graphs'}", *args, f"out_dir={out}", "batch_size=2"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted([*(p.name for p in paths), "summary.jsonl"])
+    summary = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
+    assert [row["file"] for row in summary] == [str(p) for p in sorted(paths)]
+    for path, row in zip(sorted(paths), summary, strict=True):
+        result = json.loads((out / path.name).read_text())
+        graph = load_graph(path)
+        hw = hardware_from_dict(result["hardware"])
+        assert result["graph"] == graph.name == row["graph"] and hw.stages == 3
+        assert result["objective"] == pytest.approx(reference_objective(graph, result["assignment"], hw, "latency"))
+        assert row["objective"] == result["objective"] and row["compile_s"] == result["info"]["compile_s"]
+        assert result["solve_time_s"] == row["solve_time_s"] > 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 2 and "note: the checkpoint was trained for" in lines[0]
+    assert "policy on 4 graphs (K=3)" in lines[1] and "compile" in lines[1], proc.stderr
+    # the batched schedule of a graph is the one a command for that graph alone writes (greedy)
+    single = tmp_path / "single.json"
+    proc = run(["respect-schedule", f"graph={paths[2]}", *args, f"out={single}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    alone = json.loads(single.read_text())
+    assert alone["assignment"] == json.loads((out / paths[2].name).read_text())["assignment"]
+    assert alone["info"]["compile_s"] >= 0 and "compile_s" in alone["info"]["timing"]
+    # a glob, a non-learned solver (one graph at a time)
+    proc = run(["respect-schedule", f"graph={tmp_path / 'graphs' / 'g*.json'}", "solver=compiler",
+                f"out_dir={tmp_path / 'out2'}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == ["g0.json", "g1.json", "g2.json", "summary.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "setup,args,message",
+    [
+        ("empty", [], "holds no .json graph files"),
+        ("broken", [], "broken.json: not valid JSON"),
+        ("graphs", ["out=r.json"], "set out_dir= (one RESULT.json per graph), not out="),
+        ("graphs", ["batch_size=0"], "batch_size must be an integer >= 1, got 0"),
+        ("glob", [], "matches no files"),
+    ],
+)
+def test_schedule_folder_user_errors_are_one_line_and_write_nothing(tmp_path, setup, args, message):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    if setup in ("broken", "graphs"):
+        write_graphs(folder, 1, seed=6)
+    if setup == "broken":
+        (folder / "broken.json").write_text("this is not JSON")
+    graph = str(folder / "*.nothing") if setup == "glob" else str(folder)
+    out = tmp_path / "out"
+    proc = run(["respect-schedule", f"graph={graph}", "solver=policy", f"out_dir={out}", *args], tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"] and not (tmp_path / "r.json").exists()
+
+
+def test_schedule_uses_the_compilation_cache_setting(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("RESPECT_JAX_CACHE", "JAX_COMPILATION_CACHE_DIR")}
+    env.pop("XDG_CACHE_HOME", None)
+    env["HOME"] = str(tmp_path / "home")  # the default folder: ~/.cache/respect-jax/jax
+    base = ["respect-schedule", f"graph={GRAPH}", "solver=compiler", "jax_cache_min_compile_s=0"]
+    proc = run([*base, f"out={tmp_path / 'a.json'}"], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    default = tmp_path / "home" / ".cache" / "respect-jax" / "jax"
+    entries = sorted(p.name for p in default.iterdir())
+    assert entries, "the evaluator's compiled program is stored"
+    proc = run([*base, f"out={tmp_path / 'b.json'}"], tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in default.iterdir()) == entries, "a second call compiles nothing new"
+    given = tmp_path / "given"
+    proc = run([*base, f"jax_cache={given}", f"out={tmp_path / 'c.json'}"], tmp_path, env)
+    assert proc.returncode == 0 and any(given.iterdir()), proc.stderr
+    proc = run([*base, "jax_cache=off", f"out={tmp_path / 'd.json'}"], tmp_path, {**env, "HOME": str(tmp_path / "h2")})
+    assert proc.returncode == 0 and not (tmp_path / "h2").exists(), proc.stderr
 
 
 def test_bench_runs_small_and_writes_results(tmp_path):

@@ -325,6 +325,31 @@ def composition_error(config: str, overrides: list[str]) -> str | None:
     return None
 
 
+def setup_compilation_cache(cfg: DictConfig) -> Path | None:
+    """Turn JAX's persistent compilation cache on as the command's config says; returns its folder (None: off).
+
+    ``jax_cache``: ``auto`` (default when the key is absent: ``$RESPECT_JAX_CACHE``, else
+    ``$JAX_COMPILATION_CACHE_DIR``, else ``$XDG_CACHE_HOME/respect-jax/jax`` or ``~/.cache/respect-jax/jax``),
+    ``off``, or a folder; ``jax_cache_min_compile_s``: programs that compiled faster are not stored (default 0.5).
+    An ``auto`` folder that cannot be created only turns the cache off (a note on stderr); a folder given
+    explicitly that cannot be created is a user error.
+    """
+    from respect_jax.compile_cache import enable_compilation_cache, resolve_cache_dir
+
+    setting = cfg.get("jax_cache", "auto")
+    min_s = cfg.get("jax_cache_min_compile_s", 0.5)
+    if not isinstance(min_s, int | float) or isinstance(min_s, bool) or min_s < 0:
+        raise ValueError(f"jax_cache_min_compile_s must be a number >= 0, got {min_s!r}")
+    folder = resolve_cache_dir(setting)
+    try:
+        return enable_compilation_cache(folder, min_compile_time_s=float(min_s))
+    except OSError as err:
+        if str(setting).strip().lower() != "auto":
+            raise OSError(f"jax_cache={setting}: cannot create the folder ({err.strerror})") from None
+        print(f"note: JAX compilation cache off: cannot create {folder} ({err.strerror})", file=sys.stderr)
+        return enable_compilation_cache(None)
+
+
 def hardware_from_cfg(node: DictConfig) -> Hardware:
     """Resolved :class:`Hardware` from a ``hardware`` config group node."""
     return hardware_from_dict(OmegaConf.to_container(node, resolve=True))

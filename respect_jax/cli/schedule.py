@@ -1,14 +1,23 @@
-"""``respect-schedule``: schedule one graph with one solver and write RESULT.json (SPEC section 4).
+"""``respect-schedule``: schedule one graph with one solver and write RESULT.json (SPEC section 4), or many
+graphs (a folder or a glob) with one RESULT.json each.
 
-Example::
+Examples::
 
     respect-schedule graph=data/models/resnet50.json solver=cpsat hardware.stages=4 \
         objective=paper out=result.json
+    respect-schedule graph=data/models solver=policy out_dir=results/   # one RESULT per graph + summary.jsonl
+
+With many graphs a learned solver schedules ``batch_size`` graphs of one size bucket per compiled call
+(:func:`respect_jax.solvers.base.run_solver_many`); the others run one graph at a time. JAX's persistent
+compilation cache (``jax_cache``) is on, so a later call on a graph of the same bucket does not compile again.
 """
 
 from __future__ import annotations
 
+import glob
+import json
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -19,27 +28,137 @@ from respect_jax.cli.common import (
     dump_json,
     hardware_from_cfg,
     job_file,
+    job_path,
+    setup_compilation_cache,
     user_errors_exit,
 )
 from respect_jax.costs import OBJECTIVES
-from respect_jax.graphs.graph import load_graph, write_json_atomic
+from respect_jax.graphs.graph import load_graph, write_json_atomic, write_text_atomic
+
+#: solvers that need the learned schedulers registered (they live in the policy packages, which
+#: ``respect_jax.solvers`` never imports; ``auto`` may run the policy)
+LEARNED_SOLVERS = ("policy", "respect_pointer", "auto")
+#: characters that make ``graph=`` a glob pattern
+GLOB_CHARS = "*?["
+#: file name of the per-graph summary written beside the RESULT files of many graphs
+SUMMARY_NAME = "summary.jsonl"
+
+
+def import_learned_solvers() -> None:
+    """Register ``solver=policy`` and ``solver=respect_pointer`` (importing their modules registers them)."""
+    import respect_jax.policy.solver  # noqa: F401
+    import respect_jax.respect_pointer.solver  # noqa: F401
+
+
+def _problem(cfg: DictConfig):
+    """(hardware, objective, lam, solver options) of the command, checked; registers learned solvers."""
+    if cfg.solver.name in LEARNED_SOLVERS:
+        import_learned_solvers()
+    if cfg.objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {cfg.objective!r}")
+    hw = hardware_from_cfg(cfg.hardware)
+    options = OmegaConf.to_container(cfg.solver.options, resolve=True) if cfg.solver.get("options") else {}
+    return hw, cfg.objective, float(cfg.lam), options
 
 
 def schedule(cfg: DictConfig) -> dict:
     """Run the configured solver on the configured graph; return the RESULT.json document."""
     from respect_jax.solvers import run_solver
 
-    if cfg.solver.name == "policy":  # registered by the policy package (solvers never import it)
-        import respect_jax.policy.solver  # noqa: F401
-    if cfg.solver.name == "respect_pointer":
-        import respect_jax.respect_pointer.solver  # noqa: F401
-
-    if cfg.objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {cfg.objective!r}")
-    hw = hardware_from_cfg(cfg.hardware)
+    hw, objective, lam, options = _problem(cfg)
     graph = load_graph(cfg.graph)
-    options = OmegaConf.to_container(cfg.solver.options, resolve=True) if cfg.solver.get("options") else {}
-    return run_solver(cfg.solver.name, graph, hw, cfg.objective, float(cfg.lam), **options)
+    return run_solver(cfg.solver.name, graph, hw, objective, lam, **options)
+
+
+def is_many(graph: str) -> bool:
+    """Whether ``graph=`` names many graphs: a folder or a glob pattern."""
+    return Path(graph).is_dir() or any(c in graph for c in GLOB_CHARS)
+
+
+def graph_files(graph: str) -> list[Path]:
+    """The graph files ``graph=`` names, sorted: a file, the ``*.json`` files of a folder, or a glob's matches.
+
+    One-line ValueError when there are none or two share a file name (their RESULT files would collide).
+    """
+    path = Path(graph)
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.json") if p.is_file())
+        if not files:
+            raise ValueError(f"graph folder {graph} holds no .json graph files")
+    elif any(c in graph for c in GLOB_CHARS):
+        files = sorted(Path(p) for p in glob.glob(graph) if Path(p).is_file())
+        if not files:
+            raise ValueError(f"graph pattern {graph} matches no files")
+    else:
+        files = [path]
+    stems: dict[str, Path] = {}
+    for f in files:
+        if f.stem in stems:
+            raise ValueError(f"two graph files are named {f.name} ({stems[f.stem].parent}, {f.parent}): their "
+                             "RESULT files would collide")
+        stems[f.stem] = f
+    return files
+
+
+def schedule_many(cfg: DictConfig, files: list[Path]) -> list[dict]:
+    """The RESULT.json document of every graph file (in order): a learned solver in batches of
+    ``batch_size`` graphs per size bucket, any other solver one graph at a time."""
+    import respect_jax.solvers  # noqa: F401  (registers the solvers)
+    from respect_jax.solvers.base import run_solver_many
+
+    hw, objective, lam, options = _problem(cfg)
+    if not isinstance(cfg.batch_size, int) or isinstance(cfg.batch_size, bool) or cfg.batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {cfg.batch_size!r}")
+    graphs = [load_graph(f) for f in files]
+    return run_solver_many(cfg.solver.name, graphs, hw, objective, lam, batch_size=cfg.batch_size, **options)
+
+
+def summary_row(file: Path, result: dict) -> dict:
+    """One line of ``summary.jsonl``: which file, the objective, and the times of its RESULT."""
+    info = result.get("info") or {}
+    return {
+        "file": str(file),
+        "result": f"{file.stem}.json",
+        "graph": result["graph"],
+        "num_nodes": result["num_nodes"],
+        "solver": result["solver"],
+        "objective_name": result["objective_name"],
+        "objective": result["objective"],
+        "optimal": result["optimal"],
+        "solve_time_s": result["solve_time_s"],
+        "compile_s": info.get("compile_s"),
+    }
+
+
+def write_many(results: list[dict], files: list[Path], out_dir: Path | None) -> None:
+    """``out_dir/<graph file stem>.json`` per graph and ``out_dir/summary.jsonl``; without ``out_dir``,
+    every RESULT document as one JSON line on stdout."""
+    if out_dir is None:
+        for result in results:
+            print(json.dumps(result))
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for file, result in zip(files, results, strict=True):
+        write_json_atomic(result, out_dir / f"{file.stem}.json")
+    lines = [json.dumps(summary_row(f, r)) for f, r in zip(files, results, strict=True)]
+    write_text_atomic("\n".join(lines) + "\n", out_dir / SUMMARY_NAME)
+
+
+def many_summary(results: list[dict], out_dir: Path | None) -> str:
+    """One line for stderr: how many graphs, the scheduling and the set-up time."""
+    solve = sum(r["solve_time_s"] for r in results)
+    compiles = {}
+    for r in results:  # a bucket's compile time is shared by its graphs: count it once per bucket
+        info = r.get("info") or {}
+        if info.get("compile_s") is not None:
+            compiles[tuple(info.get("bucket") or ())] = float(info["compile_s"])
+    compile_part = f", compile {sum(compiles.values()):.2f}s ({len(compiles)} bucket(s))" if compiles else ""
+    where = f" -> {out_dir}" if out_dir is not None else ""
+    return (
+        f"{results[0]['solver']} on {len(results)} graphs (K={results[0]['hardware']['stages']}): schedule "
+        f"{solve:.3f}s ({1000 * solve / len(results):.2f} ms/graph, {len(results) / max(solve, 1e-12):.0f} graphs/s)"
+        f"{compile_part}{where}"
+    )
 
 
 def training_mismatch(result: dict) -> str | None:
@@ -60,9 +179,19 @@ def training_mismatch(result: dict) -> str | None:
     return f"the checkpoint was trained for {', '.join(differ)}; a checkpoint trained for this problem may do better"
 
 
+def _setup_text(result: dict) -> str:
+    """`` (compile 1.23s)`` when the solver reported compilation (not in ``solve_time_s``), else empty."""
+    compile_s = (result.get("info") or {}).get("compile_s")
+    return f" (compile {compile_s:.2f}s, not in time)" if compile_s is not None else ""
+
+
 @hydra.main(config_path=CONF_DIR, config_name="schedule", version_base="1.3")
 @user_errors_exit("respect-schedule")
 def _main(cfg: DictConfig) -> None:
+    setup_compilation_cache(cfg)
+    if is_many(str(cfg.graph)) or cfg.get("out_dir") is not None:
+        _main_many(cfg)
+        return
     out = job_file(cfg, "out", None)  # in a sweep: an out two jobs would share is refused up front
     result = schedule(cfg)
     note = training_mismatch(result)
@@ -73,11 +202,27 @@ def _main(cfg: DictConfig) -> None:
         print(
             f"{result['solver']} on {result['graph']} ({result['num_nodes']} nodes, K={result['hardware']['stages']}): "
             f"{result['objective_name']}={result['objective']:.6g} optimal={result['optimal']} "
-            f"time={result['solve_time_s']:.3f}s -> {out}",
+            f"time={result['solve_time_s']:.3f}s{_setup_text(result)} -> {out}",
             file=sys.stderr,
         )
     else:
         print(dump_json(result))
+
+
+def _main_many(cfg: DictConfig) -> None:
+    """Many graphs (``graph=`` a folder or a glob, or ``out_dir=`` set): one RESULT per graph."""
+    if cfg.get("out") is not None:
+        raise ValueError("with many graphs (a folder or a glob) set out_dir= (one RESULT.json per graph), not out=")
+    files = graph_files(str(cfg.graph))
+    out_dir = job_path(cfg, "out_dir")
+    if out_dir is not None and any(f.parent.resolve() == out_dir.resolve() for f in files):
+        raise ValueError(f"out_dir={out_dir} is the folder of the graphs: the RESULT files would be read as graphs")
+    results = schedule_many(cfg, files)
+    notes = {n for n in (training_mismatch(r) for r in results) if n}
+    for note in sorted(notes):
+        print(f"respect-schedule: note: {note}", file=sys.stderr)
+    write_many(results, files, out_dir)
+    print(many_summary(results, out_dir), file=sys.stderr)
 
 
 def main() -> None:

@@ -17,7 +17,8 @@ graph and hardware), even when they differ from those it was trained on; ``info`
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
@@ -25,7 +26,13 @@ import numpy as np
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
-from respect_jax.graphs.padded import pad_graph, to_original_order
+from respect_jax.graphs.padded import (
+    PaddedGraph,
+    bucket_shape,
+    bucket_size,
+    pad_graph,
+    to_original_order,
+)
 from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, make_decoder
 from respect_jax.solvers.base import SolveResult, register_solver
 
@@ -34,9 +41,14 @@ DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "data" / "checkpoints
 
 @functools.lru_cache(maxsize=8)
 def _load(checkpoint: str):
-    from respect_jax.train.checkpoints import load_policy
+    """(policy, network document) of a run folder. The untrained network the parameters are restored into is
+    built abstractly (``nnx.eval_shape``: shapes only), so loading runs no random initialisation (34 jitted
+    initialisers, over 1 s of a CPU command's start)."""
+    from flax import nnx
 
-    return load_policy(checkpoint)
+    from respect_jax.train.checkpoints import build_policy, load_network, read_network
+
+    return load_network(checkpoint, None, read_network, lambda doc: nnx.eval_shape(lambda: build_policy(doc)))
 
 
 @functools.lru_cache(maxsize=32)
@@ -45,13 +57,72 @@ def _decoder(checkpoint: str, hw: Hardware, objective: str, lam: float, decoding
     return make_decoder(model, hw, objective, lam, decoding)
 
 
+def grouped_by_bucket(graphs: Sequence[Graph]) -> dict[tuple[int, int, int], list[int]]:
+    """Indices of ``graphs`` grouped by padded shape (N, E, P): by node bucket first, then the edge and
+    predecessor padding that fits every graph of that node bucket (one compilation per group)."""
+    by_nodes: dict[int, list[int]] = {}
+    for i, graph in enumerate(graphs):
+        by_nodes.setdefault(bucket_size(graph.num_nodes), []).append(i)
+    return {bucket_shape([graphs[i] for i in idx]): idx for idx in by_nodes.values()}
+
+
 def checkpoint_solver(default_checkpoint: Path, load: Callable, decoder: Callable, summary: str) -> Callable:
     """The solver function of a learned model family (shared by ``policy`` and ``respect_pointer``).
 
     ``load(checkpoint) -> (model, doc)`` and ``decoder(checkpoint, hw, objective, lam, Decoding) ->
-    (run, params)`` are the family's cached loader and batched decoder factory; ``summary`` becomes the
-    solver's docstring. The options are those of ``conf/solver/policy.yaml``.
+    (run, params)`` are the family's cached loader and batched decoder factory (``run`` a ``jax.jit``
+    function ``(params, graphs, key) -> DecodeResult``); ``summary`` becomes the solver's docstring. The
+    options are those of ``conf/solver/policy.yaml``.
+
+    The returned ``solve`` reports its set-up in ``info`` apart from the scheduling (see
+    :data:`respect_jax.solvers.base.SETUP_KEYS`): ``load_s`` (reading the checkpoint; 0 once this
+    process has it) and ``compile_s`` (tracing and compiling the decoder for the graph's bucket shape
+    ahead of the call, or loading it from JAX's persistent compilation cache; 0 once this process has
+    it). Its ``many`` attribute schedules a list of graphs in batches (:func:`run_solver_many`).
     """
+    compiled: dict[tuple, Callable] = {}
+
+    def prepare(checkpoint, hw, objective, lam, decoding, samples, temperature, local_search, pair_escapes,
+                pair_candidates) -> tuple[str, Decoding, dict, float]:
+        """(checkpoint path, Decoding, checkpoint doc, seconds spent loading it)."""
+        checkpoint = str(Path(checkpoint if checkpoint else default_checkpoint).resolve())
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        dec = Decoding(
+            strategy=decoding,
+            samples=int(samples) if decoding in MULTI_STRATEGIES else 1,
+            temperature=temperature,
+            local_search=int(local_search),
+            pair_escapes=int(pair_escapes),
+            pair_candidates=int(pair_candidates),
+        )
+        start = time.perf_counter()
+        _, doc = load(checkpoint)
+        return checkpoint, dec, doc, time.perf_counter() - start
+
+    def executable(checkpoint: str, hw: Hardware, objective: str, lam: float, dec: Decoding, batch: PaddedGraph,
+                   key: jax.Array) -> tuple[Callable, object, float]:
+        """(compiled decoder for ``batch``'s shapes, params, seconds spent tracing and compiling it now)."""
+        run, params = decoder(checkpoint, hw, objective, float(lam), dec)
+        shapes = tuple((x.shape, str(x.dtype)) for x in jax.tree.leaves(batch))
+        cache_key = (checkpoint, hw, objective, float(lam), dec, shapes)
+        start = time.perf_counter()
+        if cache_key not in compiled:
+            compiled[cache_key] = run.lower(params, batch, key).compile()
+        return compiled[cache_key], params, time.perf_counter() - start
+
+    def info_of(checkpoint: str, doc: dict, dec: Decoding, temperature, local_search, pair_escapes,
+                pair_candidates) -> dict:
+        return {
+            "checkpoint": checkpoint,
+            "checkpoint_step": doc.get("step"),
+            "decoding": dec.label,
+            "temperature": temperature,
+            "local_search": int(local_search),
+            "pair_escapes": int(pair_escapes),
+            "pair_candidates": int(pair_candidates),
+            "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
+        }
 
     def solve(
         graph: Graph,
@@ -67,36 +138,83 @@ def checkpoint_solver(default_checkpoint: Path, load: Callable, decoder: Callabl
         pair_escapes: int = 0,
         pair_candidates: int = 1,
     ) -> SolveResult:
-        checkpoint = str(Path(checkpoint if checkpoint else default_checkpoint).resolve())
-        if objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
-        dec = Decoding(
-            strategy=decoding,
-            samples=int(samples) if decoding in MULTI_STRATEGIES else 1,
-            temperature=temperature,
-            local_search=int(local_search),
-            pair_escapes=int(pair_escapes),
-            pair_candidates=int(pair_candidates),
+        checkpoint, dec, doc, load_s = prepare(
+            checkpoint, hw, objective, lam, decoding, samples, temperature, local_search, pair_escapes, pair_candidates
         )
-        _, doc = load(checkpoint)
-        run, params = decoder(checkpoint, hw, objective, float(lam), dec)
         padded = pad_graph(graph)
         batch = jax.tree.map(lambda x: np.asarray(x)[None], padded)
-        out = jax.device_get(run(params, batch, jax.random.PRNGKey(seed)))
+        key = jax.random.PRNGKey(seed)
+        run, params, compile_s = executable(checkpoint, hw, objective, lam, dec, batch, key)
+        out = jax.device_get(run(params, batch, key))
         assignment = to_original_order(padded, np.asarray(out.stage)[0])
-        info = {
-            "checkpoint": checkpoint,
-            "checkpoint_step": doc.get("step"),
-            "decoding": dec.label,
-            "temperature": temperature,
-            "local_search": int(local_search),
-            "pair_escapes": int(pair_escapes),
-            "pair_candidates": int(pair_candidates),
-            "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
-        }
+        info = info_of(checkpoint, doc, dec, temperature, local_search, pair_escapes, pair_candidates)
+        info.update(load_s=load_s, compile_s=compile_s, bucket=list(bucket_shape([graph])))
         return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
 
+    def many(
+        graphs: Sequence[Graph],
+        hw: Hardware,
+        objective: str = "paper",
+        lam: float = 1.0,
+        batch_size: int = 256,
+        checkpoint: str | None = None,
+        decoding: str = "greedy",
+        samples: int = 64,
+        temperature: float = 1.0,
+        seed: int = 0,
+        local_search: int = 0,
+        pair_escapes: int = 0,
+        pair_candidates: int = 1,
+    ) -> list[SolveResult]:
+        """Schedule every graph of ``graphs`` (in order), ``batch_size`` graphs of one size bucket per
+        compiled call (one compilation per bucket shape; a bucket's last, partial batch is padded with
+        copies of its graphs so that it reuses the compilation).
+
+        Every result's ``info`` holds ``schedule_s`` (its share of its batch's wall time: stacking,
+        decoding, copying back), ``compile_s`` and ``load_s`` (the set-up of its bucket, spent once for
+        all the bucket's graphs; not in ``schedule_s``), ``bucket`` (the padded shape N, E, P) and
+        ``batch_graphs`` (real graphs in its batch). Every batch decodes with the key of ``seed``, so
+        sampled schedules depend on the batching; greedy and beam decoding do not (deterministic).
+        """
+        if not graphs:
+            raise ValueError("no graphs to schedule")
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        checkpoint, dec, doc, load_s = prepare(
+            checkpoint, hw, objective, lam, decoding, samples, temperature, local_search, pair_escapes, pair_candidates
+        )
+        base_info = info_of(checkpoint, doc, dec, temperature, local_search, pair_escapes, pair_candidates)
+        results: list[SolveResult | None] = [None] * len(graphs)
+        key = jax.random.PRNGKey(seed)
+        for shape, indices in grouped_by_bucket(graphs).items():
+            size = min(int(batch_size), len(indices))
+            run = None
+            for lo in range(0, len(indices), size):
+                chunk = indices[lo : lo + size]
+                start = time.perf_counter()
+                padded = [pad_graph(graphs[chunk[j % len(chunk)]], shape) for j in range(size)]
+                batch = jax.tree.map(lambda *xs: np.stack(xs), *padded)
+                stacking_s = time.perf_counter() - start
+                if run is None:  # timed apart: set-up, not scheduling
+                    run, params, compile_s = executable(checkpoint, hw, objective, lam, dec, batch, key)
+                start = time.perf_counter()
+                stages = np.asarray(jax.device_get(run(params, batch, key).stage))
+                assignments = [to_original_order(padded[j], stages[j]) for j in range(len(chunk))]
+                share = (stacking_s + time.perf_counter() - start) / len(chunk)
+                for i, assignment in zip(chunk, assignments, strict=True):
+                    info = {
+                        **base_info,
+                        "schedule_s": share,
+                        "compile_s": compile_s,
+                        "load_s": load_s,
+                        "bucket": list(shape),
+                        "batch_graphs": len(chunk),
+                    }
+                    results[i] = SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
+        return results
+
     solve.__doc__ = summary
+    solve.many = many
     return solve
 
 

@@ -1,0 +1,155 @@
+"""Many graphs at once (``run_solver_many``, the policy's batched form), compile time reported apart, and
+JAX's persistent compilation cache (``respect_jax.compile_cache``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_hw, random_graphs
+
+import respect_jax.policy.solver  # noqa: F401  (registers solver=policy)
+from respect_jax.compile_cache import default_cache_dir, resolve_cache_dir
+from respect_jax.reference import reference_objective
+from respect_jax.solvers import run_solver
+from respect_jax.solvers.base import run_solver_many
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    """Seven graphs in two size buckets (32 and 64 padded nodes)."""
+    small = random_graphs(4, seed=3, min_nodes=8, max_nodes=30)
+    large = random_graphs(3, seed=4, min_nodes=40, max_nodes=60)
+    return [small[0], large[0], small[1], small[2], large[1], small[3], large[2]]
+
+
+def test_batched_policy_gives_each_graph_its_own_greedy_schedule(graphs):
+    hw = make_hw(3)
+    batched = run_solver_many("policy", graphs, hw, "paper", 1.0, batch_size=3)  # partial last batches padded
+    assert len(batched) == len(graphs)
+    first_of_bucket = set()
+    for graph, result in zip(graphs, batched, strict=True):
+        alone = run_solver("policy", graph, hw, "paper", 1.0)
+        assert result["graph"] == graph.name and result["num_nodes"] == graph.num_nodes
+        assert result["assignment"] == alone["assignment"], graph.name
+        assert result["objective"] == pytest.approx(reference_objective(graph, result["assignment"], hw, "paper"))
+        info = result["info"]
+        assert info["bucket"][0] in (32, 64) and info["bucket"][0] >= graph.num_nodes
+        assert 1 <= info["batch_graphs"] <= 3 and info["compile_s"] >= 0 and result["solve_time_s"] > 0
+        assert result["solve_time_s"] == info["schedule_s"]
+        # one graph alone: compile time (its bucket at batch 1, once per process) apart from scheduling
+        one = alone["info"]
+        assert "compile_s" in one["timing"] and one["load_s"] >= 0
+        assert alone["solve_time_s"] == pytest.approx(one["wall_s"] - one["compile_s"] - one["load_s"], abs=1e-9)
+        if info["bucket"][0] not in first_of_bucket:
+            first_of_bucket.add(info["bucket"][0])
+            assert one["compile_s"] > 0.05
+        else:
+            assert one["compile_s"] < 0.01, "compiled once per process and bucket"
+    by_bucket = {}
+    for r in batched:
+        by_bucket.setdefault(r["info"]["bucket"][0], set()).add(r["info"]["compile_s"])
+    assert sorted(by_bucket) == [32, 64] and all(len(v) == 1 for v in by_bucket.values()), "one compile per bucket"
+
+
+def test_batched_local_search_matches_one_graph_at_a_time(graphs):
+    hw = make_hw(4)
+    options = {"decoding": "greedy", "local_search": 20}
+    small = [graphs[0], graphs[2], graphs[3]]  # one bucket: two compilations (batch of 3, batch of 1)
+    batched = run_solver_many("policy", small, hw, "latency", 1.0, batch_size=4, **options)
+    for graph, result in zip(small, batched, strict=True):
+        alone = run_solver("policy", graph, hw, "latency", 1.0, **options)
+        assert result["assignment"] == alone["assignment"]
+        assert result["info"]["decoding"] == "greedy+ls"
+
+
+def test_solvers_without_a_batched_form_run_one_graph_at_a_time(graphs):
+    hw = make_hw(3)
+    many = run_solver_many("greedy", graphs[:3], hw, "paper", 1.0)
+    for graph, result in zip(graphs[:3], many, strict=True):
+        assert result["assignment"] == run_solver("greedy", graph, hw, "paper", 1.0)["assignment"]
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [({"graphs": []}, "no graphs to schedule"), ({"batch_size": 0}, "batch_size must be >= 1, got 0")],
+)
+def test_batched_policy_bad_inputs_are_one_line_errors(graphs, kwargs, message):
+    args = {"graphs": graphs[:2], "batch_size": 4, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        run_solver_many("policy", args["graphs"], make_hw(3), "paper", 1.0, batch_size=args["batch_size"])
+
+
+def test_cache_setting_resolution(tmp_path, monkeypatch):
+    monkeypatch.delenv("RESPECT_JAX_CACHE", raising=False)
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "respect-jax" / "jax"
+    assert resolve_cache_dir("auto") == tmp_path / "xdg" / "respect-jax" / "jax"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert resolve_cache_dir("auto") == tmp_path / "home" / ".cache" / "respect-jax" / "jax"
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jaxenv"))
+    assert resolve_cache_dir("auto") == tmp_path / "jaxenv"
+    monkeypatch.setenv("RESPECT_JAX_CACHE", str(tmp_path / "ours"))
+    assert resolve_cache_dir("auto") == tmp_path / "ours"
+    assert resolve_cache_dir(str(tmp_path / "given")) == tmp_path / "given"  # an explicit folder wins
+    monkeypatch.setenv("RESPECT_JAX_CACHE", "off")
+    assert resolve_cache_dir("auto") is None
+    for off in ("off", None, "false", "none"):
+        assert resolve_cache_dir(off) is None
+
+
+CACHE_PROBE = """
+import sys, jax, jax.numpy as jnp
+from respect_jax.compile_cache import enable_compilation_cache
+hits = []
+jax.monitoring.register_event_listener(lambda event, **kw: hits.append(event) if event.endswith("cache_hits") else None)
+enable_compilation_cache(sys.argv[1] if sys.argv[1] != "off" else None, min_compile_time_s=0.0)
+f = jax.jit(lambda x: jnp.sin(x) @ jnp.cos(x).T + 41.0)
+print(float(f(jnp.ones((7, 5)))[0, 0]), len(hits))
+"""
+
+
+def _probe(arg: str) -> tuple[str, int]:
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", "RESPECT_JAX_CACHE")}
+    env["JAX_PLATFORMS"] = "cpu"
+    cmd = [sys.executable, "-c", CACHE_PROBE, arg]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    value, hits = proc.stdout.split()
+    return value, int(hits)
+
+
+def test_a_second_process_loads_the_compiled_program_from_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    first, hits = _probe(str(cache))
+    assert hits == 0 and any(cache.iterdir()), "the first process compiles and writes the cache"
+    entries = sorted(p.name for p in cache.iterdir())
+    second, hits = _probe(str(cache))
+    assert hits >= 1 and second == first, "the second process reads the compiled program"
+    assert sorted(p.name for p in cache.iterdir()) == entries, "and compiles nothing new"
+    _, hits = _probe("off")
+    assert hits == 0
+
+
+def test_grouping_by_bucket_puts_every_graph_in_exactly_one_group(graphs):
+    from respect_jax.policy.solver import grouped_by_bucket
+
+    groups = grouped_by_bucket(graphs)
+    assert sorted(i for idx in groups.values() for i in idx) == list(range(len(graphs)))
+    for (n, e, p), idx in groups.items():
+        for i in idx:
+            g = graphs[i]
+            assert g.num_nodes <= n and g.num_edges <= e
+            assert (np.bincount(g.edges[:, 1]).max() if g.num_edges else 1) <= p
+
+
+def test_default_cache_folder_is_not_home_in_tests():
+    """The suite points the commands' cache at its own folder (conftest), never at the user's."""
+    folder = resolve_cache_dir("auto")
+    assert folder is None or not str(folder).startswith(str(Path.home() / ".cache"))
