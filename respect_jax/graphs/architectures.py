@@ -16,7 +16,8 @@ pure-JAX generator has fixed shapes). The motif families are
 
 One graph uses the stem of its first family and one family, or (with probability ``p_hybrid``) two
 families: the second takes over from a random stage on (as conv-then-attention hybrids do).
-Resolution halves at every stage after the first and widths grow by ``gamma`` per stage (dense
+Resolution halves at every stage after the first and widths grow by ``gamma`` per stage (x ``widen`` for
+the inception families; dense
 blocks grow by the growth rate per layer and halve in transitions).
 
 Per-node sizes follow the layer formulas of ``data/models`` (the Keras exporter, batch 1): conv
@@ -26,9 +27,13 @@ element; dense ``cin cout + cout``; layer norm ``2 c``; pooling ``window`` MACs 
 add/multiply one MAC per element; activations, concat, padding and reshape have no params or MACs.
 Attention over ``T = H W`` tokens attends within windows of ``min(T, 196)`` tokens.
 
-Node count: a target ``n ~ U{min_nodes..max_nodes}`` sets the budget; stages get repeats in random
-proportions until the next block would overshoot, and ``conv-bn-act`` / activation filler units
-top the graph up to ``min_nodes`` if it fell short. So ``min_nodes <= n <= max_nodes``.
+Node count: a target ``n ~ U{min_nodes..max_nodes}`` sets the budget. The first family is drawn
+among those whose stem and one block fit (plain chains only up to ``plain_max_nodes``); stages are
+dropped from the end while their down blocks do not fit; the rest of the budget is shared among the
+stages in random proportions (the second-to-last stage weighted ``deep_stage_weight``) in whole
+blocks, one more block per stage where it still fits; ``conv-bn-act`` / activation filler units
+(at the last stage's resolution and width, before the head) top the graph up to ``min_nodes`` if it
+fell short. So ``min_nodes <= n <= max_nodes`` (exactly ``n`` when ``min_nodes = max_nodes``).
 
 Two twins sample the same distribution:
 
@@ -39,7 +44,15 @@ Two twins sample the same distribution:
   and template row at once, then relabels into SPEC order.
 
 The program (:func:`draw_program`) is one function written for ``xp`` in ``{numpy, jax.numpy}`` that
-maps a vector of uniform variates to the block sequence; only the source of the variates differs.
+maps a vector of ``NUM_UNIFORMS`` uniform variates to the block sequence. What differs between the
+twins: the random stream (NumPy ``rng.random``, float64, vs ``jax.random.uniform``, float32), the
+expansion (loops vs gathers), and the count arithmetic (float64 rounded to int64 vs float32, so JAX
+counts above 2**24 carry float32 rounding, as every PaddedGraph does). Fed the same variates they
+build the same graph (tests/test_architectures.py checks nodes, edges and counts).
+
+Knobs: :class:`ArchConfig` (family weights, hybrid / head probabilities, input resolutions, width
+multipliers, per-stage growth, expansion ratios, dense growth rates); ``GeneratorConfig(mode="arch")``
+uses its defaults (its ``min_nodes`` / ``max_nodes`` set the range).
 """
 
 from __future__ import annotations
