@@ -16,9 +16,9 @@ pure-JAX generator has fixed shapes). The motif families are
 
 One graph uses the stem of its first family and one family, or (with probability ``p_hybrid``) two
 families: the second takes over from a random stage on (as conv-then-attention hybrids do).
-Resolution halves at every stage after the first and widths grow by ``gamma`` per stage (x ``widen`` for
-the inception families; dense
-blocks grow by the growth rate per layer and halve in transitions).
+Resolution halves at every stage after the first and widths grow by ``gamma`` per stage (times
+``widen`` for the inception families; dense blocks grow by the growth rate per layer and halve in
+transitions).
 
 Per-node sizes follow the layer formulas of ``data/models`` (the Keras exporter, batch 1): conv
 ``k x k``: params ``k^2 cin cout (+ cout)``, MACs ``H W k^2 cin cout``, output ``H W cout``;
