@@ -259,7 +259,7 @@ def _min_max_split(first, cost, n: int, k_stages: int, seed: int = 0) -> tuple[l
     least largest segment cost, and that cost (exact).
 
     ``first(j)`` (j: i64[m]) -> f64[m] is the cost of stage 0 = ``[0, j)``; ``cost(i, j)`` (i64[m] each) ->
-    f64[m] the cost of a later stage ``[i, j)``. Both must be non-decreasing in ``j``.
+    f64[m] the cost of a later stage ``[i, j)``. Both must be non-negative and non-decreasing in ``j``.
 
     "Can every segment cost at most t" is decided in O(n log n + K n): with ``e(i)`` the last end ``j``
     with ``cost(i, j) <= t`` (a vectorised binary search), the ends reachable after stage k are the union
@@ -277,8 +277,8 @@ def _min_max_split(first, cost, n: int, k_stages: int, seed: int = 0) -> tuple[l
 
     def ends(t: float, lo: tuple, hi: tuple) -> tuple[np.ndarray, np.ndarray]:
         """(e0 i64[1], e i64[n+1]) under target t, knowing ``lo``'s ends <= them <= ``hi``'s ends."""
-        e0 = _last_fitting(lambda _, j: first(j) <= t, lo[0] + 1, hi[0].copy())
-        e = _last_fitting(lambda rows, j: cost(rows, j) <= t, lo[1] + 1, hi[1].copy())
+        e0 = _last_fitting(lambda _, j: first(j) <= t, lo[0] + 1, hi[0])
+        e = _last_fitting(lambda rows, j: cost(rows, j) <= t, lo[1] + 1, hi[1])
         return e0, e
 
     def reachable(e0: np.ndarray, e: np.ndarray) -> list[np.ndarray]:
@@ -499,7 +499,7 @@ def contiguous_search(
     low, high = floor_cap, float(par[n])
     for _ in range(ZOOM_ROUNDS):
         grid = np.linspace(low, high, ZOOM_POINTS)
-        values = [sum(visit(float(c))) for c in grid]
+        values = [comm + largest if np.isfinite(comm) else np.inf for comm, largest in map(visit, grid.tolist())]
         best = int(np.argmin(values))
         low, high = float(grid[max(best - 1, 0)]), float(grid[min(best + 1, ZOOM_POINTS - 1)])
     cap = np.inf
