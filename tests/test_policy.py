@@ -430,3 +430,161 @@ def test_stochastic_beam_search_draws_distinct_schedules_like_gumbel_top_k():
     wide = nnx.jit(lambda mdl, gr, h, g, key: beam_search(mdl, gr, h, g, hw, "paper", 1.0, 128, key, temperature))
     assert {row.tobytes() for row in np.asarray(wide(model, one, h, g, jax.random.PRNGKey(3)))[0]} == set(index)
     assert len(set(chosen)) > 1
+
+
+# ============================================================================ K and hardware as inputs
+
+
+def numpy_hardware_context(graph, hw) -> np.ndarray:
+    """Independent NumPy form of :func:`respect_jax.policy.state.hardware_context` on a Graph (by id)."""
+    k = hw.stages
+    par = hw.param_bytes * graph.params.astype(np.float64)
+    macs = graph.macs.astype(np.float64)
+    out = hw.act_bytes * graph.output_size.astype(np.float64)
+    total = par.sum()
+    mem_scale = max(max(total / k, par.max()), 1.0)
+    time_scale = max(hw.stage_overhead_s + max(macs.sum() / k, macs.max()) / hw.macs_per_s, 1e-9)
+    succs = graph.successors()
+    n = graph.num_nodes
+    # bytes crossing a cut before position j of SPEC order (graph ids are SPEC order here)
+    cut = [sum(out[u] for u in range(j) if not succs[u] or max(succs[u]) >= j) if j > 0 else 0.0 for j in range(n)]
+    mean_cut = float(np.mean(cut))
+    return np.asarray(
+        [
+            1.0 / k,
+            np.log1p(total / max(k * hw.sram_bytes, 1.0)),
+            hw.stage_overhead_s / time_scale,
+            np.log1p(total / k / hw.host_bw / time_scale),
+            np.log1p(mean_cut / hw.link_bw / time_scale),
+            np.log1p(mean_cut / mem_scale),
+            np.log(hw.host_bw / hw.link_bw) / 4.0,
+            np.log(hw.act_bytes / hw.param_bytes) / 2.0,
+        ]
+    )
+
+
+def test_hardware_context_matches_numpy_and_is_scale_free():
+    """Feature version 2's hardware inputs equal a NumPy reference and do not change when every rate
+    and the overhead (time unit) or every byte count and the SRAM (byte unit) are scaled together."""
+    from respect_jax.graphs.generators import padded_to_graph
+    from respect_jax.policy.state import graph_statics
+
+    graphs = generated("dnn", 3, seed=11, lo=8, hi=20)
+    hw = make_hw(3, sram_bytes=2e5, host_bw=3e5, link_bw=1e5, stage_overhead_s=1e-4, act_bytes=2.0)
+    for i in range(3):
+        g = jax.tree.map(lambda x, i=i: x[i], graphs)
+        got = np.asarray(graph_statics(g, hw).hw_context)
+        np.testing.assert_allclose(got, numpy_hardware_context(padded_to_graph(g), hw), rtol=2e-5, atol=1e-6)
+        slower = hw.replace(
+            macs_per_s=hw.macs_per_s / 8,
+            host_bw=hw.host_bw / 8,
+            link_bw=hw.link_bw / 8,
+            stage_overhead_s=hw.stage_overhead_s * 8,
+        )
+        np.testing.assert_allclose(np.asarray(graph_statics(g, slower).hw_context), got, rtol=1e-5, atol=1e-6)
+        wider = hw.replace(
+            param_bytes=hw.param_bytes * 4,
+            act_bytes=hw.act_bytes * 4,
+            sram_bytes=hw.sram_bytes * 4,
+            host_bw=hw.host_bw * 4,
+            link_bw=hw.link_bw * 4,
+        )
+        np.testing.assert_allclose(np.asarray(graph_statics(g, wider).hw_context), got, rtol=1e-5, atol=1e-6)
+
+
+def _valid_by_edges(graphs, stage: np.ndarray, k: int) -> bool:
+    """Every real node's stage in 0..K-1 and >= each predecessor's (plain NumPy over the edge lists)."""
+    ok = True
+    for b in range(stage.shape[0]):
+        mask = np.asarray(graphs.node_mask[b])
+        s = stage[b]
+        ok &= bool(np.all((s[mask] >= 0) & (s[mask] < k)))
+        e = np.asarray(graphs.edge_mask[b])
+        snd, rcv = np.asarray(graphs.senders[b])[e], np.asarray(graphs.receivers[b])[e]
+        ok &= bool(np.all(s[rcv] >= s[snd]))
+    return ok
+
+
+@pytest.mark.parametrize("k", [2, 8])
+def test_one_conditioned_policy_schedules_k2_and_k8_validly(k):
+    """The same feature-version-2 network decodes K = 2 and K = 8 (greedy and sampled): every schedule
+    is valid by the edge lists, and uses more than one stage at K = 8 on some graph."""
+    model = small_policy(5, feature_version=2)
+    graphs = generated("dnn", 6, seed=4, lo=10, hi=30)
+    for strategy in ("greedy", "best_of"):
+        run, params = make_decoder(model, make_hw(k), "latency", 1.0, Decoding(strategy, samples=4))
+        stage = np.asarray(run(params, graphs, jax.random.PRNGKey(0)).stage)
+        assert _valid_by_edges(graphs, stage, k), strategy
+        if k == 8:
+            assert max(len(np.unique(s[np.asarray(m)])) for s, m in zip(stage, graphs.node_mask, strict=True)) > 1
+
+
+def _step0_inputs_and_logits(model, graphs, hw):
+    h, g = model.encode(graphs)
+    ds, step_logits, _ = decoder_steps(model, graphs, h, g, hw, "latency", 1.0, 1)
+    logits, inputs = step_logits(ds, 3)
+    return np.asarray(inputs.context), np.asarray(logits)
+
+
+@pytest.mark.parametrize("field, factor", [("sram_bytes", 16.0), ("link_bw", 0.125), ("stage_overhead_s", 20.0)])
+def test_hardware_rates_change_the_conditioned_policy_inputs_and_logits(field, factor):
+    """Changing SRAM (or the link rate, or the overhead) changes the decoder's context input and its
+    logits: fails if the hardware input were ignored."""
+    model = small_policy(2, feature_version=2)
+    graphs = generated("dnn", 3, seed=7, lo=12, hi=20)
+    hw = make_hw(4, sram_bytes=3e5, stage_overhead_s=1e-5)
+    ctx_a, logit_a = _step0_inputs_and_logits(model, graphs, hw)
+    ctx_b, logit_b = _step0_inputs_and_logits(model, graphs, hw.replace(**{field: getattr(hw, field) * factor}))
+    assert ctx_a.shape[-1] == 25
+    hw_cols = slice(17, 25)
+    assert np.max(np.abs(ctx_a[..., hw_cols] - ctx_b[..., hw_cols])) > 1e-3
+    assert np.max(np.abs(logit_a - logit_b)) > 1e-4
+
+
+def test_hardware_inputs_added_with_zero_weights_keep_the_logits():
+    """with_hardware_inputs turns a version-1 network into version 2 with the same logits (the start
+    of training across K and hardware), while a version-2 network of other weights differs."""
+    from respect_jax.policy.model import with_hardware_inputs
+
+    v1 = small_policy(3)
+    v2 = with_hardware_inputs(v1)
+    assert v1.cfg.feature_version == 1 and v2.cfg.feature_version == 2
+    graphs = generated("dnn", 3, seed=8, lo=10, hi=20)
+    hw = make_hw(5, sram_bytes=3e5)
+    stage = jnp.zeros(graphs.params.shape, jnp.int32)[:, None]
+    logits = lambda m: np.asarray(m.teacher_logits(graphs, *m.encode(graphs), stage, hw, "paper", 1.0))
+    np.testing.assert_allclose(logits(v2), logits(v1), rtol=1e-6, atol=1e-6)
+    other = small_policy(4, feature_version=2)
+    assert np.max(np.abs(logits(other) - logits(v1))) > 1e-3
+
+
+@pytest.mark.parametrize(
+    "checkpoint, k, objective, runs",
+    [
+        ("respect_k4_latency_si", 8, "latency", [(0, 35), (1, 37), (2, 33), (3, 19), (4, 26), (5, 4)]),
+        ("respect_k4_paper_cut", 4, "paper", [(0, 116), (1, 18), (2, 15), (3, 5)]),
+    ],
+)
+def test_version_1_checkpoints_schedule_exactly_as_before(checkpoint, k, objective, runs):
+    """A shipped checkpoint without feature_version (version 1) loads and gives, greedily, exactly the
+    schedule it gave before K and hardware became inputs (MobileNetV2, Coral USB; recorded with the
+    code of commit d2aab86 by node id, as runs of equal stages)."""
+    from pathlib import Path
+
+    import yaml
+
+    from respect_jax.costs import hardware_from_dict
+    from respect_jax.graphs.graph import load_graph
+    from respect_jax.train.checkpoints import load_policy
+
+    root = Path(__file__).resolve().parents[1]
+    model, doc = load_policy(root / "data" / "checkpoints" / checkpoint)
+    assert "feature_version" not in doc["policy"] and model.cfg.feature_version == 1
+    hw = hardware_from_dict({**yaml.safe_load((root / "conf/hardware/coral_usb.yaml").read_text()), "stages": k})
+    graph = load_graph(root / "data" / "models" / "mobilenetv2.json")
+    padded = pad_graph(graph)
+    run, params = make_decoder(model, hw, objective, 1.0, Decoding("greedy"))
+    out = run(params, jax.tree.map(lambda x: np.asarray(x)[None], padded), jax.random.PRNGKey(0))
+    got = to_original_order(padded, np.asarray(out.stage)[0])
+    want = np.repeat([s for s, _ in runs], [n for _, n in runs])
+    np.testing.assert_array_equal(got, want)

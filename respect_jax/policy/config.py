@@ -29,6 +29,10 @@ class PolicyConfig:
         stage_embeddings: add the mean embedding of the nodes already placed on each stage to its token.
         cut_heads: heads of the decoder's cut attention over the later positions of the graph
             (:class:`~respect_jax.policy.decoder.CutAttention`; 0: none; decoder width % heads == 0).
+        feature_version: the decoder's inputs (:func:`respect_jax.policy.state.features`): 1, those of
+            every checkpoint trained at one K and hardware (a network.json without the key); 2 adds K
+            and the hardware rates relative to the graph (:func:`respect_jax.policy.state.hardware_context`)
+            to the context, for one policy trained across K and hardware.
     """
 
     encoder: str = "gat"
@@ -42,8 +46,11 @@ class PolicyConfig:
     logit_clip: float | None = 10.0
     stage_embeddings: bool = True
     cut_heads: int = 0
+    feature_version: int = 1
 
     def __post_init__(self):
+        if self.feature_version not in (1, 2):
+            raise ValueError(f"policy.feature_version must be 1 or 2, got {self.feature_version!r}")
         if self.encoder not in ENCODER_TYPES:
             raise ValueError(f"policy.encoder must be one of {', '.join(ENCODER_TYPES)}, got {self.encoder!r}")
         if self.decoder not in DECODER_TYPES:

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
 
-from respect_jax.policy.state import NUM_CONTEXT_FEATURES, NUM_CUT_FEATURES, NUM_STAGE_FEATURES
+from respect_jax.policy.state import NUM_CUT_FEATURES, NUM_STAGE_FEATURES, num_context_features
 
 NEG_INF = -1e9
 
@@ -120,6 +120,7 @@ class StageDecoder(nnx.Module):
         logit_clip: float | None,
         stage_embeddings: bool,
         cut_heads: int = 0,
+        feature_version: int = 1,
         *,
         rngs: nnx.Rngs,
     ):
@@ -127,7 +128,7 @@ class StageDecoder(nnx.Module):
         d = dec_width
         self.node_query = nnx.Linear(width, d, rngs=rngs)
         self.graph_query = nnx.Linear(width, d, use_bias=False, rngs=rngs)
-        self.context_query = nnx.Linear(NUM_CONTEXT_FEATURES, d, use_bias=False, rngs=rngs)
+        self.context_query = nnx.Linear(num_context_features(feature_version), d, use_bias=False, rngs=rngs)
         self.query = nnx.Linear(d, d, rngs=rngs)
         self.stage_emb = nnx.Linear(width, d, use_bias=False, rngs=rngs) if stage_embeddings else None
         self.stage_feat = nnx.Linear(NUM_STAGE_FEATURES, d, rngs=rngs)
@@ -181,7 +182,8 @@ class StageDecoder(nnx.Module):
 
         Args:
             hq_t: f32[..., d'] node t's query part; gq: f32[..., d'] graph query part (project_nodes).
-            context: f32[..., NUM_CONTEXT_FEATURES]; stage_feats: f32[..., K, NUM_STAGE_FEATURES].
+            context: f32[..., C] (C = num_context_features(feature_version));
+            stage_feats: f32[..., K, NUM_STAGE_FEATURES].
             stage_emb: f32[..., K, e] mean projected embedding of the nodes on each stage.
             allowed: bool[..., K] stages allowed by precedence.
             cut: the cut attention's inputs (needed with ``cut_heads`` > 0); the leading axes ``...``

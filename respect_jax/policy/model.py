@@ -57,6 +57,17 @@ class DecoderInputs:
     allowed: jax.Array
 
 
+def hw_axis(hw: Hardware) -> int | None:
+    """The ``in_axes`` of ``hw`` in a vmap over the graphs of a batch: 0 when its fields are per-graph
+    arrays f32[B] (training across hardware), None when they are scalars shared by the batch."""
+    return 0 if jnp.ndim(hw.sram_bytes) > 0 else None
+
+
+def batch_statics(graphs: PaddedGraph, hw: Hardware) -> GraphStatics:
+    """:func:`~respect_jax.policy.state.graph_statics` of every graph of a batch (shared or per-graph ``hw``)."""
+    return jax.vmap(graph_statics, in_axes=(0, hw_axis(hw)))(graphs, hw)
+
+
 def batch_features(graphs: PaddedGraph) -> jax.Array:
     """f32[B, N, NUM_FEATURES] node features of a padded batch (no gradient flows through them)."""
     return jax.lax.stop_gradient(jax.vmap(node_features)(graphs))
@@ -77,8 +88,13 @@ class SchedulingPolicy(nnx.Module):
             cfg.logit_clip,
             cfg.stage_embeddings,
             cfg.cut_heads,
+            cfg.feature_version,
             rngs=rngs,
         )
+
+    def features(self, q, st, t, hw: Hardware, objective: str, lam: float):
+        """:func:`respect_jax.policy.state.features` of this network's ``feature_version``."""
+        return features(q, st, t, hw, objective, lam, self.cfg.feature_version)
 
     def encode(
         self, graphs: PaddedGraph, feats: jax.Array | None = None, aggregation: str | None = None
@@ -108,17 +124,17 @@ class SchedulingPolicy(nnx.Module):
             stage: i32[B, S, N] S schedules per graph (by position; padding ignored).
         """
         k = hw.stages
-        statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
+        statics = batch_statics(graphs, hw)
         hq, he, gq = self.decoder.project_nodes(h, g)
         inner = jax.vmap(prefix_quantities, in_axes=(None, None, 0, None, None))  # over S
         q = jax.vmap(inner, in_axes=(0, 0, 0, 0, None))(graphs, statics, stage, he, k)  # leading [B, S, N]
         t = jnp.arange(stage.shape[-1])
         feat = jax.vmap(  # over B
             jax.vmap(  # over S
-                jax.vmap(features, in_axes=(0, None, 0, None, None, None)),  # over t
+                jax.vmap(self.features, in_axes=(0, None, 0, None, None, None)),  # over t
                 in_axes=(0, None, None, None, None, None),
             ),
-            in_axes=(0, 0, None, None, None, None),
+            in_axes=(0, 0, None, hw_axis(hw), None, None),
         )
         stage_feats, context, allowed = feat(q, statics, t, hw, objective, lam)
         stage_emb = q.emb / jnp.maximum(q.count, 1.0)[..., None]
@@ -151,7 +167,7 @@ class SchedulingPolicy(nnx.Module):
         emb, count = sums(stage, graphs.node_mask, he, k)  # [B, S, N, K, e], [B, S, N, K]
         cut = None
         if self.decoder.cut_attn is not None:
-            cut = self.cut_inputs(h, jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw), None, hw)
+            cut = self.cut_inputs(h, batch_statics(graphs, hw), None, hw)
         return self._decode_all(hq, gq, inputs, emb / jnp.maximum(count, 1.0)[..., None], cut)
 
     def cut_inputs(
@@ -173,9 +189,10 @@ class SchedulingPolicy(nnx.Module):
         keys, values = projected if projected is not None else self.decoder.cut_attn.project(h)
         if t is None:
             steps = jnp.arange(h.shape[1])
-            pair, valid = jax.vmap(lambda st: jax.vmap(cut_features, in_axes=(None, 0, None))(st, steps, hw))(statics)
+            per_graph = lambda st, hw: jax.vmap(cut_features, in_axes=(None, 0, None))(st, steps, hw)
+            pair, valid = jax.vmap(per_graph, in_axes=(0, hw_axis(hw)))(statics, hw)
         else:
-            pair, valid = jax.vmap(cut_features, in_axes=(0, None, None))(statics, t, hw)
+            pair, valid = jax.vmap(cut_features, in_axes=(0, None, hw_axis(hw)))(statics, t, hw)
             pair, valid = pair[:, None], valid[:, None]
         return CutInputs(keys=keys, values=values, pair=pair, valid=valid)
 
@@ -226,6 +243,24 @@ def grow_decoder(
         layer.kernel[...] = jnp.zeros_like(layer.kernel[...])
         layer.bias[...] = jnp.zeros_like(layer.bias[...])
     return grown
+
+
+def with_hardware_inputs(source: SchedulingPolicy, seed: int = 0) -> SchedulingPolicy:
+    """``source`` (feature version 1) as a feature-version-2 network that computes the same logits.
+
+    Every parameter is copied; the context projection gets zero weights for the appended
+    :func:`~respect_jax.policy.state.hardware_context` inputs, so training across K and hardware
+    starts from the trained network's function. A version-2 source is returned unchanged.
+    """
+    if source.cfg.feature_version == 2:
+        return source
+    new = SchedulingPolicy(dataclasses.replace(source.cfg, feature_version=2), rngs=nnx.Rngs(seed))
+    state = nnx.state(source)
+    old = state["decoder"]["context_query"]["kernel"][...]  # [C1, d]
+    wide = new.decoder.context_query.kernel[...]
+    state["decoder"]["context_query"]["kernel"] = nnx.Param(jnp.zeros_like(wide).at[: old.shape[0]].set(old))
+    nnx.update(new, state)
+    return new
 
 
 def rollout(
@@ -312,14 +347,15 @@ def decoder_steps(
         ``place(ds, t, action i32[B, W]) -> ds``: node t placed on ``action`` in every schedule.
     """
     b, n_pad = graphs.params.shape
-    statics = jax.vmap(graph_statics, in_axes=(0, None))(graphs, hw)
+    statics = batch_statics(graphs, hw)
     hq, he, gq = model.decoder.project_nodes(h, g)
     projected = model.decoder.cut_attn.project(h) if model.decoder.cut_attn is not None else None
     init = init_decode_state(n_pad, hw.stages, he.shape[-1])
     ds = jax.tree.map(lambda x: jnp.broadcast_to(x, (b, width) + x.shape), init)
     quantities = jax.vmap(jax.vmap(step_quantities, in_axes=(None, None, 0, None)), in_axes=(0, 0, 0, None))
     feat = jax.vmap(
-        jax.vmap(features, in_axes=(0, None, None, None, None, None)), in_axes=(0, 0, None, None, None, None)
+        jax.vmap(model.features, in_axes=(0, None, None, None, None, None)),
+        in_axes=(0, 0, None, hw_axis(hw), None, None),
     )
     advance_all = jax.vmap(jax.vmap(advance, in_axes=(None, None, 0, None, 0, 0)), in_axes=(0, 0, 0, None, 0, 0))
 
@@ -418,7 +454,8 @@ def schedule_objectives(
     graphs: PaddedGraph, stage: jax.Array, hw: Hardware, objective: str, lam: float
 ) -> tuple[jax.Array, jax.Array]:
     """Objective f32[B, S] and validity bool[B, S] of schedules i32[B, S, N] (the shared evaluator)."""
-    metrics = jax.vmap(jax.vmap(evaluate, in_axes=(None, 0, None)), in_axes=(0, 0, None))(graphs, stage, hw)
+    per_graph = jax.vmap(evaluate, in_axes=(None, 0, None))
+    metrics = jax.vmap(per_graph, in_axes=(0, 0, hw_axis(hw)))(graphs, stage, hw)
     return objective_value(metrics, objective, lam), metrics.valid
 
 

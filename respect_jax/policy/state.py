@@ -34,6 +34,17 @@ from respect_jax.graphs.padded import PaddedGraph, reachability
 NUM_STAGE_FEATURES = 23
 NUM_CONTEXT_FEATURES = 17
 NUM_CUT_FEATURES = 8
+#: extra context features of ``feature_version`` 2: K and the hardware relative to the graph
+#: (:func:`hardware_context`); version 1 (every checkpoint before them) has none
+NUM_HARDWARE_FEATURES = 8
+FEATURE_VERSIONS = (1, 2)
+
+
+def num_context_features(version: int) -> int:
+    """Length of the decoder's context vector under feature ``version`` (1: 17, 2: 25)."""
+    if version not in FEATURE_VERSIONS:
+        raise ValueError(f"policy.feature_version must be one of {FEATURE_VERSIONS}, got {version!r}")
+    return NUM_CONTEXT_FEATURES + (NUM_HARDWARE_FEATURES if version >= 2 else 0)
 
 
 @struct.dataclass
@@ -57,6 +68,7 @@ class GraphStatics:
         par_before: f32[N] parameter bytes at positions < j; macs_before: f32[N] the same for compute.
         cut_b: f32[N] bytes of the tensors crossing a cut just before position j (producer at a
             position < j and a consumer at >= j, or a graph output: it leaves from the last stage).
+        hw_context: f32[NUM_HARDWARE_FEATURES] :func:`hardware_context` (read by feature version 2 only).
     """
 
     par_b: jax.Array
@@ -75,6 +87,7 @@ class GraphStatics:
     par_before: jax.Array
     macs_before: jax.Array
     cut_b: jax.Array
+    hw_context: jax.Array
 
 
 @struct.dataclass
@@ -144,6 +157,8 @@ def graph_statics(graph: PaddedGraph, hw: Hardware) -> GraphStatics:
     is_sink = mask & (out_deg == 0)
     last_use = jnp.where(is_sink, n_pad, maxsucc)  # a graph output crosses every later cut
     crosses = (idx[:, None] < idx[None, :]) & (idx[None, :] <= last_use[:, None])  # [u, j]
+    cut_b = (out_b @ crosses.astype(jnp.float32)) * fmask
+    time_scale = jnp.maximum(time_lb, 1e-9)
     return GraphStatics(
         par_b=par_b,
         out_b=out_b,
@@ -154,14 +169,48 @@ def graph_statics(graph: PaddedGraph, hw: Hardware) -> GraphStatics:
         rem_macs=suffix_macs / jnp.maximum(total_macs, 1.0),
         mem_scale=mem_scale,
         macs_scale=jnp.maximum(total_macs / k, 1.0),
-        time_scale=jnp.maximum(time_lb, 1e-9),
+        time_scale=time_scale,
         n=jnp.maximum(graph.num_nodes, 1).astype(jnp.float32),
         desc=(reachability(graph) > 0) & ~jnp.eye(n_pad, dtype=bool),
         succ=jnp.zeros((n_pad, n_pad), bool).at[graph.senders, graph.receivers].max(graph.edge_mask),
         par_before=jnp.cumsum(par_b) - par_b,
         macs_before=jnp.cumsum(macs) - macs,
-        cut_b=(out_b @ crosses.astype(jnp.float32)) * fmask,
+        cut_b=cut_b,
+        hw_context=hardware_context(total_par, mem_scale, time_scale, cut_b, fmask, hw),
     )
+
+
+def hardware_context(
+    total_par: jax.Array, mem_scale: jax.Array, time_scale: jax.Array, cut_b: jax.Array, fmask: jax.Array, hw: Hardware
+) -> jax.Array:
+    """f32[NUM_HARDWARE_FEATURES]: K and the hardware rates relative to the graph's totals.
+
+    Scale-free (unchanged when every byte count, or every rate and the overhead, is multiplied by the
+    same factor; no dependence on the padded size): ``1/K``; memory pressure ``log1p(P / (K C))``
+    (parameter bytes over the pipeline's SRAM); the overhead's share ``tau / T*`` of the latency
+    bound ``T*``; ``log1p((P / K) / H / T*)`` (streaming a stage's share of parameters from the
+    host, in units of ``T*``); ``log1p(mean cut bytes / L / T*)`` (link time of a typical cut of
+    the SPEC order); ``log1p(mean cut bytes / mem_scale)`` (the same in the paper objective's
+    units); ``log(H / L) / 4`` and ``log(b_a / b_p) / 2``.
+
+    Args: ``total_par`` f32[] parameter bytes; ``mem_scale``, ``time_scale`` as in
+    :class:`GraphStatics`; ``cut_b`` f32[N] bytes crossing each cut; ``fmask`` f32[N] real nodes.
+    """
+    k = float(hw.stages)
+    mean_cut = jnp.sum(cut_b) / jnp.maximum(jnp.sum(fmask), 1.0)
+    tiny = 1e-30
+    return jnp.stack(
+        [
+            jnp.asarray(1.0 / k, jnp.float32),
+            jnp.log1p(total_par / jnp.maximum(k * hw.sram_bytes, 1.0)),
+            hw.stage_overhead_s / time_scale,
+            jnp.log1p(total_par / k / hw.host_bw / time_scale),
+            jnp.log1p(mean_cut / hw.link_bw / time_scale),
+            jnp.log1p(mean_cut / mem_scale),
+            jnp.log(hw.host_bw / hw.link_bw) / 4.0,
+            jnp.log(jnp.maximum(hw.act_bytes, tiny) / jnp.maximum(hw.param_bytes, tiny)) / 2.0,
+        ]
+    ).astype(jnp.float32)
 
 
 def cut_features(st: GraphStatics, t: jax.Array, hw: Hardware) -> tuple[jax.Array, jax.Array]:
@@ -412,13 +461,23 @@ def advance(
 
 
 def features(
-    q: StepQuantities, st: GraphStatics, t: jax.Array, hw: Hardware, objective: str, lam: float
+    q: StepQuantities,
+    st: GraphStatics,
+    t: jax.Array,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    version: int = 1,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Normalised decoder inputs for placing node t (one graph, one step).
 
+    ``hw``'s fields other than ``stages`` may be traced scalars (per-graph hardware in training).
+    ``version`` 2 appends :func:`hardware_context` to the context; version 1 is the input of every
+    checkpoint trained before it (same numbers as then).
+
     Returns:
-        stage_feats f32[K, NUM_STAGE_FEATURES], context f32[NUM_CONTEXT_FEATURES] and the mask
-        bool[K] of allowed stages (``k >= low``).
+        stage_feats f32[K, NUM_STAGE_FEATURES], context f32[num_context_features(version)] and the
+        mask bool[K] of allowed stages (``k >= low``).
     """
     k_stages = hw.stages
     ks = jnp.arange(k_stages)
@@ -508,5 +567,6 @@ def features(
             ),
             obj_onehot,
         ]
+        + ([st.hw_context] if version >= 2 else [])
     )
     return stage_feats, context, allowed

@@ -1,7 +1,8 @@
 """Training losses: imitation (parallel teacher forcing), REINFORCE (POMO / greedy baselines) and
 self-improvement (imitation of the policy's own best sampled schedule after local search).
 
-Both are pure functions of ``(params, batch, key)`` returning ``(loss, metrics)``; the update step
+Both are pure functions of ``(params, batch, key)`` returning ``(loss, metrics)``; ``hw`` is shared by
+the batch or per-graph (fields f32[B], :mod:`respect_jax.train.hardware`). The update step
 (:mod:`respect_jax.train.step`) differentiates them.
 """
 
@@ -19,6 +20,7 @@ from respect_jax.policy.decoding import candidates
 from respect_jax.policy.model import (
     SchedulingPolicy,
     beam_search,
+    hw_axis,
     log_probs_and_entropy,
     rollout,
     rollout_recorded,
@@ -111,7 +113,7 @@ def reinforce_loss(
         frozen, graphs, hs, gs, hw, objective, lam, k_sample, cfg.samples, False, cfg.temperature
     )
     obj, valid = schedule_objectives(graphs, stage, hw, objective, lam)
-    bound = jax.vmap(objective_lower_bound, in_axes=(0, None, None))(graphs, hw, objective)
+    bound = jax.vmap(objective_lower_bound, in_axes=(0, hw_axis(hw), None))(graphs, hw, objective)
     reward = -obj / bound[:, None]  # [B, S]
     metrics = {}
     if cfg.baseline == "pomo":
@@ -186,8 +188,8 @@ def self_improvement_targets(
     sample = jnp.min(obj, axis=1)
     teacher = sample
     if cfg.local_search:
-        polish = lambda graph, s: improve(graph, s, hw, objective, lam, cfg.local_search)[:2]
-        target, teacher = jax.vmap(polish)(graphs, target)
+        polish = lambda graph, s, hw: improve(graph, s, hw, objective, lam, cfg.local_search)[:2]
+        target, teacher = jax.vmap(polish, in_axes=(0, 0, hw_axis(hw)))(graphs, target, hw)
     greedy = obj[:, 0] if cfg.include_greedy else jnp.full_like(sample, jnp.nan)
     out = {"target": target, "teacher": teacher, "sample": sample, "greedy": greedy, "valid": jnp.all(valid, axis=1)}
     return jax.lax.stop_gradient(out)
@@ -214,7 +216,7 @@ def self_improvement_loss(
     hs, gs = jax.lax.stop_gradient(h), jax.lax.stop_gradient(g)
     t = self_improvement_targets(frozen, graphs, hs, gs, key, hw, objective, lam, cfg)
     loss, metrics = teacher_cross_entropy(model, graphs, h, g, t["target"], hw, objective, lam, cfg.label_smoothing)
-    bound = jax.vmap(objective_lower_bound, in_axes=(0, None, None))(graphs, hw, objective)
+    bound = jax.vmap(objective_lower_bound, in_axes=(0, hw_axis(hw), None))(graphs, hw, objective)
     metrics.update(
         teacher_ratio=jnp.mean(t["teacher"] / bound),
         sample_ratio=jnp.mean(t["sample"] / bound),

@@ -38,8 +38,20 @@ ITEMS = ("params", "train")  # the two orbax items of a checkpoint step
 logging.getLogger("absl").setLevel(logging.ERROR)
 
 
-def write_network(run_dir: str | Path, policy: PolicyConfig, hw: Hardware, objective: str, lam: float) -> dict:
+def write_network(
+    run_dir: str | Path,
+    policy: PolicyConfig,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    trained_across: dict | None = None,
+) -> dict:
+    """Write network.json. ``policy.feature_version`` (2: K and hardware are inputs) is the flag of the
+    decoder's inputs; a document without it is version 1. ``trained_across``: the K range and hardware
+    presets of a conditioned run (``hardware`` is then its evaluation hardware)."""
     doc = {"format": FORMAT, "policy": policy.to_dict(), "hardware": hw.to_dict(), "objective": objective, "lam": lam}
+    if trained_across is not None:
+        doc["trained_across"] = trained_across
     write_json_atomic(doc, Path(run_dir) / NETWORK_FILE)
     return doc
 

@@ -166,6 +166,64 @@ class AlgorithmConfig:
         return asdict(self)
 
 
+HARDWARE_RATES = ("sram_bytes", "param_bytes", "act_bytes", "macs_per_s", "host_bw", "link_bw", "stage_overhead_s")
+
+
+@dataclass(frozen=True)
+class ConditioningConfig:
+    """Training across K and hardware (``conditioning`` node of conf/train.yaml).
+
+    With ``enabled``, every epoch of the generator phases (reinforce, self-improvement) draws its K
+    uniformly from ``stages_min..stages_max`` (one compiled epoch per K: K fixes array shapes), and
+    every graph of every step draws its hardware: one of the presets (uniformly), each field named in
+    ``perturb_fields`` multiplied by ``exp(U(-log perturb, log perturb))`` (log-uniform within a factor
+    ``perturb``; 1: the presets as they are). Imitation epochs keep the labels' K and hardware.
+
+    stages_choices: when given, K is drawn uniformly from this list instead (fewer compiled epochs:
+        every K compiles its own, minutes each on a loaded CPU; the inputs are continuous in K).
+    eval_stages: the K values of the periodic greedy evaluation (base hardware, generated graphs of
+        a separate seed); its ``ratio_to_bound`` is their mean.
+    """
+
+    enabled: bool = False
+    stages_min: int = 2
+    stages_max: int = 8
+    stages_choices: tuple[int, ...] | None = None
+    perturb: float = 2.0
+    perturb_fields: tuple[str, ...] = HARDWARE_RATES
+    eval_stages: tuple[int, ...] = (2, 4, 8)
+
+    def __post_init__(self):
+        object.__setattr__(self, "perturb_fields", tuple(self.perturb_fields))
+        object.__setattr__(self, "eval_stages", tuple(int(k) for k in self.eval_stages))
+        if self.stages_choices is not None:
+            object.__setattr__(self, "stages_choices", tuple(int(k) for k in self.stages_choices))
+            if not self.stages_choices or min(self.stages_choices) < 1:
+                raise ValueError(
+                    f"conditioning.stages_choices must be a non-empty list of K >= 1, got {self.stages_choices}"
+                )
+        if not 1 <= self.stages_min <= self.stages_max:
+            raise ValueError(
+                f"conditioning.stages_min ({self.stages_min}) must be >= 1 and <= stages_max ({self.stages_max})"
+            )
+        if not self.perturb >= 1.0:
+            raise ValueError(f"conditioning.perturb must be >= 1 (a factor), got {self.perturb}")
+        bad = sorted(set(self.perturb_fields) - set(HARDWARE_RATES))
+        if bad:
+            raise ValueError(
+                f"conditioning.perturb_fields: unknown {', '.join(bad)}; known: {', '.join(HARDWARE_RATES)}"
+            )
+        if not self.eval_stages or min(self.eval_stages) < 1:
+            raise ValueError(f"conditioning.eval_stages must be a non-empty list of K >= 1, got {self.eval_stages}")
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> ConditioningConfig:
+        return _from_dict(cls, values, "conditioning")
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Loop, optimiser and checkpoint settings (``train`` node of conf/train.yaml).

@@ -36,9 +36,10 @@ from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy, batch_features
 from respect_jax.train.algorithms import frozen_copy, imitation_loss, reinforce_loss, self_improvement_loss
 from respect_jax.train.checkpoints import CONFIG_FILE, METRICS_FILE, NETWORK_FILE, Checkpointer, write_network
-from respect_jax.train.config import PHASES, AlgorithmConfig, TrainConfig, flatten
+from respect_jax.train.config import PHASES, AlgorithmConfig, ConditioningConfig, TrainConfig, flatten
 from respect_jax.train.data import LabelledBatch
 from respect_jax.train.evaluation import decode_set, summarise
+from respect_jax.train.hardware import sample_hardware, stack_presets, stages_of_epoch
 from respect_jax.train.sharding import check_batch_size, constrain_batch, make_mesh, replicated
 
 TIMING_KEYS = ("wall_s", "graphs_per_s", "time_s")
@@ -90,6 +91,10 @@ class Trainer:
         datasets: labelled buckets for imitation (epochs cycle through them).
         eval_sets: labelled buckets (reference = oracle objective) evaluated greedily; empty: a
             fixed batch of ``train.eval_graphs`` generated graphs (reference unknown).
+        conditioning: training across K and hardware (:class:`ConditioningConfig`; None or not
+            ``enabled``: every step uses ``hw``). Generator epochs then draw K, and every graph its
+            hardware from ``presets`` (perturbed); ``hw`` (with each of ``conditioning.eval_stages``
+            as K) is the evaluation hardware.
     """
 
     def __init__(
@@ -105,6 +110,8 @@ class Trainer:
         eval_sets: Sequence[LabelledBatch] = (),
         mesh=None,
         init_params=None,
+        conditioning: ConditioningConfig | None = None,
+        presets: Sequence[Hardware] = (),
     ):
         if algo.needs_labels and not datasets:
             raise ValueError(f"algorithm {algo.name} needs labelled datasets (set datasets=[...])")
@@ -117,6 +124,14 @@ class Trainer:
                     f"train.steps_per_epoch ({tcfg.steps_per_epoch}) between 0 and train.steps ({tcfg.steps})"
                 )
         self.policy_cfg, self.hw, self.objective, self.lam = policy, hw, objective, float(lam)
+        self.conditioning = conditioning if conditioning is not None and conditioning.enabled else None
+        if self.conditioning is not None:
+            if policy.feature_version < 2:
+                raise ValueError(
+                    "conditioning.enabled trains across K and hardware: the policy needs feature_version=2"
+                    " (policy.feature_version=2, or init_feature_version=2 with init_from)"
+                )
+            self.presets = stack_presets(list(presets) if presets else [hw])
         self.algo, self.tcfg = algo, tcfg
         self.generators = list(generators)
         self.mesh = make_mesh() if mesh is None else mesh
@@ -129,8 +144,8 @@ class Trainer:
             self._init_params = jax.tree.map(jnp.asarray, init_params)
         self.optimizer = make_optimizer(tcfg, algo)
         self.trace_counts: Counter = Counter()
-        self._epochs: dict[tuple[str, int], Callable] = {}
-        self._decoder = None
+        self._epochs: dict[tuple[str, int, int], Callable] = {}
+        self._decoders: dict[int, tuple] = {}
 
     # ------------------------------------------------------------------ pure functions
     def init_state(self) -> TrainState:
@@ -144,14 +159,27 @@ class Trainer:
         )
         return jax.device_put(state, replicated(self.mesh))
 
-    def update_step(self, phase: str, bucket: int) -> Callable:
-        """The pure update ``(state, data) -> (state, metrics)`` of ``phase`` on ``bucket``."""
-        graphdef, hw, objective, lam = self.graphdef, self.hw, self.objective, self.lam
+    def conditioned(self, phase: str) -> bool:
+        """Whether ``phase``'s steps draw K and per-graph hardware (generator phases of a conditioned run)."""
+        return self.conditioning is not None and phase != "imitation"
+
+    def stages_of(self, phase: str, epoch_index: int) -> int:
+        """K of an epoch: drawn for the generator phases of a conditioned run, else ``hw.stages``."""
+        if self.conditioned(phase):
+            return stages_of_epoch(self.conditioning, self.tcfg.seed, epoch_index)
+        return self.hw.stages
+
+    def update_step(self, phase: str, bucket: int, stages: int | None = None) -> Callable:
+        """The pure update ``(state, data) -> (state, metrics)`` of ``phase`` on ``bucket`` (K =
+        ``stages``, default ``hw.stages``; per-graph hardware drawn every step when conditioned)."""
+        graphdef, objective, lam = self.graphdef, self.objective, self.lam
+        stages = self.hw.stages if stages is None else stages
+        conditioned = self.conditioned(phase)
         b = self.tcfg.batch_size
         generator = make_jax_generator(self.generators[bucket]) if phase != "imitation" else None
         rl_loss = {"reinforce": reinforce_loss, "self_improvement": self_improvement_loss}.get(phase)
 
-        def loss_fn(params, data, feats, key):
+        def loss_fn(params, data, feats, key, hw):
             model = nnx.merge(graphdef, params)
             if phase == "imitation":
                 graphs, labels = data
@@ -170,8 +198,14 @@ class Trainer:
             else:
                 keys = constrain_batch(jax.random.split(k_data, b), self.mesh)
                 batch = constrain_batch(jax.vmap(generator)(keys), self.mesh)
+            if conditioned:  # one preset per graph, perturbed (its own stream: the unconditioned runs are unchanged)
+                k_hw = jax.random.fold_in(k_data, 0x4857)
+                hw = constrain_batch(sample_hardware(k_hw, self.presets, stages, b, self.conditioning), self.mesh)
+            else:
+                hw = self.hw
             feats = batch_features(batch[0] if phase == "imitation" else batch)
-            (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, feats, k_loss)
+            loss = lambda params, batch, feats, key: loss_fn(params, batch, feats, key, hw)
+            (_, metrics), grads = jax.value_and_grad(loss, has_aux=True)(state.params, batch, feats, k_loss)
             updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
             params = optax.apply_updates(state.params, updates)
             metrics = {**metrics, "grad_norm": optax.tree.norm(grads)}
@@ -179,17 +213,20 @@ class Trainer:
 
         return step
 
-    def epoch_fn(self, phase: str, bucket: int) -> Callable:
-        """Jitted ``(state, data) -> (state, metrics[steps_per_epoch])``: a lax.scan of update steps."""
-        if (phase, bucket) not in self._epochs:
-            step = self.update_step(phase, bucket)
+    def epoch_fn(self, phase: str, bucket: int, stages: int | None = None) -> Callable:
+        """Jitted ``(state, data) -> (state, metrics[steps_per_epoch])``: a lax.scan of update steps
+        (compiled once per phase, bucket and K)."""
+        stages = self.hw.stages if stages is None else stages
+        if (phase, bucket, stages) not in self._epochs:
+            step = self.update_step(phase, bucket, stages)
             steps = self.tcfg.steps_per_epoch
 
             def epoch(state, data):
                 return jax.lax.scan(lambda s, _: step(s, data), state, None, length=steps)
 
-            self._epochs[(phase, bucket)] = jax.jit(epoch, donate_argnums=0, out_shardings=replicated(self.mesh))
-        return self._epochs[(phase, bucket)]
+            jitted = jax.jit(epoch, donate_argnums=0, out_shardings=replicated(self.mesh))
+            self._epochs[(phase, bucket, stages)] = jitted
+        return self._epochs[(phase, bucket, stages)]
 
     def run_epoch(self, state: TrainState) -> tuple[TrainState, dict, str, int]:
         """One epoch from ``state.step``; returns the new state, mean metrics, phase and bucket."""
@@ -202,9 +239,19 @@ class Trainer:
         else:
             bucket = epoch_index % len(self.generators)
             data = None
-        state, metrics = self.epoch_fn(phase, bucket)(state, data)
+        stages = self.stages_of(phase, epoch_index)
+        state, metrics = self.epoch_fn(phase, bucket, stages)(state, data)
         means = {k: float(np.mean(np.asarray(v))) for k, v in metrics.items()}
+        if self.conditioned(phase):
+            means["stages"] = stages
         return state, means, phase, bucket
+
+    def conditioning_doc(self) -> dict | None:
+        """What network.json records of a conditioned run (K range, presets, perturbation), else None."""
+        if self.conditioning is None:
+            return None
+        presets = [{f: float(v[i]) for f, v in self.presets.items()} for i in range(len(self.presets["sram_bytes"]))]
+        return {**self.conditioning.to_dict(), "presets": presets}
 
     # ------------------------------------------------------------------ evaluation
     @property
@@ -228,14 +275,28 @@ class Trainer:
         return self.eval_sets
 
     def evaluate(self, params) -> dict:
-        """Greedy decoding of the evaluation set with ``params``: ratio to bound, gap, % optimal."""
-        if self._decoder is None:
+        """Greedy decoding of the evaluation set with ``params``: ratio to bound, gap, % optimal.
+
+        Conditioned runs evaluate at every K of ``conditioning.eval_stages`` (hardware ``hw``):
+        ``k<K>_ratio_to_bound`` each, and their mean as ``ratio_to_bound``.
+        """
+        if self.conditioning is None:
+            return self._evaluate_at(params, self.hw)
+        out, ratios = {}, []
+        for k in self.conditioning.eval_stages:
+            res = self._evaluate_at(params, self.hw.replace(stages=k))
+            ratios.append(res["ratio_to_bound"])
+            out.update({f"k{k}_{name}": v for name, v in res.items() if name in ("ratio_to_bound", "valid_pct")})
+        return {"ratio_to_bound": float(np.mean(ratios)), **out}
+
+    def _evaluate_at(self, params, hw: Hardware) -> dict:
+        if hw.stages not in self._decoders:
             model = nnx.merge(self.graphdef, params)
-            self._decoder = make_decoder(model, self.hw, self.objective, self.lam, Decoding("greedy"))
-        run, _ = self._decoder
+            self._decoders[hw.stages] = make_decoder(model, hw, self.objective, self.lam, Decoding("greedy"))
+        run, _ = self._decoders[hw.stages]
         greedy, key = Decoding("greedy"), jax.random.PRNGKey(0)
         decoded = [
-            decode_set(None, data, self.hw, self.objective, self.lam, greedy, 256, key, (run, params))
+            decode_set(None, data, hw, self.objective, self.lam, greedy, 256, key, (run, params))
             for data in self.evaluation_sets()
         ]
         return summarise(decoded)
@@ -267,7 +328,9 @@ class Trainer:
             run_dir,
             self.tcfg,
             init_state=self.init_state,
-            write_network=lambda d: write_network(d, self.policy_cfg, self.hw, self.objective, self.lam),
+            write_network=lambda d: write_network(
+                d, self.policy_cfg, self.hw, self.objective, self.lam, self.conditioning_doc()
+            ),
             restore=restore,
             run_epoch=epoch,
             evaluate=self.evaluate if self.evaluates else None,
