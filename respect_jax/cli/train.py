@@ -81,8 +81,16 @@ def build_trainer(cfg: DictConfig):
                 int(cfg.train.seed),
                 None if cut_heads is None else int(cut_heads),
             )
+        if cfg.get("init_feature_version") is not None:  # K and hardware as inputs, starting as the same function
+            from respect_jax.policy.model import with_hardware_inputs
+
+            if int(cfg.init_feature_version) != 2:
+                raise ValueError(f"init_feature_version must be 2 (or null), got {cfg.init_feature_version!r}")
+            model = with_hardware_inputs(model, int(cfg.train.seed))
         policy = model.cfg
         init_params = nnx.split(model)[1]
+    elif cfg.get("init_feature_version") is not None:
+        raise ValueError("init_feature_version converts the network of init_from; set init_from=<run folder>")
     elif cfg.get("init_decoder_layers") is not None or cfg.get("init_cut_heads") is not None:
         raise ValueError(
             "init_decoder_layers / init_cut_heads grow the network of init_from; set init_from=<run folder>"
@@ -99,6 +107,7 @@ def build_trainer(cfg: DictConfig):
     if cfg.eval_dataset:
         eval_sets = load_labelled_batches([shipped_path(cfg.eval_dataset)], hw, cfg.objective, lam, cfg.eval_limit)
     gens = _generators(cfg) if algo.needs_generator else []
+    conditioning, presets = _conditioning(cfg)
     return Trainer(
         policy,
         hw,
@@ -110,7 +119,25 @@ def build_trainer(cfg: DictConfig):
         datasets=datasets,
         eval_sets=eval_sets,
         init_params=init_params,
+        conditioning=conditioning,
+        presets=presets,
     )
+
+
+def _conditioning(cfg: DictConfig) -> tuple:
+    """The ``conditioning`` node: (ConditioningConfig, preset Hardware list from conf/hardware)."""
+    from respect_jax.train.config import ConditioningConfig
+
+    node = OmegaConf.to_container(cfg.get("conditioning") or {}, resolve=True)
+    names = node.pop("presets", None) or []
+    conditioning = ConditioningConfig.from_dict(node)
+    presets = []
+    for name in names if conditioning.enabled else []:
+        path = Path(CONF_DIR) / "hardware" / f"{name}.yaml"
+        if not path.is_file():
+            raise ValueError(f"conditioning.presets: no hardware preset {name!r} in conf/hardware")
+        presets.append(hardware_from_cfg(OmegaConf.load(path)))
+    return conditioning, presets
 
 
 def train(cfg: DictConfig) -> dict:
