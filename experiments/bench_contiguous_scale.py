@@ -1,11 +1,12 @@
 """Time and peak memory of ``solver=contiguous`` (the exact best contiguous split) on 1k-10k-node layered graphs.
 
 For each size and family of ICML'24-style random layered DAGs (``conf/graphs/layered*.yaml``, generator mode
-``layered``), each K and both objectives, on the Coral USB hardware (``conf/hardware/coral_usb.yaml``) with the
-requested K: the best of ``--repeats`` wall times of :func:`respect_jax.solvers.partitioners.solve_contiguous`
-(the whole solver: the SPEC order, the programme and the assignment), the memory caps its ``paper`` walk
-visited, and the peak of the memory NumPy allocated during one more call (``tracemalloc``). The process's peak
-resident set (``ru_maxrss``: imports and graphs included) is printed at the end.
+``layered``; the sparse family with ``edges_per_node = 1.2``), each K and both objectives, on the Coral USB
+hardware (``conf/hardware/coral_usb.yaml``) with the requested K: the best of ``--repeats`` wall times of
+:func:`respect_jax.solvers.partitioners.solve_contiguous` (the whole solver: the SPEC order, the programme and
+the assignment), the memory caps its ``paper`` walk visited, and the peak of the memory NumPy allocated during
+one more call (``tracemalloc``). The process's peak resident set (``ru_maxrss``: imports and graphs included) is
+printed at the end.
 
     .venv/bin/python experiments/bench_contiguous_scale.py --sizes 1000 5000 10000 --stages 4 8 --repeats 3
     .venv/bin/python experiments/bench_contiguous_scale.py --sizes 10000 --objectives paper --lams 0.1
@@ -33,14 +34,16 @@ from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.graphs import GeneratorConfig, generate_numpy  # noqa: E402
 from respect_jax.solvers.partitioners import contiguous_search, solve_contiguous  # noqa: E402
 
-PRESET = {"dense": "layered{k}k", "sparse": "layered{k}k_sparse"}
+EDGES_PER_NODE = {"dense": 2.9, "sparse": 1.2}  # the two ICML'24 families
 
 
 def layered_graph(size: int, family: str, seed: int):
-    """One graph of the ``conf/graphs`` preset of this size and family (sizes 1000, 5000, 10000)."""
-    name = PRESET[family].format(k=size // 1000)
-    values = yaml.safe_load((ROOT / "conf" / "graphs" / f"{name}.yaml").read_text())
-    return generate_numpy(GeneratorConfig(**values), np.random.default_rng(seed), name=f"{name}_s{seed}")
+    """One graph of the ``conf/graphs/layered1k.yaml`` distribution with ``size`` nodes and the family's
+    ``edges_per_node`` (``layered{1,5,10}k`` are this with 1,000, 5,000 and 10,000 nodes)."""
+    values = yaml.safe_load((ROOT / "conf" / "graphs" / "layered1k.yaml").read_text())
+    values.update(min_nodes=size, max_nodes=size, edges_per_node=EDGES_PER_NODE[family])
+    name = f"layered{size // 1000}k_{family}_s{seed}"
+    return generate_numpy(GeneratorConfig(**values), np.random.default_rng(seed), name=name)
 
 
 def measure(graph, hw, objective: str, lam: float, repeats: int) -> dict:
@@ -62,7 +65,7 @@ def measure(graph, hw, objective: str, lam: float, repeats: int) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 10000])
-    parser.add_argument("--families", nargs="+", default=["dense", "sparse"], choices=sorted(PRESET))
+    parser.add_argument("--families", nargs="+", default=["dense", "sparse"], choices=sorted(EDGES_PER_NODE))
     parser.add_argument("--stages", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--objectives", nargs="+", default=["paper", "latency"])
     parser.add_argument("--lams", type=float, nargs="+", default=[1.0], help="lam values of the paper objective")
