@@ -8,12 +8,14 @@ For every graph of ``--graphs``, both objectives and one stage count ``K`` (Cora
 * ``contiguous``: the exact best contiguous split of the SPEC order (dynamic programme);
 * ``policy``: the learned policy with the defaults of ``conf/solver/policy.yaml`` (greedy decoding, default
   checkpoint, whatever objective it was trained for);
+* ``policy_matched``: the same greedy policy with a checkpoint trained for the row's objective, where the default
+  checkpoint was not (``--matched-checkpoint OBJECTIVE=RUN_DIR``; default: latency=respect_k4_latency_si);
 
 and reports each method's gap to the best objective known for that (model, objective): the lowest of the three.
 This is what ``respect-schedule graph=<g> solver=<s> hardware.stages=K objective=<o>`` returns for each (same
 configs; called in-process so the policy compiles once per size bucket). Timings are wall-clock on a shared
 machine: indicative only. Rows are appended to ``<out>.json`` as they finish, and a rerun skips the rows already
-there (resumable); ``<out>.md`` is rewritten at the end.
+there and runs only the methods a row lacks (resumable); ``<out>.md`` is rewritten at the end.
 
     .venv/bin/python experiments/models_val_baseline.py --oracle cpsat --time-limit 30 \
         --out experiments/results/models_val_baseline
@@ -37,7 +39,9 @@ from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import machine_header, markdown_table, mean, result_stem  # noqa: E402
 from respect_jax.graphs.graph import load_graph, write_json_atomic  # noqa: E402
 
-METHODS = ("oracle", "contiguous", "policy")
+METHODS = ("oracle", "contiguous", "policy", "policy_matched")
+LABELS = {"policy": "policy default", "policy_matched": "policy matched ckpt"}
+DEFAULT_MATCHED = {"latency": "data/checkpoints/respect_k4_latency_si"}
 OBJECTIVES = ("paper", "latency")
 
 
@@ -46,16 +50,20 @@ def solver_defaults(name: str) -> dict:
     return dict(yaml.safe_load((ROOT / "conf" / "solver" / f"{name}.yaml").read_text()).get("options") or {})
 
 
-def run_one(method: str, oracle: str, graph, hw, objective: str, time_limit_s: float) -> dict:
-    """One RESULT document (assignment dropped) of ``method`` on ``graph``."""
+def run_one(
+    method: str, oracle: str, graph, hw, objective: str, time_limit_s: float, checkpoint: str | None = None
+) -> dict:
+    """One RESULT document (assignment dropped) of ``method`` on ``graph``; ``checkpoint`` for policy_matched."""
     from respect_jax.solvers import run_solver
 
     if method == "oracle":
         name, options = oracle, {**solver_defaults(oracle), "time_limit_s": time_limit_s}
-    elif method == "policy":
+    elif method in ("policy", "policy_matched"):
         import respect_jax.policy.solver  # noqa: F401  (registers solver=policy)
 
         name, options = "policy", solver_defaults("policy")
+        if method == "policy_matched":
+            options["checkpoint"] = str(ROOT / checkpoint)
     else:
         name, options = method, solver_defaults(method)
     start = time.perf_counter()
@@ -70,6 +78,7 @@ def run_one(method: str, oracle: str, graph, hw, objective: str, time_limit_s: f
         "solve_time_s": float(result["solve_time_s"]),
         "wall_s": wall,
         "trained_on": info.get("trained_on"),
+        "checkpoint": checkpoint,
         "bottleneck_s": float(result["metrics"]["bottleneck_s"]),
     }
 
@@ -91,11 +100,12 @@ def summarise(rows: list[dict], oracle: str) -> str:
         sel = [r for r in rows if r["objective_name"] == objective]
         if not sel:
             continue
+        present = [m for m in METHODS if any(r["methods"].get(m) for r in sel)]
         table = []
         for r in sel:
             best = r["best_known"]
             cells = [r["graph"], r["num_nodes"]]
-            for m in METHODS:
+            for m in present:
                 res = r["methods"].get(m)
                 if res is None:
                     cells += ["skipped", "-", "-"]
@@ -106,20 +116,28 @@ def summarise(rows: list[dict], oracle: str) -> str:
             cells.append(status)
             table.append(cells)
         header = ["model", "nodes"]
-        for m in METHODS:
-            label = oracle if m == "oracle" else m
+        for m in present:
+            label = oracle if m == "oracle" else LABELS.get(m, m)
             header += [label, f"{label} gap %", f"{label} s"]
         header.append(f"{oracle} status")
         lines = [f"### objective = {objective}", "", markdown_table(header, table, digits=2), ""]
-        for m in METHODS:
+        for m in present:
             gaps = [100 * (r["methods"][m]["objective"] / r["best_known"] - 1) for r in sel if r["methods"].get(m)]
+            if not gaps:
+                continue
             best_count = sum(g <= 1e-6 for g in gaps)
-            label = oracle if m == "oracle" else m
+            label = oracle if m == "oracle" else LABELS.get(m, m)
             lines.append(
                 f"- {label}: mean gap {mean(gaps):.2f} %, max {max(gaps):.2f} %, best known on {best_count}/{len(gaps)}"
             )
-        trained = {r["methods"]["policy"]["trained_on"]["objective"] for r in sel if r["methods"].get("policy")}
-        lines.append(f"- policy checkpoint trained for objective: {', '.join(sorted(trained))}")
+        for m in ("policy", "policy_matched"):
+            trained = {r["methods"][m]["trained_on"]["objective"] for r in sel if r["methods"].get(m)}
+            ckpts = {r["methods"][m].get("checkpoint") or "default" for r in sel if r["methods"].get(m)}
+            if trained:
+                lines.append(
+                    f"- {LABELS[m]}: checkpoint {', '.join(sorted(ckpts))}, trained for objective "
+                    f"{', '.join(sorted(trained))}"
+                )
         proven = sum(1 for r in sel if r["methods"].get("oracle") and r["methods"]["oracle"]["optimal"])
         lines.append(f"- {oracle} proved the optimum on {proven}/{len(sel)} models")
         parts.append("\n".join(lines))
@@ -135,6 +153,12 @@ def main() -> None:
     parser.add_argument("--oracle-max-nodes", type=int, default=None, help="skip the oracle above this many nodes")
     parser.add_argument("--hardware", default="coral_usb", help="a preset of conf/hardware/")
     parser.add_argument("--only", nargs="*", default=None, help="graph names to run (default: all)")
+    parser.add_argument(
+        "--matched-checkpoint",
+        nargs="*",
+        default=[],
+        help=f"OBJECTIVE=RUN_DIR for policy_matched (default: {DEFAULT_MATCHED}; OBJECTIVE= disables)",
+    )
     parser.add_argument("--out", default="experiments/results/models_val_baseline")
     args = parser.parse_args()
 
@@ -143,57 +167,69 @@ def main() -> None:
     base = yaml.safe_load((ROOT / "conf" / "hardware" / f"{args.hardware}.yaml").read_text())
     hw = hardware_from_dict({**base, "stages": args.stages})
     doc = json.loads(json_path.read_text()) if json_path.exists() else {"rows": []}
-    done = {(r["graph"], r["objective_name"]) for r in doc["rows"]}
+    rows = {(r["graph"], r["objective_name"]): r for r in doc["rows"]}
+    matched = dict(DEFAULT_MATCHED)
+    for item in args.matched_checkpoint:
+        objective, _, run_dir = item.partition("=")
+        if objective not in OBJECTIVES:
+            parser.error(f"--matched-checkpoint {item!r}: expected OBJECTIVE=RUN_DIR, OBJECTIVE one of {OBJECTIVES}")
+        matched[objective] = run_dir or None
     paths = sorted(args.graphs.glob("*.json"), key=lambda p: load_graph(p).num_nodes)
-    command = "python " + " ".join(sys.argv)
+    command = ".venv/bin/python " + " ".join(sys.argv)
+    doc.setdefault("commands", [])
+    if command not in doc["commands"]:
+        doc["commands"].append(command)
     for path in paths:
         graph = load_graph(path)
         if args.only and graph.name not in args.only:
             continue
         for objective in OBJECTIVES:
-            if (graph.name, objective) in done:
-                continue
-            methods = {}
+            key = (graph.name, objective)
+            if key not in rows:
+                rows[key] = {
+                    "graph": graph.name,
+                    "num_nodes": graph.num_nodes,
+                    "objective_name": objective,
+                    "stages": args.stages,
+                    "methods": {},
+                }
+                doc["rows"].append(rows[key])
+            row = rows[key]
             for m in METHODS:
+                if m in row["methods"]:
+                    continue
                 if m == "oracle" and args.oracle_max_nodes and graph.num_nodes > args.oracle_max_nodes:
                     continue
-                methods[m] = run_one(m, args.oracle, graph, hw, objective, args.time_limit)
-                print(
-                    f"{graph.name} {objective} {m}: {methods[m]['objective']:.6g} ({methods[m]['wall_s']:.1f} s)",
-                    file=sys.stderr,
-                    flush=True,
+                if m == "policy_matched" and not matched.get(objective):
+                    continue
+                res = run_one(m, args.oracle, graph, hw, objective, args.time_limit, matched.get(objective))
+                row["methods"][m] = res
+                row["best_known"] = min(r["objective"] for r in row["methods"].values())
+                print(f"{graph.name} {objective} {m}: {res['objective']:.6g} ({res['wall_s']:.1f} s)", file=sys.stderr)
+                doc.update(
+                    hardware=args.hardware,
+                    stages=args.stages,
+                    oracle=args.oracle,
+                    time_limit_s=args.time_limit,
+                    git=git_state(),
                 )
-            row = {
-                "graph": graph.name,
-                "num_nodes": graph.num_nodes,
-                "objective_name": objective,
-                "stages": args.stages,
-                "methods": methods,
-                "best_known": min(r["objective"] for r in methods.values()),
-            }
-            doc["rows"].append(row)
-            doc.update(
-                command=command,
-                hardware=args.hardware,
-                stages=args.stages,
-                oracle=args.oracle,
-                time_limit_s=args.time_limit,
-                git=git_state(),
-            )
-            write_json_atomic(doc, json_path)
+                write_json_atomic(doc, json_path)
     machine, line = machine_header()
     doc["machine"] = machine
     write_json_atomic(doc, json_path)
     md = [
         f"# Validation architectures (data/models_val/): {args.oracle} vs contiguous vs policy, K = {args.stages}",
         "",
-        f"Command: `{command}` (git {doc.get('git', git_state())}). Hardware preset `{args.hardware}`, "
+        "Commands (in order; a rerun adds only the missing methods): "
+        + "; ".join(f"`{c}`" for c in doc["commands"])
+        + f" (git {doc.get('git', git_state())}). Hardware preset `{args.hardware}`, "
         f"K = {args.stages}, lam = 1. {args.oracle}: `time_limit_s={args.time_limit:g}`, other options the defaults "
-        f"of `conf/solver/{args.oracle}.yaml`; `contiguous` and `policy` with their defaults (policy: greedy, "
-        "default checkpoint, whatever objective it was trained for). Gap = objective / best known - 1, best known = "
-        "the lowest of the three. Times (s) are the RESULT's `solve_time_s`: wall-clock, less the set-up a solver "
-        "reports (the policy's checkpoint loading and compilation; the JSON has the full `wall_s` too), on a 2-core "
-        "machine shared with other jobs: indicative only.",
+        f"of `conf/solver/{args.oracle}.yaml`; `contiguous` and `policy default` with their defaults (policy: "
+        "greedy, default checkpoint, whatever objective it was trained for); `policy matched ckpt`: greedy with a "
+        "checkpoint trained for the objective (where the default one was not). Gap = objective / best known - 1, "
+        "best known = the lowest of all methods. Times (s) are the RESULT's `solve_time_s`: wall-clock, less the "
+        "set-up a solver reports (the policy's checkpoint loading and compilation; the JSON has the full `wall_s` "
+        "too), on a 2-core machine shared with other jobs: indicative only.",
         "",
         line,
         "",
