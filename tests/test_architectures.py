@@ -148,10 +148,11 @@ def test_numpy_graphs_are_valid_single_input_output_dags_in_range(lo, hi):
 def test_every_family_appears_with_its_motifs():
     """Each family is drawn, and a graph of one family carries that family's characteristic layers."""
     marks = {
-        "plain": "Conv2D", "basic": "Add", "bottleneck": "Add", "dwsep": "DepthwiseConv2D", "mbconv": "DepthwiseConv2D",
-        "mbconv_se": "Multiply", "xception": "SeparableConv2D", "inception": "Concatenate",
-        "incres": "CustomScaleLayer", "dense": "Concatenate", "nas0": "SeparableConv2D", "nas1": "SeparableConv2D",
-        "nas2": "SeparableConv2D", "transformer": "AttentionScores",
+        "plain": "Conv2D", "basic": "Add", "bottleneck": "Add", "preact": "ZeroPadding2D",
+        "dwsep": "DepthwiseConv2D", "mbconv": "DepthwiseConv2D", "mbconv_se": "Multiply",
+        "xception": "SeparableConv2D", "inception": "Concatenate", "incres": "CustomScaleLayer",
+        "dense": "Concatenate", "nas0": "SeparableConv2D", "nas1": "SeparableConv2D", "nas2": "SeparableConv2D",
+        "transformer": "AttentionScores",
     }  # fmt: skip
     rng = np.random.default_rng(0)
     def drawn(nodes):

@@ -6,13 +6,13 @@ expands to a fixed **template** of Keras-style layer nodes with a fixed local ed
 pure-JAX generator has fixed shapes). The motif families are
 
 * ``plain`` (VGG: fused conv chains, max pooling between stages), ``basic`` and ``bottleneck``
-  residual blocks (ResNet-18/50), ``dwsep`` depthwise-separable (MobileNet), ``mbconv`` inverted
-  residual (MobileNetV2) and ``mbconv_se`` with a squeeze-excite side branch (EfficientNet),
-  ``xception`` separable residual blocks, ``inception`` multi-branch modules joined by concat with
-  reduction modules, ``incres`` Inception-ResNet blocks, ``dense`` blocks with transitions,
-  ``nas0..nas2`` NAS-style cells (two inputs: the previous and the one before; fixed random
-  "searched" cells), ``transformer`` blocks (Q/K/V branches, attention matmuls, MLP, residual adds,
-  patch merging between stages).
+  residual blocks (ResNet-18/50), ``preact`` pre-activation bottlenecks (ResNetV2), ``dwsep``
+  depthwise-separable (MobileNet), ``mbconv`` inverted residual (MobileNetV2) and ``mbconv_se``
+  with a squeeze-excite side branch (EfficientNet), ``xception`` separable residual blocks,
+  ``inception`` multi-branch modules joined by concat with reduction modules, ``incres``
+  Inception-ResNet blocks, ``dense`` blocks with transitions, ``nas0..nas2`` NAS-style cells (two
+  inputs: the previous and the one before; fixed random "searched" cells), ``transformer`` blocks
+  (Q/K/V branches, attention matmuls, MLP, residual adds; Swin-style patch merging between stages).
 
 One graph uses the stem of its first family and one family, or (with probability ``p_hybrid``) two
 families: the second takes over from a random stage on (as conv-then-attention hybrids do).
@@ -229,6 +229,17 @@ def _conv_families() -> dict[str, Template]:
             short = b.add("BatchNormalization", sc)
         s = b.add("Add", [short, n])
         b.add("Activation", s)
+
+    for down in (False, True):  # ResNetV2: pre-activation bottleneck, conv shortcut from the pre-activation
+        b = t[f"preact_{'down' if down else 'rep'}"] = Template("preact", {"mid": (0, 0.25, 0, 0, 0)})
+        n = b.add("BatchNormalization", X, res="in", cin="in")
+        pre = b.add("Activation", n, res="in", cin="in")
+        short = b.add("Conv2D", pre, 1, cin="in", cout="out", bias=True) if down else X
+        a = b.cba(pre, 1, "in", "mid", res="in")
+        p = b.add("ZeroPadding2D", a, k=2, res="in", cin="mid")
+        a = b.cba(p, 3, "mid", "mid")
+        c = b.add("Conv2D", a, 1, cin="mid", cout="out", bias=True)
+        b.add("Add", [short, c])
 
     b = t["dwsep_rep"] = Template("dwsep_rep")
     d = b.add("DepthwiseConv2D", X, 3, cin="in")
@@ -452,6 +463,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("plain", "stem_vgg", False, 64),
     Family("basic", "stem_resnet", False, 64),
     Family("bottleneck", "stem_resnet", True, 256),
+    Family("preact", "stem_resnet", True, 256),
     Family("dwsep", "stem_mobile", False, 64),
     Family("mbconv", "stem_mobile", True, 24),
     Family("mbconv_se", "stem_mobile", True, 24),
@@ -477,18 +489,21 @@ def _down_name(f: Family) -> str:
 class ArchConfig:
     """Knobs of the architecture distribution (defaults from typical ImageNet models).
 
-    family_weights: relative frequency of each family of FAMILIES as first family (the three NAS
-    variants share one weight); p_hybrid: probability of a second family from a random stage on;
-    p_head: probability of a classifier head (GAP + dense); plain_max_nodes: largest node target
-    that may draw the plain family (VGG-style chains without normalisation stop at ~20 layers);
-    p_fewer_stages: probability of one
-    stage less than the stem's resolution allows (down to about 7 x 7); deep_stage_weight: how many
-    times more blocks the second-to-last stage gets on average (ResNet 3-4-6-3, DenseNet 6-12-24-16,
-    MobileNetV2: the 14 x 14 stage is the deepest); input_res, width_mults, gammas (width
-    growth per stage), expansions (inverted-residual t), dense_growths: uniform choices.
+    * family_weights: relative frequency of each family of FAMILIES as first family (the three NAS
+      variants share one weight; used as integers, multiples of max / 1024);
+    * p_hybrid: probability of a second family from a random stage on;
+    * p_head: probability of a classifier head (GAP + dense);
+    * p_fewer_stages: probability of one stage less than the stem's resolution allows (down to
+      about 7 x 7);
+    * plain_max_nodes: largest node target that may draw the plain family (VGG-style chains
+      without normalisation stop at ~20 layers);
+    * deep_stage_weight: how many times more blocks the second-to-last stage gets on average
+      (ResNet 3-4-6-3, DenseNet 6-12-24-16, MobileNetV2: the 14 x 14 stage is the deepest);
+    * input_res, width_mults, gammas (width growth per stage), expansions (inverted-residual t),
+      dense_growths: uniform choices.
     """
 
-    family_weights: tuple[float, ...] = (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 / 3, 1 / 3, 1 / 3, 1)
+    family_weights: tuple[float, ...] = (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 / 3, 1 / 3, 1 / 3, 1)
     p_hybrid: float = 0.25
     p_head: float = 0.25
     p_fewer_stages: float = 0.25
@@ -510,10 +525,15 @@ class ArchConfig:
 MIN_ARCH_NODES = 8
 
 
-def check_arch_nodes(min_nodes: int) -> None:
-    """Raise a one-line ValueError when the node range is too small for an architecture."""
+MAX_ARCH_RANGE = 1 << 15  # max_nodes - min_nodes: the node-count draw stays in int32 arithmetic
+
+
+def check_arch_nodes(min_nodes: int, max_nodes: int | None = None) -> None:
+    """Raise a one-line ValueError when the node range does not suit an architecture."""
     if min_nodes < MIN_ARCH_NODES:
         raise ValueError(f"graphs.min_nodes must be >= {MIN_ARCH_NODES} for mode arch, got {min_nodes}")
+    if max_nodes is not None and max_nodes - min_nodes >= MAX_ARCH_RANGE:
+        raise ValueError(f"graphs: max_nodes - min_nodes must be < {MAX_ARCH_RANGE} for mode arch")
 
 
 # ---------------------------------------------------------------------------- dense tables
@@ -574,16 +594,31 @@ NUM_UNIFORMS = 12 + S_MAX
 # ============================================================================ the program (shared)
 
 
-def _choice(u, options, xp):
-    """options[floor(u * len)] (u in [0, 1))."""
-    idx = xp.minimum(xp.floor(u * len(options)).astype(xp.int32), len(options) - 1)
-    return xp.asarray(options)[idx]
+Q_BITS = 16  # uniforms are quantised to 16-bit integers: every discrete draw is exact integer arithmetic,
+Q = 1 << Q_BITS  # so the NumPy (float64) and JAX (float32) programs make the same choices from the same variates
+WEIGHT_SCALE = 1024  # family weights are rounded to multiples of max(weight) / 1024
 
 
-def _categorical(u, weights, xp):
-    """Index drawn with probabilities ``weights / sum`` by inversion of uniform ``u``."""
-    cdf = xp.cumsum(weights) / xp.maximum(xp.sum(weights), 1e-12)
-    return xp.minimum(xp.sum((cdf <= u).astype(xp.int32)), len(weights) - 1)
+def _choice(q, options, xp):
+    """options[floor(q * len / Q)] for a quantised uniform ``q`` in [0, Q)."""
+    return xp.asarray(options)[(q * len(options)) >> Q_BITS]
+
+
+def _below(q, p: float):
+    """True with probability ``p`` (q quantised uniform)."""
+    return q < int(round(p * Q))
+
+
+def _categorical(q, weights, xp):
+    """Index drawn with probabilities ``weights / sum`` (integer weights) by inversion of ``q``."""
+    total = xp.sum(weights)
+    return xp.minimum(xp.sum((xp.cumsum(weights) <= (q * total) >> Q_BITS).astype(xp.int32)), len(weights) - 1)
+
+
+def _integer_weights(weights) -> tuple[int, ...]:
+    """Family weights as integers (multiples of max / WEIGHT_SCALE)."""
+    top = max(weights)
+    return tuple(int(round(w / top * WEIGHT_SCALE)) for w in weights)
 
 
 def _round8(x, xp):
@@ -599,30 +634,31 @@ def draw_program(u, min_nodes: int, max_nodes: int, arch: ArchConfig, xp=np) -> 
     fam = {k: xp.asarray(v) for k, v in _FAM.items()}
     size = xp.asarray(TABLES["size"])
     i32 = xp.int32
-    n_target = min_nodes + xp.minimum(xp.floor(u[0] * (max_nodes - min_nodes + 1)).astype(i32), max_nodes - min_nodes)
-    head = (u[1] < arch.p_head).astype(i32)
+    q = xp.floor(u * Q).astype(i32)  # exact in float32 and float64
+    n_target = min_nodes + ((q[0] * (max_nodes - min_nodes + 1)) >> Q_BITS)
+    head = _below(q[1], arch.p_head).astype(i32)
     head_size = head * HEAD_SIZE
-    weights = xp.asarray(arch.family_weights, dtype=xp.float32 if xp is jnp else float)
+    weights = xp.asarray(_integer_weights(arch.family_weights), dtype=i32)
     capped = fam["vgg"] & (n_target > arch.plain_max_nodes)
     fit1 = (fam["stem_size"] + fam["rep_size"] + head_size <= n_target) & ~capped
     w1 = weights * fit1
-    f1 = _categorical(u[2], xp.where(xp.sum(w1) > 0, w1, weights), xp)  # nothing fits: the weights alone
+    f1 = _categorical(q[2], xp.where(xp.sum(w1) > 0, w1, weights), xp)  # nothing fits: the weights alone
     stem_size = fam["stem_size"][f1]
     fit2 = (stem_size + fam["down_size"] + fam["rep_size"] + head_size <= n_target) & ~capped
     fit2 = fit2 & (xp.arange(len(FAMILIES)) != f1)
-    f2 = _categorical(u[4], weights * fit2, xp)
+    f2 = _categorical(q[4], weights * fit2, xp)
     # geometry: stage resolutions halve after the stem's stride; as many stages as reach ~7 x 7
-    res_in = _choice(u[6], arch.input_res, xp)
-    h_stem = xp.ceil(res_in / fam["stem_stride"][f1]).astype(i32)
-    s_hi = xp.clip(xp.floor(xp.log2(xp.maximum(h_stem, 1) / 7.0)).astype(i32) + 1, 1, S_MAX)
+    res_in = _choice(q[6], arch.input_res, xp)
+    h_stem = -(-res_in // fam["stem_stride"][f1])  # ceil
+    s_hi = xp.clip(xp.sum((h_stem >= 7 * 2 ** xp.arange(S_MAX)).astype(i32)), 1, S_MAX)  # 1 + floor(log2(h / 7))
     s_lo = xp.maximum(s_hi - 1, 1)
-    stages = xp.where(u[9] < arch.p_fewer_stages, s_lo, s_hi)
-    hybrid = (u[3] < arch.p_hybrid) & (stages >= 2) & xp.any(fit2)
-    switch = 1 + xp.minimum(xp.floor(u[5] * (stages - 1)).astype(i32), xp.maximum(stages - 2, 0))
-    mult = _choice(u[7], arch.width_mults, xp)
-    gamma = _choice(u[8], arch.gammas, xp)
-    t_exp = _choice(u[10], arch.expansions, xp)
-    growth = _choice(u[11], arch.dense_growths, xp) * 1.0
+    stages = xp.where(_below(q[9], arch.p_fewer_stages), s_lo, s_hi)
+    hybrid = _below(q[3], arch.p_hybrid) & (stages >= 2) & xp.any(fit2)
+    switch = 1 + xp.minimum((q[5] * (stages - 1)) >> Q_BITS, xp.maximum(stages - 2, 0))
+    mult = _choice(q[7], arch.width_mults, xp)
+    gamma = _choice(q[8], arch.gammas, xp)
+    t_exp = _choice(q[10], arch.expansions, xp)
+    growth = _choice(q[11], arch.dense_growths, xp) * 1.0
 
     sigma = xp.arange(S_MAX)
     fs = xp.where(hybrid & (sigma >= switch), f2, f1)
@@ -636,10 +672,11 @@ def draw_program(u, min_nodes: int, max_nodes: int, arch: ArchConfig, xp=np) -> 
     rsize = fam["rep_size"][fs]
     rest = budget - xp.sum(dsize)
     num_active = xp.sum(active.astype(i32))
-    profile = xp.where(sigma == num_active - 2, arch.deep_stage_weight, 1.0)  # the 14 x 14 stage is the deepest
-    w = xp.where(active, (0.5 + u[12 : 12 + S_MAX]) * profile, 0.0)
-    alloc = rest * w / xp.maximum(xp.sum(w), 1e-9)
-    reps = xp.where(active, xp.floor(alloc / rsize), 0).astype(i32)
+    # stage weights U[0.5, 1.5) (x deep_stage_weight for the 14 x 14 stage, the deepest) in 1/1024 steps
+    profile = xp.where(sigma == num_active - 2, int(round(4 * arch.deep_stage_weight)), 4)
+    w = xp.where(active, (512 + (q[12 : 12 + S_MAX] >> (Q_BITS - 10))) * profile, 0)
+    alloc = (rest * w) // xp.maximum(xp.sum(w), 1)
+    reps = xp.where(active, alloc // rsize, 0).astype(i32)
     left = rest - xp.sum(reps * rsize)
     for s in range(S_MAX):  # one greedy pass: one more block where it still fits
         more = active[s] & (rsize[s] <= left)
@@ -753,7 +790,7 @@ def generate_arch_numpy(min_nodes: int, max_nodes: int, rng: np.random.Generator
 
     The caller relabels into SPEC order (``generators.relabel_spec_order``).
     """
-    check_arch_nodes(min_nodes)
+    check_arch_nodes(min_nodes, max_nodes)
     return build_arch_numpy(rng.random(NUM_UNIFORMS), min_nodes, max_nodes, name, arch, source)
 
 
@@ -861,7 +898,7 @@ def make_arch_jax_generator(min_nodes: int, max_nodes: int, n_pad: int, p_pad: i
     """A pure function ``key -> PaddedGraph`` (fixed shapes ``n_pad`` x ``p_pad``; SPEC order)."""
     from respect_jax.graphs.generators import _assemble, _relabel_jax
 
-    check_arch_nodes(min_nodes)
+    check_arch_nodes(min_nodes, max_nodes)
     if p_pad < PRED_SLOTS or n_pad < max_nodes:
         raise ValueError(f"arch generator: need n_pad >= {max_nodes} and p_pad >= {PRED_SLOTS}")
 
