@@ -15,7 +15,15 @@ from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy
 from respect_jax.reference import enumerate_valid_schedules, reference_metrics, reference_objective
-from respect_jax.solvers.local_search import TIE_BREAK, best_pair_move, improve, neighbours, search_value
+from respect_jax.solvers.local_search import (
+    TIE_BREAK,
+    best_pair_move,
+    improve,
+    move_range,
+    neighbours,
+    search_value,
+    single_move_values,
+)
 
 SHAPE = (16, 96, 8)  # one padded shape for every small graph: one compilation per function
 
@@ -193,3 +201,131 @@ def test_gumbel_solver_with_local_search_is_never_worse(objective):
         assignment = to_original_order(pad_graph(graph, SHAPE), np.asarray(assign[i]))
         ref = evaluate_assignment(graph, assignment, hw, objective)
         assert ref["valid"] and float(polished[i]) == pytest.approx(ref["objective"], rel=1e-5)
+
+
+# ============================================================================ sparse path (large graphs)
+
+
+def single_moves(graph, stage_by_id: np.ndarray, k: int) -> dict[tuple[int, int], np.ndarray]:
+    """Every valid move of one node by one stage, others fixed: {(node, +1/-1): schedule} (Python)."""
+    moves = {}
+    for v in range(graph.num_nodes):
+        for d in (1, -1):
+            t = stage_by_id[v] + d
+            low = max((stage_by_id[u] for u, w in graph.edges if w == v), default=0)
+            high = min((stage_by_id[w] for u, w in graph.edges if u == v), default=k - 1)
+            if 0 <= t < k and low <= t <= high:
+                s = stage_by_id.copy()
+                s[v] = t
+                moves[v, d] = s
+    return moves
+
+
+_single_values = {
+    obj: jax.jit(lambda g, s, k, obj=obj: single_move_values(g, s, make_hw(k), obj == "latency", 1.0), static_argnums=2)
+    for obj in ("paper", "latency")
+}
+
+
+@pytest.mark.parametrize("objective", ["paper", "latency"])
+def test_single_move_values_equal_the_evaluator_of_each_move(objective):
+    """The incremental scores of the sparse moves equal the reference objective and search score of
+    every valid single-node move; infeasible moves and padding nodes are inf."""
+    rng = np.random.default_rng(3)
+    for graph in random_graphs(8, seed=21, min_nodes=1, max_nodes=16):
+        for k in (2, 4):
+            hw = make_hw(k)
+            s = random_valid_schedule(graph, k, rng)
+            padded = pad_graph(graph, SHAPE)
+            pos = to_position_order(padded, s)
+            objs, scores = (np.asarray(x) for x in _single_values[objective](padded, jnp.asarray(pos), k))
+            moves = single_moves(graph, s, k)
+            n_pad = SHAPE[0]
+            position = np.asarray(padded.node_ids)[: graph.num_nodes]  # position -> id
+            for j in range(2 * n_pad):
+                p, d = j % n_pad, (1 if j < n_pad else -1)
+                key = (int(position[p]), d) if p < graph.num_nodes else None
+                if key not in moves:
+                    assert objs[j] == np.inf and scores[j] == np.inf
+                    continue
+                want = reference_objective(graph, moves[key], hw, objective)
+                assert objs[j] == pytest.approx(want, rel=1e-5)
+                m = reference_metrics(graph, moves[key], hw)
+                loads = np.asarray(m["time_k" if objective == "latency" else "mem_k"], float)
+                balance = np.mean((loads / max(loads.max(), 1e-30)) ** 4)
+                assert scores[j] == pytest.approx(want * (1 + TIE_BREAK * balance), rel=1e-5)
+            low, high = (np.asarray(x) for x in jax.jit(move_range, static_argnums=2)(padded, jnp.asarray(pos), k))
+            assert np.all(low[: graph.num_nodes] <= pos[: graph.num_nodes])
+            assert np.all(pos[: graph.num_nodes] <= high[: graph.num_nodes])
+
+
+_improve_sparse = {
+    p: jax.jit(lambda g, s, obj, p=p: improve(g, s, make_hw(3), obj, 1.0, 50, pair_escapes=p, dense_max_nodes=0))
+    for p in (0, 4)
+}
+
+
+_improve_sparse_one = jax.jit(lambda g, s, obj: improve(g, s, make_hw(3), obj, 1.0, 1, dense_max_nodes=0))
+
+
+def test_sparse_improve_is_valid_never_worse_and_takes_the_best_single_move():
+    """The sparse path (forced with dense_max_nodes=0): valid, evaluator-scored, never worse than the
+    start, never below brute force; its first step is the single-node move with the lowest search
+    score by the reference; pair escapes are never worse than plain single moves."""
+    hw = make_hw(3)
+    rng = np.random.default_rng(8)
+    improved = escaped = checked = 0
+    for graph in random_graphs(10, seed=27, min_nodes=3, max_nodes=9):
+        for objective in ("paper", "latency"):
+            optimum = min(reference_objective(graph, a, hw, objective) for a in enumerate_valid_schedules(graph, 3))
+            start = random_valid_schedule(graph, 3, rng)
+            padded = pad_graph(graph, SHAPE)
+            pos = jnp.asarray(to_position_order(padded, start))
+            latency = jnp.bool_(objective == "latency")
+            (out, value, moves), (out2, value2, _) = (_improve_sparse[p](padded, pos, latency) for p in (0, 4))
+            before = reference_objective(graph, start, hw, objective)
+            for o, v in ((out, value), (out2, value2)):
+                a = to_original_order(padded, np.asarray(o))
+                ref = reference_objective(graph, a, hw, objective)
+                assert all(a[u] <= a[w] for u, w in graph.edges)
+                assert float(v) == pytest.approx(ref, rel=1e-5)
+                assert optimum * (1 - 1e-5) <= ref <= before * (1 + 1e-6)
+            assert float(value2) <= float(value) * (1 + 1e-6)
+            improved += float(value) < before * (1 - 1e-6) and int(moves) > 0
+            escaped += float(value2) < float(value) * (1 - 1e-6)
+            # one step takes the single-node move with the lowest reference search score
+            one, one_value, _ = _improve_sparse_one(padded, pos, latency)
+            scored = [
+                (float(search_value(padded, jnp.asarray(to_position_order(padded, m)), hw, latency, 1.0)[1]), m)
+                for m in single_moves(graph, start, 3).values()
+            ]
+            _, start_score = search_value(padded, pos, hw, latency, 1.0)
+            if scored and min(scored, key=lambda t: t[0])[0] < float(start_score) * (1 - 1e-5):
+                best_score, best_move = min(scored, key=lambda t: t[0])
+                want = min(before, reference_objective(graph, best_move, hw, objective))
+                assert float(one_value) == pytest.approx(want, rel=1e-5)
+                checked += 1
+    assert improved and escaped and checked
+
+
+def test_sparse_and_dense_paths_agree_when_the_neighbourhoods_coincide():
+    """Without edges every closure move changes one node, so the dense neighbourhood is exactly the
+    single-node one: both paths must take the same moves to the same schedule (dense = reference)."""
+    from respect_jax.graphs import Graph
+
+    params = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8]
+    n = len(params)
+    graph = Graph(
+        name="free", params=params, output_size=[2] * n, macs=[10**6 * p for p in params],
+        edges=np.zeros((0, 2), np.int64),
+    )  # fmt: skip
+    hw = make_hw(3)
+    padded = jax.tree.map(jnp.asarray, pad_graph(graph, SHAPE))
+    start = jnp.asarray(to_position_order(padded, np.zeros(n, np.int64)))
+    for objective in ("paper", "latency"):
+        dense = improve(padded, start, hw, objective, 1.0, 30)
+        sparse = improve(padded, start, hw, objective, 1.0, 30, dense_max_nodes=0)
+        assert int(dense[2]) > 0
+        assert np.array_equal(np.asarray(dense[0]), np.asarray(sparse[0]))
+        assert float(dense[1]) == pytest.approx(float(sparse[1]), rel=1e-6)
+        assert int(dense[2]) == int(sparse[2])
