@@ -201,31 +201,25 @@ def test_bad_config():
 
 TWIN_CFG = GeneratorConfig(mode="arch", min_nodes=20, max_nodes=120)
 TWIN_COUNT = 300
-BATCH = 50  # every call uses this batch size: one trace, one compilation
 
 
 @pytest.fixture(scope="module")
 def jax_twin():
-    """(batched jitted ``u -> PaddedGraph`` of TWIN_CFG, trace counter, the generator)."""
+    """TWIN_COUNT graphs of the jitted ``key -> PaddedGraph`` of TWIN_CFG (one graph per call, one
+    compilation: vmapped it compiles 1.5x longer; the slow test runs it vmapped) with their keys,
+    the raw outputs and the trace count."""
     gen = make_jax_generator(TWIN_CFG)
     traces = []
 
-    def counted(u):
+    def counted(key):
         traces.append(1)
-        return gen.from_uniforms(u)
+        return gen(key)
 
-    return jax.jit(jax.vmap(counted)), traces, gen
-
-
-def uniforms_of(keys):
-    """The variates ``generate(key)`` draws for each key."""
-    return jax.vmap(lambda k: jax.random.uniform(k, (arch.NUM_UNIFORMS,)))(keys)
-
-
-def jax_graphs(batched, seed, count):
-    """``count`` graphs of the key path (``generate(key)``), in batches of BATCH."""
-    keys = jax.random.split(jax.random.key(seed), count)
-    return [g for i in range(0, count, BATCH) for g in unbatch(batched(uniforms_of(keys[i : i + BATCH])), BATCH)]
+    jitted = jax.jit(counted)
+    keys = jax.random.split(jax.random.key(0), TWIN_COUNT)
+    outputs = [jax.tree.map(np.asarray, jitted(k)) for k in keys]
+    graphs = [padded_to_graph(out, name=f"j{i}") for i, out in enumerate(outputs)]
+    return {"jitted": jitted, "keys": keys, "outputs": outputs, "graphs": graphs, "traces": traces}
 
 
 def unbatch(batch, count):
@@ -234,35 +228,31 @@ def unbatch(batch, count):
 
 
 def test_jax_and_numpy_expansions_build_the_same_graph(jax_twin):
-    """From the same variates (every family forced once, and random ones) the vectorised JAX
-    expansion and the NumPy block-by-block build give the same nodes, counts and edges."""
-    batched, _, _ = jax_twin
-    cdf = np.cumsum(arch.ArchConfig().family_weights) / sum(arch.ArchConfig().family_weights)
-    rng = np.random.default_rng(5)
-    u = rng.random((BATCH, arch.NUM_UNIFORMS)).astype(np.float32)
-    u[: len(cdf), 0] = 0.999  # 120 nodes: every family fits
-    u[: len(cdf), 2] = cdf - 0.5 * np.diff(np.concatenate([[0.0], cdf]))  # family f
-    got = unbatch(batched(u), len(u))
-    for i, g in enumerate(got):
-        ref = relabel_spec_order(arch.build_arch_numpy(u[i].astype(float), TWIN_CFG.min_nodes, TWIN_CFG.max_nodes))
+    """From the variates a key draws, the vectorised JAX expansion and the NumPy block-by-block
+    build give the same nodes, counts and edges, on every graph; every family occurs among them."""
+    uniforms = np.asarray(jax.vmap(lambda k: jax.random.uniform(k, (arch.NUM_UNIFORMS,)))(jax_twin["keys"]))
+    families = set()
+    for u, g in zip(uniforms, jax_twin["graphs"], strict=True):
+        lo, hi = TWIN_CFG.min_nodes, TWIN_CFG.max_nodes
+        families.add(int(arch.draw_program(u.astype(float), lo, hi, arch.ArchConfig())["family"]))
+        ref = relabel_spec_order(arch.build_arch_numpy(u.astype(float), lo, hi))
         assert g.num_nodes == ref.num_nodes
         assert np.array_equal(g.edges[np.lexsort(g.edges.T[::-1])], ref.edges[np.lexsort(ref.edges.T[::-1])])
         for name in ("params", "output_size", "macs"):
             np.testing.assert_allclose(getattr(g, name), getattr(ref, name), rtol=2e-6, atol=1, err_msg=name)
+    assert families == set(range(len(arch.FAMILIES)))
 
 
 def test_jax_and_numpy_twins_agree_in_distribution(jax_twin):
     """Every per-graph statistic (plus node count and edges per node) has the same mean in both twins
     (independent random streams) within 4 standard errors, over TWIN_COUNT graphs each."""
-    batched, _, _ = jax_twin
-    jax_list = jax_graphs(batched, 0, TWIN_COUNT)
-    b = stats_table(jax_list)
-    b["nodes"] = np.array([g.num_nodes for g in jax_list], float)
-    b["edges_per_node"] = np.array([g.num_edges / g.num_nodes for g in jax_list])
-    numpy_graphs = generate_dataset(TWIN_CFG, TWIN_COUNT, seed=0)
-    a = stats_table(numpy_graphs)
-    a["nodes"] = np.array([g.num_nodes for g in numpy_graphs], float)
-    a["edges_per_node"] = np.array([g.num_edges / g.num_nodes for g in numpy_graphs])
+    tables = []
+    for graphs in (generate_dataset(TWIN_CFG, TWIN_COUNT, seed=0), jax_twin["graphs"]):
+        table = stats_table(graphs)
+        table["nodes"] = np.array([g.num_nodes for g in graphs], float)
+        table["edges_per_node"] = np.array([g.num_edges / g.num_nodes for g in graphs])
+        tables.append(table)
+    a, b = tables
     for name in a:
         se = np.sqrt(a[name].var() / TWIN_COUNT + b[name].var() / TWIN_COUNT)
         diff = abs(a[name].mean() - b[name].mean())
@@ -270,25 +260,22 @@ def test_jax_and_numpy_twins_agree_in_distribution(jax_twin):
 
 
 def test_jax_generator_has_fixed_shapes_and_traces_once(jax_twin):
-    batched, traces, gen = jax_twin
-    shapes = []
-    for seed in (1, 2):
-        out = batched(uniforms_of(jax.random.split(jax.random.key(seed), BATCH)))
-        shapes.append(jax.tree.map(np.shape, out))
-        nodes = np.asarray(out.num_nodes)
-        assert np.all((nodes >= TWIN_CFG.min_nodes) & (nodes <= TWIN_CFG.max_nodes))
-    assert shapes[0] == shapes[1]
+    outputs = jax_twin["outputs"]
     n_pad, e_pad, p_pad = TWIN_CFG.padded_shape
     assert (n_pad, e_pad, p_pad) == (128, 1024, 8)
-    assert shapes[0].params == (BATCH, n_pad) and shapes[0].preds == (BATCH, n_pad, p_pad)
-    assert shapes[0].senders == (BATCH, e_pad)
-    a = batched(uniforms_of(jax.random.split(jax.random.key(7), BATCH)))
-    b = batched(uniforms_of(jax.random.split(jax.random.key(7), BATCH)))
-    jax.tree.map(np.testing.assert_array_equal, a, b)
-    assert len(traces) == 1, "one trace for every batch of keys"
-    n_real = np.asarray(a.num_nodes)
-    assert not np.asarray(a.node_mask)[np.arange(n_pad)[None, :] >= n_real[:, None]].any()
-    assert gen is not None
+    shapes = {tuple(jax.tree.leaves(jax.tree.map(np.shape, out))) for out in outputs}
+    assert len(shapes) == 1, "the output shapes do not depend on the key"
+    out = outputs[0]
+    assert out.params.shape == (n_pad,) and out.preds.shape == (n_pad, p_pad) and out.senders.shape == (e_pad,)
+    nodes = np.array([int(o.num_nodes) for o in outputs])
+    assert nodes.min() >= TWIN_CFG.min_nodes and nodes.max() <= TWIN_CFG.max_nodes and len(set(nodes)) > 20
+    for o in outputs[:20]:
+        n = int(o.num_nodes)
+        assert o.node_mask[:n].all() and not o.node_mask[n:].any()
+        assert np.array_equal(o.node_ids[:n], np.arange(n)) and not o.edge_mask[o.receivers >= n].any()
+    again = jax_twin["jitted"](jax_twin["keys"][3])
+    jax.tree.map(np.testing.assert_array_equal, outputs[3], jax.tree.map(np.asarray, again))
+    assert len(jax_twin["traces"]) == 1, "one trace for every key"
 
 
 @pytest.mark.slow

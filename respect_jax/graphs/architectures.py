@@ -621,6 +621,18 @@ def _integer_weights(weights) -> tuple[int, ...]:
     return tuple(int(round(w / top * WEIGHT_SCALE)) for w in weights)
 
 
+def _width_tables(arch: ArchConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Stem output widths f[F, M] and nominal stage widths f[F, M, G, S_MAX] for every family F,
+    width multiplier M and growth G: ``round8(base * mult * (gamma * widen) ** stage)``, capped."""
+    mult = np.asarray(arch.width_mults, float)
+    stem = np.where(_FAM["vgg"][:, None], 3.0, _round8(_FAM["stem_width"][:, None] * mult, np))
+    stem = np.where(_FAM["patch"][:, None], _round8(_FAM["base"][:, None] * mult, np), stem)
+    growth = np.asarray(arch.gammas, float)[None, :] * _FAM["widen"][:, None]  # [F, G]
+    per_stage = growth[:, :, None] ** np.arange(S_MAX)  # [F, G, S]
+    nominal = _FAM["base"][:, None, None, None] * mult[None, :, None, None] * per_stage[:, None]
+    return stem, np.minimum(_round8(nominal, np), MAX_WIDTH)
+
+
 def _round8(x, xp):
     return xp.maximum(xp.round(x / 8.0) * 8.0, 8.0)
 
@@ -655,8 +667,8 @@ def draw_program(u, min_nodes: int, max_nodes: int, arch: ArchConfig, xp=np) -> 
     stages = xp.where(_below(q[9], arch.p_fewer_stages), s_lo, s_hi)
     hybrid = _below(q[3], arch.p_hybrid) & (stages >= 2) & xp.any(fit2)
     switch = 1 + xp.minimum((q[5] * (stages - 1)) >> Q_BITS, xp.maximum(stages - 2, 0))
-    mult = _choice(q[7], arch.width_mults, xp)
-    gamma = _choice(q[8], arch.gammas, xp)
+    mult_idx = (q[7] * len(arch.width_mults)) >> Q_BITS
+    gamma_idx = (q[8] * len(arch.gammas)) >> Q_BITS
     t_exp = _choice(q[10], arch.expansions, xp)
     growth = _choice(q[11], arch.dense_growths, xp) * 1.0
 
@@ -686,12 +698,12 @@ def draw_program(u, min_nodes: int, max_nodes: int, arch: ArchConfig, xp=np) -> 
     fill = xp.maximum(min_nodes - n_blocks, 0)
 
     # widths and resolutions per stage
-    stem_w = xp.where(fam["vgg"][f1], 3.0, _round8(fam["stem_width"][f1] * mult, xp))
-    stem_w = xp.where(fam["patch"][f1], _round8(fam["base"][f1] * mult, xp), stem_w)
+    stem_table, nominal_table = _width_tables(arch)  # float64 NumPy: the same widths in both twins
+    stem_w = xp.asarray(stem_table)[f1, mult_idx]
     h_out = xp.maximum(xp.ceil(h_stem / (2.0**sigma)), 1).astype(i32)
     h_in = xp.concatenate([h_stem[None], h_out[:-1]])
     dense = fam["dense"][fs]
-    c_nom = xp.minimum(_round8(fam["base"][fs] * mult * (gamma * fam["widen"][fs]) ** sigma, xp), MAX_WIDTH)
+    c_nom = xp.asarray(nominal_table)[fs, mult_idx, gamma_idx, sigma]
     x_in, y_in, exit_w = [], [], []
     x = stem_w
     for s in range(S_MAX):
