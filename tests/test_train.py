@@ -3,6 +3,7 @@ SIGKILL, the respect-train / respect-eval command lines and the launcher presets
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import make_hw, random_valid_schedule
@@ -593,3 +595,117 @@ def _truncate_params(run_dir: Path) -> None:
     biggest = max((p for p in (run_dir / "checkpoints").rglob("*") if p.is_file() and "params" in p.parts),
                   key=lambda p: p.stat().st_size)
     biggest.write_bytes(biggest.read_bytes()[:16])
+
+
+# ============================================================================ training across K and hardware
+
+
+def _generated(count, seed, lo, hi):
+    from respect_jax.graphs import make_jax_generator
+
+    gen = make_jax_generator(GeneratorConfig(mode="dnn", min_nodes=lo, max_nodes=hi))
+    return jax.vmap(gen)(jax.random.split(jax.random.PRNGKey(seed), count))
+
+
+def test_sampled_hardware_stays_within_the_perturbation_of_its_presets():
+    """Every graph's hardware is one preset with each perturbed field within [1/f, f] of it, the
+    other fields exact; every preset is drawn; K draws are in range, cover it, and repeat per seed."""
+    from respect_jax.train.config import ConditioningConfig
+    from respect_jax.train.hardware import sample_hardware, stack_presets, stages_of_epoch
+
+    presets = [make_hw(3), make_hw(3, sram_bytes=7e6, macs_per_s=3e9, host_bw=1e9, link_bw=2e8, param_bytes=4.0)]
+    cfg = ConditioningConfig(enabled=True, perturb=2.0, perturb_fields=("sram_bytes", "link_bw"))
+    table = stack_presets(presets)
+    hw = jax.device_get(sample_hardware(jax.random.PRNGKey(0), table, 5, 256, cfg))
+    assert hw.stages == 5 and hw.sram_bytes.shape == (256,)
+    which = (hw.macs_per_s == table["macs_per_s"][1]).astype(int)  # not perturbed: identifies the preset
+    assert set(which.tolist()) == {0, 1}
+    for name in ("sram_bytes", "link_bw"):
+        ratio = getattr(hw, name) / table[name][which]
+        assert ratio.min() >= 0.5 * (1 - 1e-6) and ratio.max() <= 2.0 * (1 + 1e-6)
+        assert ratio.min() < 0.6 and ratio.max() > 1.7  # spread over the range
+    for name in ("param_bytes", "host_bw", "stage_overhead_s"):
+        np.testing.assert_array_equal(getattr(hw, name), table[name][which])
+    draws = [stages_of_epoch(ConditioningConfig(enabled=True), 3, e) for e in range(200)]
+    assert set(draws) == set(range(2, 9))
+    assert draws == [stages_of_epoch(ConditioningConfig(enabled=True), 3, e) for e in range(200)]
+    picks = {stages_of_epoch(ConditioningConfig(enabled=True, stages_choices=[2, 5]), 0, e) for e in range(50)}
+    assert picks == {2, 5}
+
+
+def test_per_graph_hardware_in_training_equals_the_numpy_reference():
+    """Self-improvement targets on a batch whose graphs each have their own hardware: the teacher's
+    objective of every graph (sampled, then local search under that graph's hardware) equals the NumPy
+    reference evaluator's objective of the target schedule under that hardware, and the best sample's
+    too; so do schedule_objectives of random valid schedules."""
+    from respect_jax.graphs.generators import padded_to_graph
+    from respect_jax.policy.model import SchedulingPolicy, schedule_objectives
+    from respect_jax.reference import reference_objective
+    from respect_jax.train.algorithms import self_improvement_targets
+    from respect_jax.train.config import ConditioningConfig, SelfImprovementConfig
+    from respect_jax.train.hardware import sample_hardware, stack_presets
+
+    presets = [make_hw(3), make_hw(3, sram_bytes=1e4, link_bw=7e4, stage_overhead_s=3e-4, act_bytes=2.0)]
+    cfg = ConditioningConfig(enabled=True, perturb=3.0)
+    b_count = 6
+    graphs = _generated(b_count, 9, 8, 16)
+    hw = sample_hardware(jax.random.PRNGKey(1), stack_presets(presets), 3, b_count, cfg)
+    one = lambda tree, b: jax.tree.map(lambda x: x[b], tree)
+    as_graph = [padded_to_graph(one(graphs, b)) for b in range(b_count)]
+    hw_of = [jax.tree.map(lambda x, b=b: float(x[b]), hw) for b in range(b_count)]
+    assert len({h.sram_bytes for h in hw_of}) == b_count  # really per graph
+    rng = np.random.default_rng(0)
+    stage = np.zeros((b_count, 2, graphs.params.shape[-1]), np.int32)
+    for b, g in enumerate(as_graph):
+        for s in range(2):
+            stage[b, s, : g.num_nodes] = random_valid_schedule(g, 3, rng)
+    for objective in ("paper", "latency"):
+        obj, valid = schedule_objectives(graphs, jnp.asarray(stage), hw, objective, 0.5)
+        assert bool(np.all(valid))
+        for b, g in enumerate(as_graph):
+            for s in range(2):
+                want = reference_objective(g, stage[b, s, : g.num_nodes], hw_of[b], objective, 0.5)
+                np.testing.assert_allclose(float(obj[b, s]), want, rtol=2e-5)
+        model = SchedulingPolicy(dataclasses.replace(TINY, feature_version=2), rngs=nnx.Rngs(0))
+        h, g_emb = model.encode(graphs)
+        si = SelfImprovementConfig(samples=4, local_search=10)
+        out = jax.device_get(
+            self_improvement_targets(model, graphs, h, g_emb, jax.random.PRNGKey(2), hw, objective, 0.5, si)
+        )
+        for b, g in enumerate(as_graph):
+            target = out["target"][b, : g.num_nodes]
+            want = reference_objective(g, target, hw_of[b], objective, 0.5)
+            np.testing.assert_allclose(float(out["teacher"][b]), want, rtol=2e-5)
+            assert out["teacher"][b] <= out["sample"][b] * (1 + 1e-6)
+
+
+def test_conditioned_trainer_compiles_once_per_k_and_refuses_version_1():
+    """A conditioned self-improvement run: epochs draw K from stages_choices (one trace per K, the
+    recorded K of every epoch), the loss is finite, evaluation reports every eval K; a version-1
+    policy is refused with a clear error."""
+    from respect_jax.train.config import ConditioningConfig
+
+    cond = ConditioningConfig(enabled=True, stages_choices=(2, 5), eval_stages=(2, 5), perturb=2.0)
+    algo = AlgorithmConfig.from_dict(
+        {"name": "self_improvement", "self_improvement": {"samples": 2, "local_search": 0}}
+    )
+    tcfg = TrainConfig(steps=8, batch_size=4, steps_per_epoch=1, checkpoint_every=8, eval_every=8, eval_graphs=4)
+    gen = GeneratorConfig(mode="dnn", min_nodes=6, max_nodes=10)
+    presets = [make_hw(3), make_hw(3, sram_bytes=1e4, link_bw=7e4)]
+    with pytest.raises(ValueError, match="feature_version=2"):
+        Trainer(TINY, make_hw(3), "latency", 1.0, algo, tcfg, generators=[gen], conditioning=cond, presets=presets)
+    policy = dataclasses.replace(TINY, feature_version=2)
+    trainer = Trainer(
+        policy, make_hw(3), "latency", 1.0, algo, tcfg, generators=[gen], conditioning=cond, presets=presets
+    )
+    state = trainer.init_state()
+    seen = []
+    for _ in range(6):
+        state, metrics, _, _ = trainer.run_epoch(state)
+        seen.append(metrics["stages"])
+        assert np.isfinite(metrics["loss"]) and metrics["valid"] == 1.0
+    assert set(seen) == {2, 5}
+    assert dict(trainer.trace_counts) == {("self_improvement", 0): 2}  # one trace per K, not per epoch
+    ev = trainer.evaluate(state.params)
+    assert ev["k2_valid_pct"] == ev["k5_valid_pct"] == 100.0
+    np.testing.assert_allclose(ev["ratio_to_bound"], (ev["k2_ratio_to_bound"] + ev["k5_ratio_to_bound"]) / 2)
