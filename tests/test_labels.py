@@ -20,7 +20,14 @@ from respect_jax.costs import evaluate_assignment
 from respect_jax.graphs import GeneratorConfig
 from respect_jax.labels import load_labelled_dataset, read_manifest
 from respect_jax.labels.dataset import LabelledGraph, write_shard
-from respect_jax.labels.pipeline import LabelError, dataset_graph, label_dataset
+from respect_jax.labels.pipeline import (
+    LabelError,
+    build_manifest,
+    check_manifest,
+    dataset_graph,
+    label_dataset,
+    resolve_solver_options,
+)
 from respect_jax.solvers import available_solvers, run_solver
 
 REPO = Path(__file__).resolve().parents[1]
@@ -266,6 +273,14 @@ def test_shipped_datasets(directory):
         # the shared evaluator computes in float32: another XLA compilation (the suite's optimisation
         # level, a GPU) may round the last bit differently, so equality is up to float32 rounding
         assert metrics["valid"] and metrics["objective"] == pytest.approx(it.objective, rel=1e-6)
+    # rerunning its command resumes it (README): the manifest the current code builds for the same settings is
+    # accepted, although GeneratorConfig and the oracle gained fields (at their defaults) since it was written
+    options = resolve_solver_options(manifest["solver"], dict(manifest["solver_options"]))
+    current = build_manifest(cfg, manifest["count"], manifest["seed"], manifest["shard_size"], manifest["solver"],
+                             options, hw, manifest["objective"], manifest["lam"])
+    check_manifest(directory, current)
+    with pytest.raises(LabelError, match="different dataset"):
+        check_manifest(directory, {**current, "generator": {**current["generator"], "edges_per_node": 1.0}})
 
 
 def test_round_trip(reference, tmp_path):

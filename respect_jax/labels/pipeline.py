@@ -65,7 +65,7 @@ IDENTITY_KEYS = ("format", "generator", "seed", "count", "shard_size", "solver",
 THREAD_OPTIONS = {"cpsat": "workers", "milp": "threads"}
 # solver option that takes a starting schedule (the fallback is warm-started from the first schedule)
 WARM_START_OPTIONS = {"cpsat": "hint", "milp": "warm_start"}
-EXECUTION_OPTIONS = frozenset({"workers", "threads", "verbose"})
+EXECUTION_OPTIONS = frozenset({"workers", "threads", "verbose", "deadline", "progress"})
 
 
 class LabelError(ValueError):
@@ -116,12 +116,29 @@ def build_manifest(
     }
 
 
+def _with_current_defaults(existing: dict) -> dict:
+    """A stored manifest with the fields added to the generator and the solver since it was written set to
+    their defaults (which describe the same dataset), so an older dataset can still be resumed and checked."""
+    out = dict(existing)
+    try:
+        out["generator"] = dataclasses.asdict(GeneratorConfig(**existing["generator"]))
+    except (KeyError, TypeError, ValueError):
+        return existing  # unknown fields: compared as stored (and refused)
+    try:
+        resolved = resolve_solver_options(existing["solver"], existing.get("solver_options") or {})
+    except (KeyError, ValueError):
+        return out
+    out["solver_options"] = {k: v for k, v in sorted(resolved.items()) if k not in EXECUTION_OPTIONS}
+    return out
+
+
 def check_manifest(directory: Path, manifest: dict) -> None:
     """Raise :class:`LabelError` (one line) if ``directory`` holds a different dataset."""
     try:
         existing = read_manifest(directory)
     except ValueError as err:
         raise LabelError(f"{directory}: unreadable manifest.json ({err})") from None
+    existing = _with_current_defaults(existing)
     for key in IDENTITY_KEYS:
         if existing.get(key) != manifest[key]:
             raise LabelError(
