@@ -259,6 +259,22 @@ def test_bench_runs_small_and_writes_results(tmp_path):
     assert "ratio" in (tmp_path / "bench_env.md").read_text()
 
 
+def test_bench_many_writes_graphs_per_second_with_compile_apart(tmp_path):
+    args = ["benchmarks=[many]", "many.graphs=6", "many.nodes=20", "many.batch_size=4", "many.repeats=1",
+            "~many.decodings.greedy_ls", "out_name=bench_many", f"out_dir={tmp_path}"]
+    proc = run(["respect-bench", *args], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "bench_many.json").read_text())
+    assert result["machine"]["cpu_count"] >= 1 and "env" not in result
+    row = result["many"]["rows"]["greedy"]
+    assert row["graphs"] == 6 and row["nodes_min"] == row["nodes_max"] == 20 and row["buckets"][0][0] == 32
+    assert row["graphs_per_s"] >= row["graphs_per_s_median"] > 0 and row["compile_s"] > 0
+    assert row["first_call_s"] > row["compile_s"]
+    assert "## Many graphs at once" in (tmp_path / "bench_many.md").read_text()
+    proc = run(["respect-bench", *args, "many.batch_size=0"], tmp_path)
+    assert proc.returncode == 2 and "many.batch_size must be an integer >= 1, got 0" in proc.stderr
+
+
 POLICY_ARGS = [
     "benchmarks=[policy]",
     f"policy.checkpoint={ROOT / 'data' / 'checkpoints' / 'respect_k4_paper'}",

@@ -1,5 +1,6 @@
-"""``respect-bench``: speed figures (env steps/s vs a Python loop env, generator graphs/s, and the
-learned scheduler's training throughput, compile time and scheduling latency).
+"""``respect-bench``: speed figures (env steps/s vs a Python loop env, generator graphs/s, the
+learned scheduler's training throughput, compile time and scheduling latency, and how many graphs/s
+``solver=policy`` schedules at once).
 
 Every ratio is measured in one run on one machine; the machine description and the load average
 before/after are written beside the figures in ``experiments/results/<out_name>.{md,json}``
@@ -7,6 +8,7 @@ before/after are written beside the figures in ``experiments/results/<out_name>.
 
     respect-bench                                                  # env + generator
     respect-bench benchmarks=[policy] out_name=bench_policy_speed  # the learned scheduler
+    respect-bench benchmarks=[many] out_name=bench_many            # many graphs at once (solver=policy)
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from respect_jax.cli.common import (
     hardware_from_cfg,
     job_path,
     machine_description,
+    setup_compilation_cache,
+    shipped_path,
     user_errors_exit,
 )
 from respect_jax.costs import Hardware
@@ -38,7 +42,7 @@ from respect_jax.env import SchedulingEnv, random_rollout
 from respect_jax.graphs import GeneratorConfig, make_jax_generator, padded_to_graph, write_json_atomic
 from respect_jax.reference import LoopEnv
 
-BENCHMARKS = ("env", "generator", "policy")
+BENCHMARKS = ("env", "generator", "policy", "many")
 
 
 def best_time(fn, repeats: int) -> float:
@@ -147,7 +151,59 @@ def to_markdown(results: dict) -> str:
         lines.append("")
     if "policy" in results:
         lines += policy_markdown(results["policy"])
+    if "many" in results:
+        lines += many_markdown(results["many"])
     return "\n".join(lines)
+
+
+def many_markdown(m: dict) -> list[str]:
+    """The "Many graphs at once" section of :func:`to_markdown` (lines)."""
+    lines = [
+        f"## Many graphs at once (`solver=policy`, `{m['checkpoint']}`, {m['objective']}, K={m['stages']})",
+        "",
+        f"{m['graphs']} generated {m['mode']} graphs of {m['nodes']} nodes, {m['batch_size']} per compiled call; "
+        f"graphs/s of the whole batched call (padding, decoding, copying back) after compilation, best of "
+        f"{m['repeats']} (median beside it), and per CPU second of the process (all threads); compile time apart "
+        "(first call).",
+        "",
+        "| decoding | graphs/s | median graphs/s | graphs per CPU s | compile s | buckets |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, r in m["rows"].items():
+        buckets = ", ".join("x".join(str(v) for v in b) for b in r["buckets"])
+        lines.append(
+            f"| {name} ({r['decoding']}) | {r['graphs_per_s']:,.0f} | {r['graphs_per_s_median']:,.0f} | "
+            f"{r.get('graphs_per_cpu_s', float('nan')):,.0f} | {r['compile_s']:.1f} | {buckets} |"
+        )
+    lines.append("")
+    return lines
+
+
+def check_many(m: DictConfig) -> None:
+    """One-line user error for a bad ``many`` group (before anything is measured)."""
+    check_counts(m, "many", ("graphs", "nodes", "batch_size", "repeats"))
+    if not m.decodings:
+        raise ValueError("many.decodings is empty: name at least one decoding to time")
+    if not shipped_path(m.checkpoint).exists():
+        raise FileNotFoundError(f"many.checkpoint {m.checkpoint} does not exist")
+    GeneratorConfig(mode=m.mode, min_nodes=m.nodes, max_nodes=m.nodes)
+
+
+def run_bench_many(m: DictConfig, hw: Hardware, objective: str) -> dict:
+    """The ``many`` benchmark: ``respect_jax.train.speed.bench_many`` on the config's generated graphs."""
+    from respect_jax.train.speed import bench_many
+
+    graphs = GeneratorConfig(mode=m.mode, min_nodes=m.nodes, max_nodes=m.nodes)
+    decodings = OmegaConf.to_container(m.decodings, resolve=True)
+
+    def log(message: str) -> None:
+        print(f"respect-bench: many {message}", file=sys.stderr, flush=True)
+
+    checkpoint = shipped_path(m.checkpoint)
+    rows = bench_many(checkpoint, hw, objective, 1.0, graphs, m.graphs, m.batch_size, m.repeats, 0, decodings, log)
+    keys = ("checkpoint", "mode", "nodes", "graphs", "batch_size", "repeats")
+    return {**{k: OmegaConf.to_container(m, resolve=True)[k] for k in keys}, "objective": objective,
+            "stages": hw.stages, "rows": rows}
 
 
 def policy_markdown(p: dict) -> list[str]:
@@ -239,6 +295,7 @@ def bench_policy(p: DictConfig, inputs: dict) -> dict:
 @hydra.main(config_path=CONF_DIR, config_name="bench", version_base="1.3")
 @user_errors_exit("respect-bench")
 def _main(cfg: DictConfig) -> None:
+    setup_compilation_cache(cfg)
     hw = hardware_from_cfg(cfg.hardware)
     unknown = set(cfg.benchmarks) - set(BENCHMARKS)
     if unknown or not cfg.benchmarks:
@@ -251,6 +308,8 @@ def _main(cfg: DictConfig) -> None:
         raise ValueError(f"out_name must be a file name stem (letters, digits, _ . -), got {cfg.out_name!r}")
     out = job_path(cfg, "out_dir", f"{cfg.out_name}.json").parent  # in a sweep: every job its own
     policy_inputs = load_policy_inputs(cfg.policy) if "policy" in cfg.benchmarks else None
+    if "many" in cfg.benchmarks:
+        check_many(cfg.many)
     results: dict = {"machine": machine_description(), "load_before": list(os.getloadavg())}
     if "env" in cfg.benchmarks:
         e = cfg.env
@@ -260,6 +319,8 @@ def _main(cfg: DictConfig) -> None:
         results["generator"] = bench_generator(g.batch, g.nodes, list(g.modes), g.repeats, cfg.seed)
     if policy_inputs is not None:
         results["policy"] = bench_policy(cfg.policy, policy_inputs)
+    if "many" in cfg.benchmarks:
+        results["many"] = run_bench_many(cfg.many, hw, cfg.objective)
     results["load_after"] = list(os.getloadavg())
     write_json_atomic(results, out / f"{cfg.out_name}.json")
     markdown = to_markdown(results)

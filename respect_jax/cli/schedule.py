@@ -180,7 +180,7 @@ def training_mismatch(result: dict) -> str | None:
 
 
 def _setup_text(result: dict) -> str:
-    """`` (compile 1.23s)`` when the solver reported compilation (not in ``solve_time_s``), else empty."""
+    """`` (compile 1.23s, not in time)`` when the solver reported compilation (not in ``solve_time_s``), else empty."""
     compile_s = (result.get("info") or {}).get("compile_s")
     return f" (compile {compile_s:.2f}s, not in time)" if compile_s is not None else ""
 

@@ -9,7 +9,9 @@ machine (and how busy it was) belongs beside the figures, which the callers writ
   graphs), and the compile time of each epoch;
 * :func:`bench_compile_bucket`: compile time of the imitation update epoch on a labelled set's
   first bucket (50-node graphs: bucket 64);
-* :func:`bench_latency`: greedy scheduling time of one graph (a batch of 1), and its compile time.
+* :func:`bench_latency`: greedy scheduling time of one graph (a batch of 1), and its compile time;
+* :func:`bench_many`: graphs/s of ``solver=policy``'s batched form on many generated graphs (one
+  compiled call per batch of a size bucket), per decoding, and the compile time apart.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from respect_jax.costs import Hardware, hardware_from_dict
-from respect_jax.graphs import GeneratorConfig, load_graph, pad_graph
+from respect_jax.graphs import GeneratorConfig, generate_dataset, load_graph, pad_graph
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy
@@ -183,3 +185,77 @@ def bench_latency(model: SchedulingPolicy, doc: dict, graph_path: str | Path, re
         "greedy_ms_median": 1000 * float(np.median(times)),
         "compile_s": compile_s,
     }
+
+
+#: the decodings :func:`bench_many` times by default: row name -> ``solver=policy`` options
+DEFAULT_MANY_DECODINGS = {"greedy": {"decoding": "greedy"}, "greedy_ls": {"decoding": "greedy", "local_search": 300}}
+
+
+def bench_many(
+    checkpoint: str | Path,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    graphs: GeneratorConfig,
+    count: int,
+    batch_size: int,
+    repeats: int,
+    seed: int = 0,
+    decodings: dict[str, dict] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Graphs/s of ``solver=policy``'s batched form (``many``: ``batch_size`` graphs per compiled call).
+
+    Args:
+        checkpoint: the policy's run folder.
+        hw, objective, lam: the problem every graph is scheduled for.
+        graphs: generator of the ``count`` graphs (NumPy twin, ``seed``).
+        count: graphs scheduled per timed call.
+        batch_size: graphs per compiled call (the call's graphs share a size bucket when ``graphs`` draws one
+            node count).
+        repeats: timed calls after the first (compiling) one, per decoding.
+        decodings: row name -> ``solver=policy`` options (decoding, local_search, ...); None:
+            :data:`DEFAULT_MANY_DECODINGS`.
+        log: called with one line per decoding (None: silent).
+
+    Returns:
+        ``{row: r}``, each ``r`` with ``options``, ``graphs``, ``nodes_min``/``nodes_max``, ``batch_size``,
+        ``buckets`` (padded shapes), ``graphs_per_s`` (``count`` / best timed call: padding, decoding and
+        copying back, compilation excluded), ``graphs_per_s_median``, ``graphs_per_cpu_s`` (``count`` / the
+        process's CPU seconds of its cheapest timed call, all threads: the figure a busy machine changes
+        least), ``compile_s`` (tracing and compiling
+        every bucket's decoder in the first call, s; from the persistent cache when it has them) and
+        ``first_call_s`` (the whole first call, s).
+    """
+    from respect_jax.policy.solver import solve_policy
+
+    dataset = generate_dataset(graphs, count, seed, prefix="bench")
+    out = {}
+    for row, options in (decodings or DEFAULT_MANY_DECODINGS).items():
+        many = lambda options=options: solve_policy.many(  # noqa: E731
+            dataset, hw, objective, lam, batch_size=batch_size, checkpoint=str(checkpoint), **options
+        )
+        first, first_s = timed(many)
+        compiles = {tuple(r.info["bucket"]): r.info["compile_s"] for r in first}
+        times, cpu = [], []
+        for _ in range(repeats):
+            cpu_start = time.process_time()
+            times.append(timed(many)[1])
+            cpu.append(time.process_time() - cpu_start)
+        out[row] = {
+            "options": dict(options),
+            "decoding": first[0].info["decoding"],
+            "graphs": count,
+            "nodes_min": min(g.num_nodes for g in dataset),
+            "nodes_max": max(g.num_nodes for g in dataset),
+            "batch_size": batch_size,
+            "buckets": [list(b) for b in compiles],
+            "graphs_per_s": count / min(times),
+            "graphs_per_s_median": count / float(np.median(times)),
+            "graphs_per_cpu_s": count / min(cpu),
+            "compile_s": float(sum(compiles.values())),
+            "first_call_s": first_s,
+        }
+        if log is not None:
+            log(f"{row} {out[row]}")
+    return out
