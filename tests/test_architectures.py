@@ -293,3 +293,26 @@ def test_jax_twin_matches_real_statistics_at_full_size(real_graphs):
 def test_generate_numpy_dispatch_names_and_source():
     g = generate_numpy(GeneratorConfig(mode="arch", min_nodes=40, max_nodes=40), np.random.default_rng(0), name="a")
     assert g.name == "a" and "mode='arch'" in g.source and g.num_nodes == 40
+
+
+def main(count: int = 200) -> None:
+    """Print the generated-vs-real statistics table (``python tests/test_architectures.py``)."""
+    real_graphs = [load_graph(p) for p in MODELS]
+    sizes = [g.num_nodes for g in real_graphs]
+    cfg = GeneratorConfig(mode="arch", min_nodes=min(sizes), max_nodes=max(sizes))
+    batch = jax.jit(jax.vmap(make_jax_generator(cfg)))(jax.random.split(jax.random.key(0), count))
+    sets = {"real (17)": real_graphs, f"numpy ({count})": generate_dataset(cfg, count, seed=0)}
+    sets[f"jax ({count})"] = unbatch(batch, count)
+    tables = {}
+    for name, graphs in sets.items():
+        tables[name] = stats_table(graphs)
+        tables[name]["nodes"] = np.array([g.num_nodes for g in graphs], float)
+        tables[name]["edges_per_node"] = np.array([g.num_edges / g.num_nodes for g in graphs])
+    print(f"| statistic | {' | '.join(sets)} | tolerance |\n|---|---|---|---|---|")
+    for key in tables["real (17)"]:
+        values = " | ".join(f"{t[key].mean():.3f}" for t in tables.values())
+        print(f"| {key} | {values} | {TOLERANCES.get(key, '-')} |")
+
+
+if __name__ == "__main__":
+    main()
