@@ -42,6 +42,14 @@ noise-free (the current mode).
   compiler searches); one sample moves every boundary at once, by any distance.
 * ``"both"`` = half raise, half lower; ``"mixed"`` (default) = a third each of raise, lower, cuts.
 
+Large graphs (padded to more than ``dense_max_nodes`` nodes, default 1024): the matrix ``R`` is
+N x N (1 GiB of f32 at 16k padded nodes, and the einsums are O(S N^2 K) per step), so the raise and
+lower samplers, the decode and the warm-start repair use sparse closures instead
+(:func:`_closure_stages_sparse`, :func:`respect_jax.graphs.padded.closure_top2`: segment
+reductions over the edges swept to their fixed point, O(E) memory): the hard samples and the
+``count <= 1`` gate are exactly the dense ones; only the gradient's closure sum is replaced by an
+even split along the edges (a random walk), and the local search uses its sparse single-node moves.
+
 Surrogate (:func:`surrogate_objective`, from relaxed cumulative stages ``C_v(k) = [s_v <= k]``):
 ``mem_k`` and ``macs_k`` are linear in the one-hots; ``[last(u) >= k]`` is a soft OR over u's
 consumers of ``1 - C_v(k-1)`` (capped sum ``x - relu(x - 1)``, exact on 0/1 values); the crossing
@@ -74,6 +82,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -82,9 +91,18 @@ import optax
 
 from respect_jax.costs import OBJECTIVES, Hardware, evaluate, objective_lower_bound, objective_value
 from respect_jax.graphs.graph import Graph
-from respect_jax.graphs.padded import PaddedGraph, pad_graph, reachability, to_original_order, to_position_order
+from respect_jax.graphs.padded import (
+    PaddedGraph,
+    closure_accumulate,
+    closure_reduce,
+    closure_top2,
+    pad_graph,
+    reachability,
+    to_original_order,
+    to_position_order,
+)
 from respect_jax.solvers.base import SolveResult, register_solver
-from respect_jax.solvers.local_search import improve
+from respect_jax.solvers.local_search import DENSE_LIMIT, DENSE_MAX_NODES, improve
 
 SAMPLERS = ("mixed", "both", "raise", "lower", "masked", "cuts")
 INITS = ("compiler", "uniform")
@@ -252,6 +270,85 @@ def _closure_stages(reach, cum_a, direction):
     return stage.astype(jnp.int32), cum
 
 
+@partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _closure_identity(x, graph, direction_up):
+    """Straight-through carrier of the sparse closure gradient: returns ``x`` unchanged.
+
+    Its gradient is an O(E)-per-sweep stand-in for the dense closure's transpose: for the raise
+    closure (aggregating over ancestors) a node collects the cotangents of its descendants, for the
+    lower closure (``direction_up``: over descendants) those of its ancestors, each node's share
+    split evenly over its in- (resp. out-) edges, i.e. the expected gradient along a random walk
+    instead of the sum over the closure set (which needs N x N). Only used inside
+    ``zwg(_closure_identity(x))``, whose forward value is exactly 0.
+
+    Args:
+        x: f32[N, ...] values per node; graph: one PaddedGraph; direction_up: (static) bool.
+    """
+    return x
+
+
+def _closure_identity_fwd(x, graph, direction_up):
+    return x, graph
+
+
+def _closure_identity_bwd(direction_up, graph, g):
+    n = g.shape[0]
+    ones = graph.edge_mask.astype(g.dtype)
+    if direction_up:  # lower: w collects from its predecessors v, v's share split over its out-edges
+        outdeg = jax.ops.segment_sum(ones, graph.senders, num_segments=n)
+        grad = closure_accumulate(graph, g, "down", 1.0 / jnp.maximum(outdeg, 1.0))
+    else:  # raise: u collects from its successors w, w's share split over its in-edges
+        indeg = jax.ops.segment_sum(ones, graph.receivers, num_segments=n)
+        grad = closure_accumulate(graph, g, "up", 1.0 / jnp.maximum(indeg, 1.0))
+    return grad, None
+
+
+_closure_identity.defvjp(_closure_identity_fwd, _closure_identity_bwd)
+
+#: Bits of a node position in the keys of :func:`_closure_stages_sparse` (positions < 2^KEY_BITS).
+KEY_BITS = 20
+
+
+def _closure_stages_sparse(graph, cum_a, direction):
+    """:func:`_closure_stages` without the N x N matrix (one graph, S samples), O(E) per sweep.
+
+    Forward values are identical to the dense form. ``count_v(k)`` (violators of threshold k in
+    the closure: ``a_u > k`` among ancestors for raise, ``a_w <= k`` among descendants for lower)
+    is 0 iff the closure's extreme draw is on the right side of k, and <= 1 iff its *second*
+    extreme draw (over distinct nodes) is; both come from one :func:`closure_top2` of the keys
+    ``draw * 2^KEY_BITS + node``. The gradient of the count is carried by
+    :func:`_closure_identity` (an even split along edges instead of the closure sum).
+
+    Args:
+        graph: one PaddedGraph (N nodes, N < 2^KEY_BITS).
+        cum_a: f32[S, N, K] straight-through cumulative one-hots of the draws.
+        direction: ``"raise"`` or ``"lower"``.
+
+    Returns:
+        (stage i32[S, N], cum f32[S, N, K]) as :func:`_closure_stages`.
+    """
+    n, k = cum_a.shape[1], cum_a.shape[2]
+    a = k - jnp.round(jnp.sum(jax.lax.stop_gradient(cum_a), axis=-1)).astype(jnp.int32)  # [S, N] the draws
+    raise_ = direction == "raise"
+    value = a if raise_ else (k - 1) - a  # larger value = more extreme draw
+    keys = (value << KEY_BITS) + jnp.arange(n, dtype=jnp.int32)[None, :]
+    first, second = closure_top2(graph, keys.T, "down" if raise_ else "up")  # [N, S]
+    extreme = (first >> KEY_BITS).T  # [S, N]
+    runner_up = jnp.where(second >= 0, second >> KEY_BITS, -1).T
+    ks = jnp.arange(k - 1)[None, None, :]
+    if raise_:  # s = max draw; count(k) <= 1 iff the second largest draw is <= k
+        stage = extreme
+        gate = ks >= runner_up[..., None]
+    else:  # s = min draw; count(k) <= 1 iff the second smallest draw is > k
+        stage = (k - 1) - extreme
+        gate = (runner_up[..., None] < 0) | (ks < (k - 1) - runner_up[..., None])
+    hard = (stage[..., None] <= ks).astype(cum_a.dtype)
+    carried = jnp.moveaxis(_closure_identity(jnp.moveaxis(cum_a[..., :-1], 1, 0), graph, not raise_), 0, 1)
+    cum_s = hard + gate.astype(cum_a.dtype) * _zero_with_grad(carried)
+    cum = jnp.concatenate([cum_s, jnp.ones_like(cum_s[..., :1])], axis=-1)
+    return stage.astype(jnp.int32), cum
+
+
 def _sample_masked(graph, theta, noise, tau):
     """Masked sequential sampler for one graph: (hard stage i32[S, N], relaxed cum f32[S, N, K])."""
     k = theta.shape[-1]
@@ -264,10 +361,14 @@ def _sample_masked(graph, theta, noise, tau):
 
 
 def _sample_nodes(graph, reach, theta, noise, tau, kind):
-    """Per-node samplers (``raise``, ``lower``, ``masked``): (stage i32[S, N], cum f32[S, N, K])."""
+    """Per-node samplers (``raise``, ``lower``, ``masked``): (stage i32[S, N], cum f32[S, N, K]).
+
+    ``reach`` None: the sparse closures (:func:`_closure_stages_sparse`)."""
     if kind == "masked":
         return _sample_masked(graph, theta, noise, tau)
     _, cum_a = _relaxed_sample(theta, noise, tau)
+    if reach is None:
+        return _closure_stages_sparse(graph, cum_a, kind)
     return _closure_stages(reach, cum_a, kind)
 
 
@@ -320,10 +421,16 @@ def _decode_cuts(graph, phi):
     return stage[0]
 
 
-def _node_decode(reach, theta):
+def _raise_closure(graph, reach, a):
+    """i32[N] ``s_v = max_{u in anc*(v)} a_u`` (dense with ``reach``, sparse when it is None)."""
+    if reach is None:
+        return closure_reduce(graph, a.astype(jnp.int32), "max", "down")
+    return jnp.max(reach * a[:, None].astype(jnp.float32), axis=0).astype(jnp.int32)
+
+
+def _node_decode(graph, reach, theta):
     """Noise-free ``raise`` decode of node logits theta[N, K] (i32[N])."""
-    a = jnp.argmax(theta, axis=-1).astype(jnp.float32)
-    return jnp.max(reach * a[:, None], axis=0).astype(jnp.int32)
+    return _raise_closure(graph, reach, jnp.argmax(theta, axis=-1))
 
 
 def sample_groups(sampler: str, samples: int, num_stages: int) -> list[tuple[str, int]]:
@@ -350,7 +457,8 @@ def _solve_one(graph, reach, key, stage0, theta0, hw, lam, latency, hp, *, steps
 
     Args:
         graph: one PaddedGraph (N nodes).
-        reach: f32[N, N] its reachability matrix (:func:`respect_jax.graphs.padded.reachability`).
+        reach: f32[N, N] its reachability matrix (:func:`respect_jax.graphs.padded.reachability`), or
+            None for the sparse closures (graphs above ``dense_max_nodes``).
         key: PRNG key of this graph.
         stage0: i32[N] initial schedule (sets the cut logits; node logits are ``theta0``).
         theta0: f32[N, K] initial node logits.
@@ -383,7 +491,7 @@ def _solve_one(graph, reach, key, stage0, theta0, hw, lam, latency, hp, *, steps
     def decode(params):
         cands = []
         if kinds & {"raise", "lower"}:
-            cands.append(_node_decode(reach, params["node"]))
+            cands.append(_node_decode(graph, reach, params["node"]))
         if "masked" in kinds:
             cands.append(masked_decode(graph, params["node"])[0])
         if "cuts" in kinds:
@@ -463,10 +571,11 @@ def _initial_schedule(graph, hw, init, warm_start):
 
 def _solve_batch_impl(
     batch, hw, lam, latency, keys, warm_start, hp, *, steps, samples, init, sampler, restart_every, particles,
-    local_search,
-):
+    local_search, dense_max_nodes,
+):  # fmt: skip
     TRACE_COUNTER["solve_batch"] += 1  # runs only while tracing
     k = hw.stages
+    sparse = batch.params.shape[-1] > dense_max_nodes
 
     def one(g, key, w):
         n_real = jnp.maximum(g.num_nodes, 1).astype(jnp.float32)
@@ -476,9 +585,9 @@ def _solve_batch_impl(
             theta0 = jnp.zeros((g.params.shape[-1], k), jnp.float32)
         else:
             theta0 = scale * jax.nn.one_hot(stage0, k, dtype=jnp.float32)
-        reach = reachability(g)  # computed once per graph, shared by the particles and the local search
-        # an invalid warm start is repaired by the noise-free raise decode
-        stage0 = jnp.max(reach * stage0[:, None].astype(jnp.float32), axis=0).astype(jnp.int32)
+        # computed once per graph, shared by the particles and the local search (dense path only)
+        reach = None if sparse else reachability(g)
+        stage0 = _raise_closure(g, reach, stage0)  # an invalid warm start is repaired by the raise rule
         run = lambda pkey: _solve_one(
             g, reach, pkey, stage0, theta0, hw, lam, latency, dict(hp, scale=scale),
             steps=steps, samples=samples, sampler=sampler, restart_every=restart_every,
@@ -486,15 +595,26 @@ def _solve_batch_impl(
         stages, objs = jax.vmap(run)(jax.random.split(key, particles))  # independent runs
         i = jnp.argmin(objs)
         if local_search > 0:  # hill-climb the best schedule (never worse; evaluator's value)
-            return improve(g, stages[i], hw, latency, lam, local_search, reach=reach > 0)[:2]
+            dense = {} if sparse else {"reach": reach > 0}
+            return improve(g, stages[i], hw, latency, lam, local_search, dense_max_nodes=dense_max_nodes, **dense)[:2]
         return stages[i], objs[i]
 
     return jax.vmap(one)(batch, keys, warm_start)
 
 
+STATIC_OPTIONS = (
+    "steps",
+    "samples",
+    "init",
+    "sampler",
+    "restart_every",
+    "particles",
+    "local_search",
+    "dense_max_nodes",
+)
 _solve_batch_jit = jax.jit(
     _solve_batch_impl,
-    static_argnames=("steps", "samples", "init", "sampler", "restart_every", "particles", "local_search"),
+    static_argnames=STATIC_OPTIONS,
 )
 
 
@@ -519,6 +639,7 @@ def solve_batch(
     particles: int = 1,
     local_search: int = 300,
     warm_start: jax.Array | None = None,
+    dense_max_nodes: int = DENSE_MAX_NODES,
 ) -> tuple[jax.Array, jax.Array]:
     """Solve a batch of graphs in one jitted call (see the module docstring for the method).
 
@@ -543,6 +664,8 @@ def solve_batch(
         local_search: at most this many hill-climbing moves on each graph's best schedule
             (:func:`respect_jax.solvers.local_search.improve`; 0: none).
         warm_start: optional i32[B, N] initial assignment by position (SPEC order).
+        dense_max_nodes: batches padded to more nodes use the sparse O(E) closures and local
+            search moves instead of the N x N reachability matrix (module docstring).
 
     Returns:
         (best_assignment i32[B, N] by position, 0 on padding; best_objective f32[B]) where the
@@ -562,6 +685,14 @@ def solve_batch(
         raise ValueError(f"need steps >= 0, samples >= 1, restart_every >= 0; got {steps}, {samples}, {restart_every}")
     if not (tau_start > 0 and tau_end > 0 and beta > 0 and cut_alpha > 0):
         raise ValueError("tau_start, tau_end, beta and cut_alpha must be > 0")
+    n_pad = batch.params.shape[-1]
+    if n_pad <= dense_max_nodes and n_pad > DENSE_LIMIT:
+        raise ValueError(
+            f"gumbel: the dense path (dense_max_nodes={dense_max_nodes}) holds N x N arrays; "
+            f"at most {DENSE_LIMIT} padded nodes, got {n_pad}"
+        )
+    if n_pad >= 1 << KEY_BITS:
+        raise ValueError(f"gumbel: at most {(1 << KEY_BITS) - 1} padded nodes, got {n_pad}")
     size = batch.num_nodes.shape[0]
     typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
     single = key.ndim == (0 if typed else 1)
@@ -584,6 +715,7 @@ def solve_batch(
         batch, hw, jnp.float32(lam), jnp.bool_(objective == "latency"), keys, warm_start, hp,
         steps=int(steps), samples=int(samples), init=init, sampler=sampler,
         restart_every=int(restart_every), particles=int(particles), local_search=int(local_search),
+        dense_max_nodes=int(dense_max_nodes),
     )  # fmt: skip
 
 

@@ -55,6 +55,8 @@ MIN_IMPROVEMENT = 1e-7
 TIE_BREAK = 1e-3
 #: Graphs padded to more nodes than this use the sparse single-node moves (module docstring).
 DENSE_MAX_NODES = 1024
+#: The dense path's N x N matrices and (2N, N) candidate batches exhaust memory beyond this size.
+DENSE_LIMIT = 4096
 
 
 def neighbours(graph: PaddedGraph, reach: jax.Array, stage: jax.Array, num_stages: int) -> jax.Array:
@@ -286,6 +288,8 @@ def improve(
         return stage, start, jnp.int32(0)
     if reach is None and stage.shape[0] > dense_max_nodes:
         return _improve_sparse(graph, stage, value, hw, latency, lam, max_steps, pair_escapes)
+    if stage.shape[0] > DENSE_LIMIT:
+        raise ValueError(f"local search: the dense closure moves hold N x N arrays; at most {DENSE_LIMIT} padded nodes")
     reach = reachability(graph) > 0 if reach is None else reach
 
     def step(carry, cand, obj, score):  # take the move (cand, obj, score) if it lowers the score
