@@ -295,6 +295,17 @@ def test_generate_numpy_dispatch_names_and_source():
     assert g.name == "a" and "mode='arch'" in g.source and g.num_nodes == 40
 
 
+@pytest.mark.parametrize("preset, lo, hi", [("arch100", 64, 128), ("arch300", 200, 400), ("arch1000", 600, 1000)])
+def test_presets_load_through_the_cli_config_check(preset, lo, hi):
+    from omegaconf import OmegaConf
+
+    from respect_jax.cli.label import generator_from_cfg
+
+    cfg = generator_from_cfg(OmegaConf.load(Path(MODELS[0]).parents[2] / "conf" / "graphs" / f"{preset}.yaml"))
+    assert cfg.mode == "arch" and (cfg.min_nodes, cfg.max_nodes) == (lo, hi)
+    assert lo <= generate_numpy(cfg, np.random.default_rng(0)).num_nodes <= hi
+
+
 def main(count: int = 200) -> None:
     """Print the generated-vs-real statistics table (``python tests/test_architectures.py``)."""
     real_graphs = [load_graph(p) for p in MODELS]
