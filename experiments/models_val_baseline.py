@@ -11,14 +11,23 @@ For every graph of ``--graphs``, both objectives and one stage count ``K`` (Cora
 * ``policy_matched``: the same greedy policy with a checkpoint trained for the row's objective, where the default
   checkpoint was not (``--matched-checkpoint OBJECTIVE=RUN_DIR``; default: latency=respect_k4_latency_si);
 
-and reports each method's gap to the best objective known for that (model, objective): the lowest of the three.
+and reports each method's gap to the best objective known for that (model, objective): the lowest of the methods run.
 This is what ``respect-schedule graph=<g> solver=<s> hardware.stages=K objective=<o>`` returns for each (same
 configs; called in-process so the policy compiles once per size bucket). Timings are wall-clock on a shared
 machine: indicative only. Rows are appended to ``<out>.json`` as they finish, and a rerun skips the rows already
 there and runs only the methods a row lacks (resumable); ``<out>.md`` is rewritten at the end.
 
+``--merge A.json B.json ... --out STEM`` runs nothing: it combines result files of this script (e.g. a CP-SAT run
+on every model and a longer MILP run on the models CP-SAT left unproven) into one table of the best objective
+known per (model, objective), whether an oracle proved it optimal, and every method's gap to it.
+
     .venv/bin/python experiments/models_val_baseline.py --oracle cpsat --time-limit 30 \
         --out experiments/results/models_val_baseline
+    .venv/bin/python experiments/models_val_baseline.py --oracle milp --time-limit 60 --matched-checkpoint latency= \
+        --only efficientnetb4 efficientnetv2s efficientnetb5 efficientnetb6 efficientnetv2m efficientnetb7 \
+        efficientnetv2l nasnetlarge --out experiments/results/models_val_baseline_milp_large
+    .venv/bin/python experiments/models_val_baseline.py --merge experiments/results/models_val_baseline.json \
+        experiments/results/models_val_baseline_milp_large.json --out experiments/results/models_val_baseline_best_known
 """
 
 from __future__ import annotations
@@ -144,6 +153,62 @@ def summarise(rows: list[dict], oracle: str) -> str:
     return "\n\n".join(parts)
 
 
+def merge(paths: list[Path]) -> tuple[dict, str]:
+    """The best-known document and Markdown of several result files (rows matched by model and objective)."""
+    docs = [json.loads(Path(p).read_text()) for p in paths]
+    merged: dict[tuple[str, str], dict] = {}
+    for doc in docs:
+        oracle = doc["oracle"]
+        for r in doc["rows"]:
+            entry = merged.setdefault(
+                (r["graph"], r["objective_name"]),
+                {"graph": r["graph"], "num_nodes": r["num_nodes"], "objective_name": r["objective_name"], "runs": {}},
+            )
+            for m, res in r["methods"].items():
+                label = f"{oracle} {doc['time_limit_s']:g} s" if m == "oracle" else m
+                entry["runs"].setdefault(label, res)
+    rows = sorted(merged.values(), key=lambda e: (e["objective_name"] != "paper", e["num_nodes"], e["graph"]))
+    for e in rows:
+        best = min(res["objective"] for res in e["runs"].values())
+        e["best_known"] = best
+        at_best = {label for label, res in e["runs"].items() if res["objective"] <= best * (1 + 1e-9)}
+        e["found_by"] = sorted(at_best)
+        e["proven_by"] = sorted(label for label in at_best if e["runs"][label]["optimal"])
+        bounds = [res["objective"] * (1 - res["gap"]) for res in e["runs"].values() if res.get("gap") is not None]
+        e["proven_gap"] = 0.0 if e["proven_by"] else (max(0.0, 1 - max(bounds) / best) if bounds else None)
+    methods = ("contiguous", "policy", "policy_matched")
+    lines = [
+        "# Validation architectures: best schedule known per model and objective, K = 4 (Coral USB preset)",
+        "",
+        "Merged from "
+        + ", ".join(f"`{Path(p).name}`" for p in paths)
+        + " (their Markdown files give the commands). Best known = the lowest objective of every run; `proven` "
+        "when an oracle proved it optimal, else the gap to the best bound an oracle proved. Gaps of the other "
+        "methods are to the best known.",
+    ]
+    for objective in OBJECTIVES:
+        sel = [e for e in rows if e["objective_name"] == objective]
+        table = []
+        for e in sel:
+            status = (
+                f"proven ({', '.join(e['proven_by'])})" if e["proven_by"] else f"gap <= {100 * e['proven_gap']:.1f} %"
+            )
+            cells = [e["graph"], e["num_nodes"], f"{e['best_known']:.6g}", status, ", ".join(e["found_by"])]
+            for m in methods:
+                res = e["runs"].get(m)
+                cells.append("-" if res is None else f"{100 * (res['objective'] / e['best_known'] - 1):.2f}")
+            table.append(cells)
+        header = ["model", "nodes", "best known", "status", "found by"]
+        header += [f"{LABELS.get(m, m)} gap %" for m in methods]
+        lines += ["", f"## objective = {objective}", "", markdown_table(header, table), ""]
+        lines.append(f"- proven optimal: {sum(1 for e in sel if e['proven_by'])}/{len(sel)}")
+        for m in methods:
+            gaps = [100 * (e["runs"][m]["objective"] / e["best_known"] - 1) for e in sel if e["runs"].get(m)]
+            if gaps:
+                lines.append(f"- {LABELS.get(m, m)}: mean gap {mean(gaps):.2f} %, max {max(gaps):.2f} %")
+    return {"sources": [str(p) for p in paths], "rows": rows}, "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", type=Path, default=ROOT / "data" / "models_val")
@@ -159,11 +224,18 @@ def main() -> None:
         default=[],
         help=f"OBJECTIVE=RUN_DIR for policy_matched (default: {DEFAULT_MATCHED}; OBJECTIVE= disables)",
     )
+    parser.add_argument("--merge", nargs="*", type=Path, default=None, help="result JSON files to combine (no runs)")
     parser.add_argument("--out", default="experiments/results/models_val_baseline")
     args = parser.parse_args()
 
     stem = result_stem(ROOT / args.out if not Path(args.out).is_absolute() else args.out)
     json_path, md_path = stem.with_name(stem.name + ".json"), stem.with_name(stem.name + ".md")
+    if args.merge:
+        doc, markdown = merge(args.merge)
+        write_json_atomic(doc, json_path)
+        md_path.write_text(markdown)
+        print(f"-> {md_path}, {json_path}", file=sys.stderr)
+        return
     base = yaml.safe_load((ROOT / "conf" / "hardware" / f"{args.hardware}.yaml").read_text())
     hw = hardware_from_dict({**base, "stages": args.stages})
     doc = json.loads(json_path.read_text()) if json_path.exists() else {"rows": []}
