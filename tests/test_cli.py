@@ -13,6 +13,7 @@ import pytest
 from respect_jax.costs import hardware_from_dict
 from respect_jax.graphs import load_graph
 from respect_jax.reference import reference_objective
+from respect_jax.solvers import run_solver
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPH = ROOT / "data" / "graphs" / "dnn40.json"
@@ -77,7 +78,9 @@ def test_schedule_writes_result_json(tmp_path, objective):
         ([f"graph={GRAPH}", "hardware.link_bw=-3"], "hardware.link_bw must be > 0"),
         ([f"graph={GRAPH}", "objective=speed"], "objective must be one of paper, latency"),
         ([f"graph={GRAPH}", "solver=cpsat", "+solver.options.time_limt=1"], "solver cpsat: unknown option(s)"),
-        ([f"graph={GRAPH}", "+solver.options.samples=4"], "solver compiler: unknown option(s) samples; it takes no"),
+        ([f"graph={GRAPH}", "solver=compiler", "+solver.options.samples=4"],
+         "solver compiler: unknown option(s) samples; it takes no"),
+        ([f"graph={GRAPH}", "solver.options.time_budget_s=0"], "solver auto: time_budget_s must be > 0"),
         ([f"graph={GRAPH}", "modell=3"], "Could not override 'modell': no such key"),
     ],
 )
@@ -398,3 +401,24 @@ def test_a_later_sweep_into_the_same_sweep_folder_is_not_refused_by_the_earlier_
     errors = [x for x in third.stderr.splitlines() if x.startswith("respect-schedule: error")]
     assert len(errors) == 1 and "out=r_1.json is already the out of job 0 of this sweep" in errors[0]
     assert json.loads((tmp_path / "r_1.json").read_text())["solver"] == "compiler"
+
+
+def test_schedule_defaults_to_auto_with_a_certified_result(tmp_path):
+    """No solver named: solver=auto. On VGG16 (19 nodes) CP-SAT proves the optimum within its head start, so the
+    JAX members are skipped; the result equals the brute-force-checked MILP optimum and says who found it."""
+    out = tmp_path / "result.json"
+    proc = run(["respect-schedule", f"graph={ROOT / 'data' / 'models' / 'vgg16.json'}", f"out={out}",
+                "solver.options.head_start_s=30"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "auto [" in proc.stderr  # the live line
+    result = json.loads(out.read_text())
+    assert result["solver"] == "auto" and result["optimal"] is True and result["gap"] == 0.0
+    info = result["info"]
+    assert info["portfolio"]["cpsat"]["optimal"] is True
+    assert info["portfolio"]["gumbel"] == {"skipped": "cpsat proved the optimum first"}
+    assert info["lower_bound"] == pytest.approx(result["objective"], rel=1e-6)
+    graph = load_graph(ROOT / "data" / "models" / "vgg16.json")
+    hw = hardware_from_dict(result["hardware"])
+    milp = run_solver("milp", graph, hw, "paper", time_limit_s=60)
+    assert milp["optimal"] and result["objective"] == pytest.approx(milp["objective"], rel=1e-6)
+    assert reference_objective(graph, result["assignment"], hw, "paper") == pytest.approx(result["objective"], rel=2e-6)

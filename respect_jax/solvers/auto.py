@@ -6,7 +6,7 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    incumbent.
 2. **The exact solver** (``exact``: ``cpsat``, ``milp`` or ``auto``: CP-SAT, whose incumbents stream to the live
    line) starts in a thread with the incumbent as its complete hint / warm start and runs until the deadline
-   or a proof of optimality.
+   or a proof of optimality; it runs alone for ``head_start_s`` first.
 3. **Meanwhile, the other fast members** run in the main thread, cheapest first (local search on the
    contiguous split, then ``policy`` and ``gumbel``, which polish with their own ``local_search`` option, so
    the policy's figure is its own decoding plus local search, never seeded by another solver). A member is
@@ -121,6 +121,7 @@ def solve_auto(
     exact: str = "auto",
     polish_moves: int = 200,
     fast_share: float = 0.5,
+    head_start_s: float = 1.0,
     member_options: dict | None = None,
     progress: bool = True,
 ) -> SolveResult:
@@ -135,6 +136,8 @@ def solve_auto(
         polish_moves: local-search moves on the contiguous split (the policy and Gumbel members take their
             own ``local_search`` option, default this value).
         fast_share: fast members are not started after this share of the budget.
+        head_start_s: seconds the exact solver runs alone before the other members start (it proves small
+            and chain-like instances in less, and the members are then skipped).
         member_options: ``{member: {option: value}}`` passed to a member (its solver's own options, plus
             ``max_nodes``: skip the member on larger graphs).
         progress: print the live line on stderr.
@@ -226,6 +229,7 @@ def solve_auto(
 
         thread = threading.Thread(target=run_exact, name=f"auto-{exact_name}", daemon=True)
         thread.start()
+        thread.join(timeout=max(min(float(head_start_s), deadline - time.perf_counter()), 0.0))
     # 3. the other fast members, concurrently (the local-search polish of the contiguous split first)
     for name in members:
         o = dict(opts.get(name, {}))
