@@ -63,7 +63,6 @@ import time
 from fractions import Fraction
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
@@ -195,6 +194,8 @@ def solve_cpsat(
         check_assignment(graph, hint, k, "hint")  # reject a bad hint before any work
     if k == 1:
         return SolveResult(np.zeros(graph.num_nodes, np.int64), optimal=True, gap=0.0, info={"status": "trivial (K=1)"})
+    from ortools.sat.python import cp_model  # imported at the first solve: the registry loads without it
+
     t0 = time.perf_counter()
     st = structure(graph)
     sc = _Scaling(graph, hw, objective, lam)
@@ -316,7 +317,8 @@ def solve_cpsat(
 
         class _Progress(cp_model.CpSolverSolutionCallback):
             def on_solution_callback(self):
-                progress(offset + float(self.objective_value) * sc.unit, offset + float(self.best_objective_bound) * sc.unit)
+                to_units = lambda x: offset + float(x) * sc.unit
+                progress(to_units(self.objective_value), to_units(self.best_objective_bound))
 
         callback = _Progress()
     status = solver.solve(model, callback)

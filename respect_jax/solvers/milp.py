@@ -51,15 +51,18 @@ gap measured against the dual bound using the model's objective of that assignme
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
 import warnings
+from typing import TYPE_CHECKING
 
-import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
-from cvxpy.reductions.solvers.conic_solvers.highs_conif import HIGHS as _CvxHighs
+
+if TYPE_CHECKING:
+    import cvxpy as cp
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
@@ -79,42 +82,50 @@ from respect_jax.solvers.common import (
 OPTIMALITY_TOL = 1e-6  # relative gap under which a kOptimal answer counts as proven optimal
 
 
-class _WarmHighs(_CvxHighs):
-    """cvxpy's HiGHS conic interface plus a warm start taken from the variables' ``.value``."""
+@functools.cache
+def _warm_highs_class():
+    """cvxpy's HiGHS interface with a warm start (a factory: cvxpy takes seconds to import, so it is imported
+    at the first MILP solve, not when the solver registry loads)."""
+    from cvxpy.reductions.solvers.conic_solvers.highs_conif import HIGHS as _CvxHighs
 
-    def __init__(self, warm_vars: list[cp.Variable] | None = None):
-        super().__init__()
-        self.warm_vars = warm_vars or []
-        self.warm_start_used = False
+    class _WarmHighs(_CvxHighs):
+        """cvxpy's HiGHS conic interface plus a warm start taken from the variables' ``.value``."""
 
-    def name(self):
-        return "RESPECT_HIGHS"
+        def __init__(self, warm_vars: list[cp.Variable] | None = None):
+            super().__init__()
+            self.warm_vars = warm_vars or []
+            self.warm_start_used = False
 
-    def solve_via_data(self, data, warm_start, verbose, solver_opts, solver_cache=None):
-        import highspy as hp
-        from cvxpy import settings as s
+        def name(self):
+            return "RESPECT_HIGHS"
 
-        cache = None
-        values = {v.id: v.value for v in self.warm_vars if v.value is not None}
-        prog = data.get(s.PARAM_PROB)
-        if values and prog is not None:
-            n_cols = data[s.A].shape[1]
-            x0 = np.zeros(n_cols)
-            filled = np.zeros(n_cols, dtype=bool)
-            for var in prog.variables:
-                if var.id in values:
-                    col = prog.var_id_to_col[var.id]
-                    flat = np.asarray(values[var.id], dtype=np.float64).flatten(order="F")
-                    x0[col : col + flat.size] = flat
-                    filled[col : col + flat.size] = True
-            if filled.all():
-                sol = hp.HighsSolution()
-                sol.col_value = x0.tolist()
-                sol.value_valid = True
-                # the parent installs cache[name][2]["solution"] with setSolution() before run()
-                cache = {self.name(): (None, None, {"model_status": "kOptimal", "solution": sol})}
-                self.warm_start_used = True
-        return super().solve_via_data(data, cache is not None, verbose, solver_opts, cache)
+        def solve_via_data(self, data, warm_start, verbose, solver_opts, solver_cache=None):
+            import highspy as hp
+            from cvxpy import settings as s
+
+            cache = None
+            values = {v.id: v.value for v in self.warm_vars if v.value is not None}
+            prog = data.get(s.PARAM_PROB)
+            if values and prog is not None:
+                n_cols = data[s.A].shape[1]
+                x0 = np.zeros(n_cols)
+                filled = np.zeros(n_cols, dtype=bool)
+                for var in prog.variables:
+                    if var.id in values:
+                        col = prog.var_id_to_col[var.id]
+                        flat = np.asarray(values[var.id], dtype=np.float64).flatten(order="F")
+                        x0[col : col + flat.size] = flat
+                        filled[col : col + flat.size] = True
+                if filled.all():
+                    sol = hp.HighsSolution()
+                    sol.col_value = x0.tolist()
+                    sol.value_valid = True
+                    # the parent installs cache[name][2]["solution"] with setSolution() before run()
+                    cache = {self.name(): (None, None, {"model_status": "kOptimal", "solution": sol})}
+                    self.warm_start_used = True
+            return super().solve_via_data(data, cache is not None, verbose, solver_opts, cache)
+
+    return _WarmHighs
 
 
 _BANNER_SILENCED = []
@@ -167,6 +178,8 @@ class _Model:
     """The cvxpy problem of the module docstring, in objective units ``unit``."""
 
     def __init__(self, graph: Graph, st: Structure, hw: Hardware, objective: str, lam: float):
+        import cvxpy as cp
+
         n, k = graph.num_nodes, hw.stages
         m = k - 1
         self.unit = unit = _objective_unit(graph, hw, objective, lam)
@@ -325,7 +338,7 @@ def solve_milp(
         graph, hw, objective, lam, warm_start, lambda a: model.exact_values(a, graph)["t"], "warm start"
     )
     warm_vars = model.set_values(model.exact_values(start, graph)) if start is not None and highs_start else []
-    solver = _WarmHighs(warm_vars)
+    solver = _warm_highs_class()(warm_vars)
     opts: dict = {"mip_rel_gap": float(rel_gap)}
     if time_limit_s is not None:
         opts["time_limit"] = float(time_limit_s)
@@ -364,7 +377,7 @@ def solve_milp(
     if start is not None and source == "highs" and exact(start) < primal:  # never worse than the start
         assignment, primal, source = start, exact(start), "warm start (better than the incumbent)"
     gap = relative_gap(primal, dual)
-    optimal = bool(status == cp.OPTIMAL and gap <= OPTIMALITY_TOL)  # the gap itself is reported as measured
+    optimal = bool(status == "optimal" and gap <= OPTIMALITY_TOL)  # the gap itself is reported as measured
     info = {
         "status": str(status),
         "model_objective": primal,
