@@ -24,6 +24,7 @@ import yaml  # noqa: E402
 
 import respect_jax.policy.solver  # noqa: E402,F401  (registers the learned solver: a member of auto)
 from respect_jax.cli.common import user_errors_exit  # noqa: E402
+from respect_jax.compile_cache import enable_compilation_cache, resolve_cache_dir  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import markdown_table, mean, result_stem, with_extension, write_results  # noqa: E402
 from respect_jax.graphs.graph import load_graph  # noqa: E402
@@ -115,6 +116,7 @@ def main() -> None:
     parser.add_argument("--hardware", default="coral_usb", help="a conf/hardware preset")
     parser.add_argument("--out", required=True, help="output stem (writes .md, .json, .png)")
     args = parser.parse_args()
+    enable_compilation_cache(resolve_cache_dir("auto"))  # as the commands do: compiled once per size bucket
     paths = sorted(glob.glob(args.graphs))
     if not paths:
         raise ValueError(f"no graph matches {args.graphs!r}")
