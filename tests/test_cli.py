@@ -133,6 +133,11 @@ def test_schedule_notes_a_checkpoint_trained_for_another_problem():
         "a checkpoint trained for this problem may do better"
     )
     assert "lam 1.0 (here 2.0)" in training_mismatch({**same, "lam": 2.0})
+    # a checkpoint trained across K (conditioning) is not noted inside its range, still noted outside it
+    across = {**trained, "trained_across": {"stages_min": 2, "stages_max": 8, "stages_choices": [2, 4, 6, 8]}}
+    conditioned = {**same, "info": {"trained_on": across}}
+    assert training_mismatch({**conditioned, "hardware": {"stages": 7}}) is None
+    assert "K=4 (here K=12)" in training_mismatch({**conditioned, "hardware": {"stages": 12}})
 
 
 def test_bad_graph_file_names_file_and_node(tmp_path):

@@ -161,6 +161,14 @@ def many_summary(results: list[dict], out_dir: Path | None) -> str:
     )
 
 
+def _within_trained_k(trained: dict, result: dict) -> bool:
+    """The checkpoint was trained across stage counts (``trained_across``) spanning the K scheduled for."""
+    across = trained.get("trained_across") or {}
+    ks = across.get("stages_choices") or [across.get("stages_min"), across.get("stages_max")]
+    ks = [int(k) for k in ks if k is not None]
+    return bool(ks) and min(ks) <= int(result["hardware"]["stages"]) <= max(ks)
+
+
 def training_mismatch(result: dict) -> str | None:
     """A learned solver's checkpoint trained for another objective, lam or stage count than it scheduled for
     (it still schedules, validly; the results of such transfers are usually worse): one line, else None."""
@@ -172,7 +180,8 @@ def training_mismatch(result: dict) -> str | None:
         differ.append(f"objective {trained['objective']} (here {result['objective_name']})")
     if result["objective_name"] == "paper" and float(trained["lam"]) != float(result["lam"]):
         differ.append(f"lam {trained['lam']} (here {result['lam']})")
-    if int(trained["hardware"]["stages"]) != int(result["hardware"]["stages"]):
+    k_here = int(result["hardware"]["stages"])
+    if int(trained["hardware"]["stages"]) != k_here and not _within_trained_k(trained, result):
         differ.append(f"K={trained['hardware']['stages']} (here K={result['hardware']['stages']})")
     if not differ:
         return None

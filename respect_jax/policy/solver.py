@@ -121,7 +121,8 @@ def checkpoint_solver(default_checkpoint: Path, load: Callable, decoder: Callabl
             "local_search": int(local_search),
             "pair_escapes": int(pair_escapes),
             "pair_candidates": int(pair_candidates),
-            "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"]},
+            "trained_on": {"objective": doc["objective"], "lam": doc["lam"], "hardware": doc["hardware"],
+                           "trained_across": doc.get("trained_across")},
         }
 
     def solve(
