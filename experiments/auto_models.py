@@ -143,8 +143,10 @@ def main() -> None:
     paths = sorted(glob.glob(args.graphs))
     if not paths:
         raise ValueError(f"no graph matches {args.graphs!r}")
+    runs_machine = None
     if args.rescore:
-        records = json.loads(Path(args.rescore).read_text())["records"]
+        earlier = json.loads(Path(args.rescore).read_text())
+        records, runs_machine = earlier["records"], earlier.get("runs_machine", earlier.get("machine"))
     else:
         records = run(paths, stage_range(args.stages), args.objectives.split(","), args.budget, args.hardware)
     preset = yaml.safe_load((ROOT / "conf" / "hardware" / f"{args.hardware}.yaml").read_text())
@@ -159,7 +161,12 @@ def main() -> None:
     stem = result_stem(args.out)
     doc = {"experiment": "auto_models", "budget_s": args.budget, "hardware": args.hardware, "graphs": args.graphs,
            "records": records}
-    write_results(stem.parent, stem.name, doc, summary(records, args.budget))
+    markdown = summary(records, args.budget)
+    if runs_machine is not None:  # tables re-made from an earlier run: say where and when it ran
+        doc["runs_machine"] = runs_machine
+        markdown += (f"\nRuns measured {runs_machine.get('date')} (load average "
+                     f"{runs_machine.get('load_average', ['?'])[0]} at their end); tables re-made with --rescore.\n")
+    write_results(stem.parent, stem.name, doc, markdown)
     plot(records, with_extension(stem, ".png"))
     print(summary(records, args.budget).split("\n\n")[1])
 
