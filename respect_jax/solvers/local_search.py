@@ -214,19 +214,7 @@ def _improve_sparse(graph, stage, value, hw, latency, lam, max_steps, pair_escap
     start, start_score = value(stage)
 
     def take(carry, cand, predicted):  # take the move if predicted and exact scores both improve
-        s, s_score, best_s, best_obj, steps, _ = carry
-        obj, score = value(cand)
-        threshold = s_score * (1.0 - MIN_IMPROVEMENT)
-        moved = (predicted < threshold) & (score < threshold) & (steps < max_steps)
-        better = moved & (obj < best_obj)
-        return (
-            jnp.where(moved, cand, s),
-            jnp.where(moved, score, s_score),
-            jnp.where(better, cand, best_s),
-            jnp.where(better, obj, best_obj),
-            steps + moved,
-            moved,
-        )
+        return _advance(carry, cand, *value(cand), predicted < carry[1] * (1.0 - MIN_IMPROVEMENT), max_steps)
 
     def single(carry):
         j, predicted = best_single_move(graph, carry[0], hw, latency, lam)
@@ -247,6 +235,23 @@ def _improve_sparse(graph, stage, value, hw, latency, lam, max_steps, pair_escap
         carry, _, _ = jax.lax.while_loop(lambda o: o[2], escape, (carry, jnp.int32(0), jnp.bool_(True)))
     _, _, best_s, best_obj, steps, _ = carry
     return best_s, best_obj, steps
+
+
+def _advance(carry, cand, obj, score, allowed, max_steps: int):
+    """The hill climber's carry ``(s, s_score, best_s, best_obj, steps, moved)`` after the move ``cand``
+    (objective ``obj``, search score ``score``): taken iff ``allowed`` and it lowers the score by a relative
+    :data:`MIN_IMPROVEMENT` within ``max_steps`` moves; the best objective seen is kept."""
+    s, s_score, best_s, best_obj, steps, _ = carry
+    moved = allowed & (score < s_score * (1.0 - MIN_IMPROVEMENT)) & (steps < max_steps)
+    better = moved & (obj < best_obj)
+    return (
+        jnp.where(moved, cand, s),
+        jnp.where(moved, score, s_score),
+        jnp.where(better, cand, best_s),
+        jnp.where(better, obj, best_obj),
+        steps + moved,
+        moved,
+    )
 
 
 def improve(
@@ -293,17 +298,7 @@ def improve(
     reach = reachability(graph) > 0 if reach is None else reach
 
     def step(carry, cand, obj, score):  # take the move (cand, obj, score) if it lowers the score
-        s, s_score, best_s, best_obj, steps, _ = carry
-        moved = (score < s_score * (1.0 - MIN_IMPROVEMENT)) & (steps < max_steps)
-        better = moved & (obj < best_obj)
-        return (
-            jnp.where(moved, cand, s),
-            jnp.where(moved, score, s_score),
-            jnp.where(better, cand, best_s),
-            jnp.where(better, obj, best_obj),
-            steps + moved,
-            moved,
-        )
+        return _advance(carry, cand, obj, score, jnp.bool_(True), max_steps)
 
     def single(carry):
         return step(carry, *best_move(graph, reach, carry[0], k, value))
