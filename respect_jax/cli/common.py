@@ -15,10 +15,11 @@ from pathlib import Path
 import omegaconf
 from omegaconf import DictConfig, OmegaConf
 
+from respect_jax import resources
 from respect_jax.costs import Hardware, hardware_from_dict
 from respect_jax.graphs.graph import GraphError
 
-CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+CONF_DIR = str(resources.conf_dir())  # the Hydra config folder: the repository's conf/, or the installed package's
 
 
 def escape_help_dollars(text: str) -> str:
@@ -221,17 +222,10 @@ def _read_claim(marker: Path) -> dict:
     return {}
 
 
-REPO_ROOT = Path(CONF_DIR).parent
-
-
 def shipped_path(path: str | Path) -> Path:
-    """``path``, or the repository's file of that relative name when ``path`` is relative, missing from the
-    working directory and shipped with the project (``data/checkpoints/...``, ``data/labels/...``): config
-    defaults and presets name shipped files relative to the repository root, and work from any directory."""
-    path = Path(path)
-    if path.is_absolute() or path.exists() or not (REPO_ROOT / path).exists():
-        return path
-    return REPO_ROOT / path
+    """``path``, or the shipped file of that relative name (``data/checkpoints/...``, ``data/labels/...``) when
+    ``path`` is missing from the working directory: see :func:`respect_jax.resources.shipped_path`."""
+    return resources.shipped_path(path)
 
 
 def hydra_argv(args: list[str], *overrides: str) -> list[str]:

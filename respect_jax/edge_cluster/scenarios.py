@@ -35,15 +35,15 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 
 from respect_jax.edge_cluster.types import MAX_TIME_US, EdgeParams
+from respect_jax.resources import conf_path, data_path
 
-MODELS_DIR = Path(__file__).resolve().parents[2] / "data" / "models"
-PRESETS_DIR = Path(__file__).resolve().parents[2] / "conf" / "edge_scenario"
+MODELS_DIR = data_path("models")
+PRESETS_DIR = conf_path("edge_scenario")
 
 # ImageNet top-1 accuracy (single centre crop, validation set) of the keras.applications models, as
 # published in the Keras documentation table https://keras.io/api/applications/ (same input sizes as

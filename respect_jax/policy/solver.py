@@ -34,9 +34,10 @@ from respect_jax.graphs.padded import (
     to_original_order,
 )
 from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, make_decoder
+from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "data" / "checkpoints" / "respect_k4_paper_cut"
+DEFAULT_CHECKPOINT = data_path("checkpoints", "respect_k4_paper_cut")
 
 
 @functools.lru_cache(maxsize=8)

@@ -35,8 +35,9 @@ import numpy as np
 from respect_jax.graphs.graph import load_graph
 from respect_jax.realtime.platform import Platform, group_exec_us, layer_times_us, op_class, transfer_us
 from respect_jax.realtime.types import INF, RTParams
+from respect_jax.resources import data_path
 
-MODELS_DIR = Path(__file__).resolve().parents[2] / "data" / "models"
+MODELS_DIR = data_path("models")
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,15 +10,15 @@ bisection-searched cap of the caller's K and repaired, so the schedule is always
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 from respect_jax.costs import Hardware
 from respect_jax.policy.decoding import Decoding
 from respect_jax.policy.solver import checkpoint_solver
+from respect_jax.resources import data_path
 from respect_jax.respect_pointer.decoding import make_decoder
 from respect_jax.solvers.base import register_solver
 
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "data" / "checkpoints" / "respect_pointer_k4_paper"
+DEFAULT_CHECKPOINT = data_path("checkpoints", "respect_pointer_k4_paper")
 
 
 @functools.lru_cache(maxsize=8)
