@@ -1,4 +1,5 @@
-"""``respect-export``: Keras/TFLite models -> SPEC JSON graphs (needs the ``coral`` extra).
+"""``respect-export``: Keras/TFLite/ONNX models -> SPEC JSON graphs (Keras/TFLite need the ``coral`` extra,
+ONNX the ``onnx`` extra).
 
 Examples::
 
@@ -8,10 +9,11 @@ Examples::
     respect-export model=xception input_size=224 out=/tmp/x.json
     respect-export model=path/to/my_model.keras        # your own model (.keras or .h5) -> data/models/my_model.json
     respect-export model=path/to/my_model.tflite out=/tmp/my_tflite.json
+    respect-export model=path/to/my_model.onnx         # e.g. torch.onnx.export's file -> data/models/my_model.json
     respect-export model=[vgg16,my_model.keras] out_dir=graphs   # names and files mixed
 
 Options: ``model`` (a name from ``respect_jax.coral.keras_export.MODELS``, a ``.keras``/``.h5``/
-``.tflite`` file, a list of these, or ``all``), ``include_top`` (false, as RESPECT's graphs),
+``.tflite``/``.onnx`` file, a list of these, or ``all``), ``include_top`` (false, as RESPECT's graphs),
 ``input_size`` (null: 224, or 299 for Inception/Xception), ``out_dir`` (data/models), ``out``
 (explicit file, one model only). The config is registered in Python (Hydra ConfigStore), so no
 YAML file is needed.
@@ -24,15 +26,19 @@ Model files
     ``respect-segment model=<the same file> schedule=RESULT.json``. A ``.tflite`` file is read with
     :mod:`respect_jax.coral.tflite_import` (one node per TFLite operator, no TensorFlow needed);
     its graph is for scheduling and analysis (respect-segment needs the Keras model; that module's
-    docstring lists where the two exports of one model differ). A file's graph is named after the
+    docstring lists where the two exports of one model differ). An ``.onnx`` file is read with
+    :func:`respect_jax.graphs.onnx_import.graph_from_onnx` (the ``onnx`` package only: no framework;
+    one node per ONNX node that reads activations, reshapes/identities/constant folding dropped, as
+    that module's docstring says); its graph is for scheduling and analysis. A file's graph is named after the
     file's stem and written to ``out_dir/<stem>.json`` (or ``out``). ``include_top`` and
     ``input_size`` only build bundled models: with a file in ``model`` they are refused
     (``include_top=true`` or any ``input_size``), since a file is exported as it was saved.
 
 Errors (one line, exit 2, nothing written)
-    An unknown name; a file that is missing, a folder, of another type, or not a Keras/TFLite file
-    by its first bytes (``.keras``: a zip archive with ``config.json``; ``.h5``: the HDF5
-    signature; ``.tflite``: the ``TFL3`` identifier); ``include_top``/``input_size`` with a file;
+    An unknown name; a file that is missing, a folder, of another type, or not a Keras/TFLite/ONNX
+    file by its first bytes (``.keras``: a zip archive with ``config.json``; ``.h5``: the HDF5
+    signature; ``.tflite``: the ``TFL3`` identifier; ``.onnx``: a ``ModelProto`` starting with its
+    ``ir_version`` field); ``include_top``/``input_size`` with a file;
     two models that would write the same file; an unwritable output. All of these are checked
     before TensorFlow is imported and before any model is built. A file that passes these checks
     but cannot be loaded (damaged inside; a custom layer or model class, whose code this command
@@ -41,10 +47,13 @@ Errors (one line, exit 2, nothing written)
     file of the list is loaded before the first graph is written.
 
 Layers without a MAC rule (custom layers, LSTM, attention... in Keras; custom operators such as
-``edgetpu-custom-op`` in TFLite) get 0 MACs, and the command says so in one warning line after the
+``edgetpu-custom-op`` in TFLite; in ONNX, any op of the table in :mod:`respect_jax.graphs.onnx_import`'s
+docstring) get 0 MACs, and the command says so in one warning line after the
 progress line of that model (``respect-export: warning: <graph>: N layers have no MAC rule, counted
 as 0 MACs: name (Type), ...``; "operators" for a ``.tflite``; a layer inside a nested model is named
-``outer/inner``); the graph is still written.
+``outer/inner``); the graph is still written. ONNX nodes whose output shape ONNX shape inference cannot determine (a
+custom-domain op, say) get a second warning line (``N nodes have an unknown output shape, counted as 0
+elements: ...``).
 """
 
 from __future__ import annotations
@@ -70,11 +79,11 @@ HYDRA_QUIET = {
 # --help (hydra.help.header; the usage line and the footer: conf/hydra/help/respect.yaml). No dollar sign
 # but the ${...} interpolations of current values: Hydra substitutes $NAME into the help.
 _EXPORT_HELP = """\
-Keras/TFLite models -> SPEC JSON graphs (needs the coral extra): bundled models by name, or .keras/.h5/.tflite
-files; written to out_dir/<name>.json, or out for one model.
+Keras/TFLite/ONNX models -> SPEC JSON graphs (Keras/TFLite need the coral extra, ONNX the onnx extra): bundled
+models by name, or .keras/.h5/.tflite/.onnx files; written to out_dir/<name>.json, or out for one model.
 
 Main options (key=value; current values in brackets):
-  model               (required) a bundled name, a .keras/.h5/.tflite file, a list of these, or all
+  model               (required) a bundled name, a .keras/.h5/.tflite/.onnx file, a list of these, or all
   include_top         true: with the classifier head (bundled models; RESPECT's graphs have none)
   input_size          input resolution of bundled models (default: 224, 299 for Inception/Xception)
   out_dir             [${out_dir}]
@@ -85,7 +94,8 @@ Config groups: none.
 Examples:
   respect-export model=resnet50                      # -> data/models/resnet50.json
   respect-export model=[vgg16,mobilenetv2] include_top=true
-  respect-export model=path/to/my_model.keras        # -> data/models/my_model.json"""
+  respect-export model=path/to/my_model.keras        # -> data/models/my_model.json
+  respect-export model=path/to/my_model.onnx         # -> data/models/my_model.json"""
 
 ConfigStore.instance().store(
     name="respect_export",
@@ -107,7 +117,9 @@ ConfigStore.instance().store(
 
 KERAS_SUFFIXES = (".keras", ".h5")  # = keras_export.KERAS_FILE_SUFFIXES (not imported here: no numpy at start-up)
 TFLITE_SUFFIX = ".tflite"
-FILE_SUFFIXES = (*KERAS_SUFFIXES, TFLITE_SUFFIX)
+ONNX_SUFFIX = ".onnx"
+FILE_SUFFIXES = (*KERAS_SUFFIXES, TFLITE_SUFFIX, ONNX_SUFFIX)
+_ONNX_FIRST_BYTE = 0x08  # a serialised ModelProto starts with field 1 (ir_version, a varint): tag 0x08
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _UNKNOWN_SHOWN = 8  # layers named in the warning line
 
@@ -123,7 +135,7 @@ class ModelArg:
     def kind(self) -> str:
         if self.file is None:
             return "bundled"
-        return "tflite" if self.file.suffix == TFLITE_SUFFIX else "keras"
+        return {TFLITE_SUFFIX: "tflite", ONNX_SUFFIX: "onnx"}.get(self.file.suffix, "keras")
 
 
 def _looks_like_file(text: str) -> bool:
@@ -149,6 +161,9 @@ def _check_file_content(path: Path, text: str) -> None:
                     ok = fh.read(len(_HDF5_SIGNATURE)) == _HDF5_SIGNATURE
                     offset = 512 if offset == 0 else offset * 2
                 what = "an HDF5 (.h5) Keras file"
+            elif path.suffix == ONNX_SUFFIX:
+                ok = head[:1] == bytes([_ONNX_FIRST_BYTE])
+                what = "an ONNX model (a ModelProto protobuf, which starts with its ir_version)"
             else:
                 from respect_jax.coral.tflite_import import TFLITE_IDENTIFIER, has_tflite_identifier
 
@@ -167,12 +182,12 @@ def check_model_file(text: str) -> Path:
     path = Path(text)
     if path.is_dir():
         raise ValueError(
-            f"model {text} is a folder; give a .keras, .h5 or .tflite file "
+            f"model {text} is a folder; give a .keras, .h5, .tflite or .onnx file "
             "(convert a TensorFlow SavedModel folder to .tflite first)"
         )
     if path.suffix not in FILE_SUFFIXES:
         kind = f"unsupported file type {path.suffix!r}" if path.suffix else "neither a bundled model name nor a file"
-        raise ValueError(f"model {text}: {kind}; expected .keras, .h5 or .tflite")
+        raise ValueError(f"model {text}: {kind}; expected .keras, .h5, .tflite or .onnx")
     if not path.exists():
         raise ValueError(f"model {text}: no such file")
     if not path.is_file():
@@ -189,7 +204,7 @@ def model_args(value) -> list[ModelArg]:
     if items == ["all"]:
         return [ModelArg(name) for name in MODELS]
     if not items:
-        raise ValueError("model is an empty list; give a bundled name, all, or a .keras/.h5/.tflite file")
+        raise ValueError("model is an empty list; give a bundled name, all, or a .keras/.h5/.tflite/.onnx file")
     args = []
     for text in items:
         if text in MODELS:
@@ -198,7 +213,7 @@ def model_args(value) -> list[ModelArg]:
             args.append(ModelArg(text, check_model_file(text)))
         else:
             raise ValueError(
-                f"unknown model {text!r}; choose from all, {', '.join(MODELS)}, or give a .keras/.h5/.tflite file"
+                f"unknown model {text!r}; choose from all, {', '.join(MODELS)}, or give a .keras/.h5/.tflite/.onnx file"
             )
     return args
 
@@ -237,8 +252,15 @@ def output_paths(args: list[ModelArg], out: str | None, out_dir: str, include_to
     return paths
 
 
-def _graph_of(arg: ModelArg, include_top: bool, input_size, unknown: list[str]):
-    """The SPEC graph of one model; appends its layers without a MAC rule to ``unknown``."""
+def _graph_of(arg: ModelArg, include_top: bool, input_size, unknown: list[str], shapeless: list[str]):
+    """The SPEC graph of one model; appends its layers without a MAC rule to ``unknown`` (and, for
+    ONNX, its nodes without an inferred output shape to ``shapeless``)."""
+    if arg.kind == "onnx":
+        from respect_jax.graphs.onnx_import import graph_from_onnx, onnx_unknown_mac_operators
+
+        graph = graph_from_onnx(arg.file, name=arg.file.stem, unknown_shapes=shapeless)
+        unknown += onnx_unknown_mac_operators(graph)
+        return graph
     if arg.kind == "tflite":
         from respect_jax.coral.tflite_import import import_tflite, unknown_mac_operators
 
@@ -252,7 +274,7 @@ def _graph_of(arg: ModelArg, include_top: bool, input_size, unknown: list[str]):
     return export_keras_model(arg.text, include_top=include_top, input_size=input_size, unknown=unknown)
 
 
-def _report(graph, path: Path, unknown: list[str], what: str = "layer") -> None:
+def _report(graph, path: Path, unknown: list[str], what: str = "layer", shapeless: tuple[str, ...] = ()) -> None:
     print(
         f"{graph.name}: {graph.num_nodes} nodes, {graph.num_edges} edges, params={int(graph.params.sum()):,} "
         f"macs={int(graph.macs.sum()):,} -> {path}",
@@ -264,6 +286,15 @@ def _report(graph, path: Path, unknown: list[str], what: str = "layer") -> None:
         print(
             f"respect-export: warning: {graph.name}: {len(unknown)} {what}{'s' if len(unknown) > 1 else ''} "
             f"{'have' if len(unknown) > 1 else 'has'} no MAC rule, counted as 0 MACs: {shown}{more}",
+            file=sys.stderr,
+        )
+    if shapeless:
+        shown = ", ".join(shapeless[:_UNKNOWN_SHOWN])
+        more = f" (and {len(shapeless) - _UNKNOWN_SHOWN} more)" if len(shapeless) > _UNKNOWN_SHOWN else ""
+        print(
+            f"respect-export: warning: {graph.name}: {len(shapeless)} node{'s' if len(shapeless) > 1 else ''} "
+            f"{'have' if len(shapeless) > 1 else 'has'} an unknown output shape, counted as 0 elements: "
+            f"{shown}{more}",
             file=sys.stderr,
         )
 
@@ -288,16 +319,18 @@ def export(cfg: DictConfig) -> list[Path]:
     for i, arg in enumerate(args):
         if arg.file is not None:
             unknown: list[str] = []
-            loaded[i] = (_graph_of(arg, include_top, cfg.input_size, unknown), unknown)
+            shapeless: list[str] = []
+            loaded[i] = (_graph_of(arg, include_top, cfg.input_size, unknown, shapeless), unknown, shapeless)
     written = []
     for i, (arg, path) in enumerate(zip(args, paths, strict=True)):
         if i in loaded:
-            graph, unknown = loaded.pop(i)
+            graph, unknown, shapeless = loaded.pop(i)
         else:
-            unknown = []
-            graph = _graph_of(arg, include_top, cfg.input_size, unknown)
+            unknown, shapeless = [], []
+            graph = _graph_of(arg, include_top, cfg.input_size, unknown, shapeless)
         save_graph(graph, path)
-        _report(graph, path, unknown, "operator" if arg.kind == "tflite" else "layer")
+        what = {"tflite": "operator", "onnx": "node"}.get(arg.kind, "layer")
+        _report(graph, path, unknown, what, tuple(shapeless))
         written.append(path)
     return written
 
