@@ -10,6 +10,15 @@ ones; the environment never reserves a busy accelerator).
 * ``heft``  HEFT-style list scheduling: highest upward rank first (mean time plus transfers to the
   end of the job), deadline-unaware, earliest-finish accelerator.
 * ``fcfs``  first come first served by job release.
+* ``cpls``  critical-path slack list scheduling for DAG jobs: a sub-job's slack is ``deadline - (now + its
+  time on the fastest idle accelerator + the critical path after it)`` (``Observation.cp_after_us``, the
+  longest fastest-time path to the end of its job); least slack first on the fastest idle accelerator.
+  SRT sub-jobs whose slack is already negative (their job cannot meet its deadline any more) are demoted
+  behind every other sub-job, in EDF order: they still run, but never ahead of work that can still make it.
+* ``edf_aff`` EDF with accelerator affinity: a sub-job's affine accelerators are those within
+  ``AFFINITY_TOL`` of its fastest time (the dataflow that suits its layers). Sub-jobs with an idle affine
+  accelerator go first, in EDF order, then the others in EDF order; always on the fastest idle accelerator.
+  So an urgent sub-job waits for its fast accelerator while work that suits the idle one runs there.
 * ``random`` uniform random priorities and preferences (fresh each decision).
 * ``static_random`` fixed pseudo-random priorities (key 0) and preferences (key 1): seeded traces
   shared with the plain-Python simulator.
@@ -27,7 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from respect_jax.realtime.safety import certify_all
-from respect_jax.realtime.types import Action, Observation, RTState
+from respect_jax.realtime.types import INF, Action, Observation, RTState
 
 
 def _fastest(obs: Observation) -> jax.Array:
@@ -49,6 +58,35 @@ def heft(obs: Observation, state: RTState | None = None, key: jax.Array | None =
 
 def fcfs(obs: Observation, state: RTState | None = None, key: jax.Array | None = None) -> Action:
     return Action(priority=-obs.release.astype(jnp.float32), machine_pref=_fastest(obs))
+
+
+AFFINITY_TOL = 0.25  # edf_aff: accelerators within 25% of a sub-job's fastest time are affine
+TIER = 1.0e7  # priority offset between tiers (times are < 2**24 us, so sums stay exact in float32)
+
+
+def critical_path_slack(obs: Observation) -> jax.Array:
+    """i32[S] ``deadline - now - fastest allowed time - cp_after`` (very negative where no pair is allowed)."""
+    best = jnp.min(jnp.where(obs.pair_mask, obs.exec_us, INF), axis=1)
+    return obs.deadline - obs.time - best - obs.cp_after_us
+
+
+def cpls(obs: Observation, state: RTState | None = None, key: jax.Array | None = None) -> Action:
+    slack = critical_path_slack(obs)
+    hopeless = ~obs.is_hrt & (slack < 0)
+    prio = jnp.where(hopeless, -TIER - obs.deadline.astype(jnp.float32), -slack.astype(jnp.float32))
+    return Action(priority=prio, machine_pref=_fastest(obs))
+
+
+def affine(exec_us: jax.Array, tol: float = AFFINITY_TOL) -> jax.Array:
+    """bool[S, M] accelerators within ``tol`` of each sub-job's fastest time."""
+    best = jnp.min(exec_us, axis=1, keepdims=True)
+    return exec_us <= (1.0 + tol) * best
+
+
+def edf_affinity(obs: Observation, state: RTState | None = None, key: jax.Array | None = None) -> Action:
+    has = jnp.any(obs.pair_mask & affine(obs.exec_us), axis=1)
+    prio = jnp.where(has, TIER, 0.0) - obs.deadline.astype(jnp.float32)
+    return Action(priority=prio, machine_pref=_fastest(obs))
 
 
 def random_policy(obs: Observation, state: RTState | None, key: jax.Array) -> Action:
@@ -90,6 +128,8 @@ POLICIES = {
     "llf": llf,
     "heft": heft,
     "fcfs": fcfs,
+    "cpls": cpls,
+    "edf_aff": edf_affinity,
     "random": random_policy,
     "static_random": static_random,
     "adversarial": adversarial,

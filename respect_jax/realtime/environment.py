@@ -29,8 +29,19 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from respect_jax.realtime.safety import certify, ready_times, reference_schedule
-from respect_jax.realtime.types import FIRST, INF, LAST, MID, Action, Observation, RTParams, RTState, TimeStep
+from respect_jax.realtime.safety import certify, certify_all, ready_times, reference_schedule
+from respect_jax.realtime.types import (
+    FIRST,
+    INF,
+    LAST,
+    MID,
+    SLACK_NONE,
+    Action,
+    Observation,
+    RTParams,
+    RTState,
+    TimeStep,
+)
 
 Policy = Callable[[Observation, RTState, jax.Array], Action]
 METRIC_KEYS = (
@@ -375,9 +386,14 @@ class RTEnv:
         job_rem = jnp.repeat(jnp.sum(left, axis=1), p.groups)
         total, met, done = client_counts(p, state.finish)
         del total
+        mask = pair_mask(state)
+        t = state.t
+        in_ref = state.ref_machine >= 0
+        on_m = state.ref_machine[None, :] == jnp.arange(p.exec_us.shape[1])[:, None]  # [M, S]
+        cuts = jnp.min(jnp.where(on_m, state.ref_start[None, :], INF), axis=1)
         return Observation(
-            time=state.t,
-            pair_mask=pair_mask(state),
+            time=t,
+            pair_mask=mask,
             exec_us=p.exec_us,
             release=p.release,
             deadline=p.deadline,
@@ -390,6 +406,10 @@ class RTEnv:
             free_in_us=jnp.maximum(state.free_at - state.t, 0),
             client_met=met,
             client_done=done,
+            cp_after_us=p.cp_after,
+            certifiable=mask & certify_all(p, t, state.ref_start, state.ref_machine),
+            ref_slack_us=jnp.where(in_ref, state.ref_start - t, SLACK_NONE).astype(jnp.int32),
+            cut_in_us=jnp.where(cuts < INF, cuts - t, SLACK_NONE).astype(jnp.int32),
         )
 
 

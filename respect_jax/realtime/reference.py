@@ -42,6 +42,7 @@ class PyScenario:
         self.deadline = [int(v) for v in np.asarray(p.deadline)]
         self.client = [int(v) for v in np.asarray(p.client)]
         self.rank_u = [float(v) for v in np.asarray(p.rank_u, np.float32)]
+        self.cp_after = [int(v) for v in np.asarray(p.cp_after)]
         self.preds: list[list[tuple[int, int]]] = []
         for s in range(self.S):
             row = [
@@ -268,7 +269,13 @@ class PySim:
                     if sc.valid[q] and self.finish[q] >= INF
                 )
             )
-        return {"t": self.t, "sc": sc, "job_remaining": rem, "dispatched": [f < INF for f in self.finish]}
+        return {
+            "t": self.t,
+            "sc": sc,
+            "job_remaining": rem,
+            "dispatched": [f < INF for f in self.finish],
+            "pairs": self.pairs(),
+        }
 
     # --------------------------------------------------------------- results
     def metrics(self) -> dict:
@@ -371,6 +378,42 @@ def py_heft(obs: dict):
     return _prio(obs, lambda s: sc.rank_u[s], lambda s, m: -float(sc.exec[s][m]))
 
 
+AFFINITY_TOL = 0.25  # as baselines.AFFINITY_TOL
+TIER = 1.0e7
+
+
+def _allowed(obs: dict) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for s, m in obs["pairs"]:
+        out.setdefault(s, []).append(m)
+    return out
+
+
+def py_cpls(obs: dict):
+    """Critical-path slack list scheduling (see :func:`.baselines.cpls`)."""
+    sc, t, allowed = obs["sc"], obs["t"], _allowed(obs)
+
+    def key(s):
+        if s not in allowed:
+            return -2 * TIER
+        slack = sc.deadline[s] - t - min(sc.exec[s][m] for m in allowed[s]) - sc.cp_after[s]
+        return -TIER - sc.deadline[s] if (not sc.hrt[s] and slack < 0) else -float(slack)
+
+    return _prio(obs, key, lambda s, m: -float(sc.exec[s][m]))
+
+
+def py_edf_affinity(obs: dict):
+    """EDF with accelerator affinity (see :func:`.baselines.edf_affinity`)."""
+    sc, allowed = obs["sc"], _allowed(obs)
+
+    def key(s):
+        best = min(sc.exec[s])
+        has = any(sc.exec[s][m] <= (1.0 + AFFINITY_TOL) * best for m in allowed.get(s, []))
+        return (TIER if has else 0.0) - float(sc.deadline[s])
+
+    return _prio(obs, key, lambda s, m: -float(sc.exec[s][m]))
+
+
 def py_adversarial(obs: dict):
     """Starve HRT work: SRT first (longest first), then HRT latest deadline, slowest accelerator."""
     sc = obs["sc"]
@@ -387,6 +430,8 @@ PY_POLICIES: dict[str, PyPolicy] = {
     "fcfs": py_fcfs,
     "llf": py_llf,
     "heft": py_heft,
+    "cpls": py_cpls,
+    "edf_aff": py_edf_affinity,
     "adversarial": py_adversarial,
 }
 

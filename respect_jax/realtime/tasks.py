@@ -316,6 +316,20 @@ def rank_upward(template: JobTemplate) -> np.ndarray:
     return rank
 
 
+def critical_path_after(template: JobTemplate) -> np.ndarray:
+    """int64[G] longest path from the end of each sub-job to the end of its job, at fastest times, no transfers.
+
+    ``tail[g] = max over successors b of (fastest time of b + tail[b])``, 0 for sub-jobs without successors.
+    """
+    g_count = template.num_groups
+    best = template.exec_us.min(axis=1)
+    tail = np.zeros(g_count, np.int64)
+    for g in reversed(range(g_count)):
+        succ = [b for b in range(g + 1, g_count) if g in template.preds[b]]
+        tail[g] = max((int(best[b] + tail[b]) for b in succ), default=0)
+    return tail
+
+
 def pack(scenario: Scenario, sizes: Sizes, certified: bool | None = None) -> RTParams:
     """The padded NumPy :class:`RTParams` of one scenario (stack several with :func:`stack`).
 
@@ -355,10 +369,12 @@ def pack(scenario: Scenario, sizes: Sizes, certified: bool | None = None) -> RTP
     pred_mask = np.zeros((s_n, p_n), bool)
     xfer = np.zeros((s_n, p_n), np.int32)
     rank_u = np.zeros(s_n, np.float32)
+    cp_after = np.zeros(s_n, np.int32)
     slots = [(k, job) for k, job in enumerate(hrt)] + [(sizes.hrt_jobs + k, job) for k, job in enumerate(srt)]
     for slot, job in slots:
         tpl = scenario.templates[job.template]
         rank = rank_upward(tpl)
+        tail = critical_path_after(tpl)
         for g in range(tpl.num_groups):
             s = slot * g_max + g
             exec_us[s] = tpl.exec_us[g]
@@ -367,6 +383,7 @@ def pack(scenario: Scenario, sizes: Sizes, certified: bool | None = None) -> RTP
             client[s] = -1 if job.hrt else job.source
             source[s] = job.source
             rank_u[s] = rank[g]
+            cp_after[s] = tail[g]
             for k, a in enumerate(tpl.preds[g]):
                 preds[s, k], pred_mask[s, k] = slot * g_max + a, True
                 xfer[s, k] = tpl.xfer_us[a, g]
@@ -385,6 +402,7 @@ def pack(scenario: Scenario, sizes: Sizes, certified: bool | None = None) -> RTP
         pred_mask=pred_mask,
         xfer_us=xfer,
         rank_u=rank_u,
+        cp_after=cp_after,
         ref_order=ref_order,
         certified=np.bool_(certified),
         num_clients=np.int32(len(scenario.clients)),

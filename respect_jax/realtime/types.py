@@ -12,6 +12,7 @@ from flax import struct
 from respect_jax.env.types import FIRST, LAST, MID, TimeStep  # noqa: F401  (shared with the graph env)
 
 INF = 1 << 29  # "no time"; INF + any execution/transfer time still fits in int32
+SLACK_NONE = 1 << 24  # observed slack of a sub-job / accelerator the reference does not constrain
 
 
 @struct.dataclass
@@ -30,6 +31,8 @@ class RTParams:
         pred_mask: bool[S, P] which predecessor slots are real.
         xfer_us: i32[S, P] transfer delay from each predecessor when it ran on another accelerator.
         rank_u: f32[S] HEFT upward rank (mean time to the end of the job).
+        cp_after: i32[S] critical path after the sub-job: longest precedence path from its end to the end of
+            its job, every later sub-job at its fastest time, no transfers (0 for the last sub-job and padding).
         ref_order: i32[S_H] order of the reference scheduler (HRT sub-jobs by deadline, job, group).
         certified: bool[] the reference scheduler met every HRT deadline at time 0.
         num_clients: i32[] number of SRT clients in this scenario.
@@ -48,6 +51,7 @@ class RTParams:
     pred_mask: jax.Array
     xfer_us: jax.Array
     rank_u: jax.Array
+    cp_after: jax.Array
     ref_order: jax.Array
     certified: jax.Array
     num_clients: jax.Array
@@ -98,7 +102,7 @@ class RTState:
 
 @struct.dataclass
 class Observation:
-    """What a policy sees at a decision point (no reference schedule: the policy is not told it).
+    """What a policy sees at a decision point, including what the safety layer would say.
 
     Attributes:
         time: i32[] current time.
@@ -113,6 +117,14 @@ class Observation:
         free_in_us: i32[M] time until each accelerator is idle (0 if idle).
         client_met: f32[C] SRT jobs of each client finished by their deadline so far;
             client_done: f32[C] SRT jobs of each client whose finish time is known.
+        cp_after_us: i32[S] as ``RTParams.cp_after``.
+        certifiable: bool[S, M] the pairs of ``pair_mask`` the safety layer's prefix-replacement test
+            (:func:`.safety.certify`) accepts now; the others would be overridden. Without the layer's
+            reference (safety off) only (C3) can fail.
+        ref_slack_us: i32[S] ``s_R(y) - t`` for the HRT sub-jobs in the certified reference schedule (how long
+            each may still wait before the reference starts it), :data:`SLACK_NONE` for the others.
+        cut_in_us: i32[M] ``cut_m - t``: time until the reference's next start on each accelerator
+            (:data:`SLACK_NONE` if none).
     """
 
     time: jax.Array
@@ -129,6 +141,10 @@ class Observation:
     free_in_us: jax.Array
     client_met: jax.Array
     client_done: jax.Array
+    cp_after_us: jax.Array
+    certifiable: jax.Array
+    ref_slack_us: jax.Array
+    cut_in_us: jax.Array
 
 
 @struct.dataclass
