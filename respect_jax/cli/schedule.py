@@ -22,6 +22,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from respect_jax import api
 from respect_jax.cli.common import (
     CONF_DIR,
     check_group_choices,
@@ -32,42 +33,29 @@ from respect_jax.cli.common import (
     setup_compilation_cache,
     user_errors_exit,
 )
-from respect_jax.costs import OBJECTIVES
 from respect_jax.graphs.graph import load_graph, write_json_atomic, write_text_atomic
 
-#: solvers that need the learned schedulers registered (they live in the policy packages, which
-#: ``respect_jax.solvers`` never imports; ``auto`` may run the policy)
-LEARNED_SOLVERS = ("policy", "respect_pointer", "auto")
 #: characters that make ``graph=`` a glob pattern
 GLOB_CHARS = "*?["
 #: file name of the per-graph summary written beside the RESULT files of many graphs
 SUMMARY_NAME = "summary.jsonl"
 
 
-def import_learned_solvers() -> None:
-    """Register ``solver=policy`` and ``solver=respect_pointer`` (importing their modules registers them)."""
-    import respect_jax.policy.solver  # noqa: F401
-    import respect_jax.respect_pointer.solver  # noqa: F401
-
-
 def _problem(cfg: DictConfig):
-    """(hardware, objective, lam, solver options) of the command, checked; registers learned solvers."""
-    if cfg.solver.name in LEARNED_SOLVERS:
-        import_learned_solvers()
-    if cfg.objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {cfg.objective!r}")
+    """(hardware, objective, lam, solver options) of the command, checked; registers the solvers."""
+    api.register_solvers(learned=cfg.solver.name in api.LEARNED_SOLVERS)
+    api.check_objective(cfg.objective)
     hw = hardware_from_cfg(cfg.hardware)
     options = OmegaConf.to_container(cfg.solver.options, resolve=True) if cfg.solver.get("options") else {}
     return hw, cfg.objective, float(cfg.lam), options
 
 
 def schedule(cfg: DictConfig) -> dict:
-    """Run the configured solver on the configured graph; return the RESULT.json document."""
-    from respect_jax.solvers import run_solver
-
+    """Run the configured solver on the configured graph through the Python API (:func:`respect_jax.api.schedule`);
+    return the RESULT.json document."""
     hw, objective, lam, options = _problem(cfg)
-    graph = load_graph(cfg.graph)
-    return run_solver(cfg.solver.name, graph, hw, objective, lam, **options)
+    graph = api.load_graph(cfg.graph)
+    return api.schedule(graph, hw, solver=cfg.solver.name, objective=objective, lam=lam, **options).to_dict()
 
 
 def is_many(graph: str) -> bool:
@@ -103,7 +91,6 @@ def graph_files(graph: str) -> list[Path]:
 def schedule_many(cfg: DictConfig, files: list[Path]) -> list[dict]:
     """The RESULT.json document of every graph file (in order): a learned solver in batches of
     ``batch_size`` graphs per size bucket, any other solver one graph at a time."""
-    import respect_jax.solvers  # noqa: F401  (registers the solvers)
     from respect_jax.solvers.base import run_solver_many
 
     hw, objective, lam, options = _problem(cfg)
