@@ -158,3 +158,34 @@ def test_training_curves_plot_every_record():
     assert [list(ln.get_ydata()) for ln in loss] == [[1.0, 0.5], [2.0]]
     (wall,) = _ax(fig, "eval_wall:gap_mean_pct").get_lines()
     assert list(wall.get_xdata()) == [2.0] and list(wall.get_ydata()) == [4.0]  # 120 s into run a
+
+
+def test_respect_schedule_plot_true_writes_the_png_beside_the_json(tmp_path):
+    import json
+    import subprocess
+
+    from respect_jax.graphs.graph import save_graph
+
+    save_graph(small_graph(), tmp_path / "toy.json")
+    out = tmp_path / "res" / "toy_result.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "respect_jax.cli.schedule", f"graph={tmp_path / 'toy.json'}", "solver=contiguous",
+         "hardware.stages=3", "objective=latency", f"out={out}", "plot=true", "jax_cache=off"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["num_nodes"] == 6
+    assert out.with_suffix(".png").read_bytes()[:8] == PNG_MAGIC
+    assert f"and {out.with_suffix('.png')}" in proc.stderr
+
+
+def test_plot_true_needs_an_output_file():
+    from omegaconf import OmegaConf
+
+    from respect_jax.cli.schedule import plot_wanted
+
+    with pytest.raises(ValueError, match="set out=RESULT.json"):
+        plot_wanted(OmegaConf.create({"plot": True}), None, "out=RESULT.json")
+    with pytest.raises(ValueError, match="plot must be true or false"):
+        plot_wanted(OmegaConf.create({"plot": "yes"}), None, "out=RESULT.json")
+    assert plot_wanted(OmegaConf.create({"plot": False}), None, "out=RESULT.json") is False

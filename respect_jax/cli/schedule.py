@@ -6,6 +6,7 @@ Examples::
     respect-schedule graph=data/models/resnet50.json solver=cpsat hardware.stages=4 \
         objective=paper out=result.json
     respect-schedule graph=data/models solver=policy out_dir=results/   # one RESULT per graph + summary.jsonl
+    respect-schedule graph=data/models/vgg16.json out=vgg16.json plot=true   # + vgg16.png, the schedule's figure
 
 With many graphs a learned solver schedules ``batch_size`` graphs of one size bucket per compiled call
 (:func:`respect_jax.solvers.base.run_solver_many`); the others run one graph at a time. JAX's persistent
@@ -181,6 +182,23 @@ def _setup_text(result: dict) -> str:
     return f" (compile {compile_s:.2f}s, not in time)" if compile_s is not None else ""
 
 
+def plot_wanted(cfg: DictConfig, where: Path | None, what: str) -> bool:
+    """``plot=true``: a PNG beside each RESULT.json (needs ``where``, the out/out_dir), checked up front."""
+    plot = cfg.get("plot", False)
+    if not isinstance(plot, bool):
+        raise ValueError(f"plot must be true or false, got {plot!r}")
+    if plot and where is None:
+        raise ValueError(f"plot=true writes a PNG beside each RESULT.json: set {what}")
+    return plot
+
+
+def write_plot(graph_file: str | Path, result: dict, png: Path) -> None:
+    """The schedule figure (:func:`respect_jax.viz.plot_result`) of ``result`` as ``png``."""
+    from respect_jax.viz import plot_result, save_png
+
+    save_png(plot_result(load_graph(graph_file), result), png)
+
+
 @hydra.main(config_path=CONF_DIR, config_name="schedule", version_base="1.3")
 @user_errors_exit("respect-schedule")
 def _main(cfg: DictConfig) -> None:
@@ -189,16 +207,20 @@ def _main(cfg: DictConfig) -> None:
         _main_many(cfg)
         return
     out = job_file(cfg, "out", None)  # in a sweep: an out two jobs would share is refused up front
+    plot = plot_wanted(cfg, out, "out=RESULT.json")
     result = schedule(cfg)
     note = training_mismatch(result)
     if note:
         print(f"respect-schedule: note: {note}", file=sys.stderr)
     if out is not None:
         write_json_atomic(result, out)
+        if plot:
+            write_plot(cfg.graph, result, out.with_suffix(".png"))
         print(
             f"{result['solver']} on {result['graph']} ({result['num_nodes']} nodes, K={result['hardware']['stages']}): "
             f"{result['objective_name']}={result['objective']:.6g} optimal={result['optimal']} "
-            f"time={result['solve_time_s']:.3f}s{_setup_text(result)} -> {out}",
+            f"time={result['solve_time_s']:.3f}s{_setup_text(result)} -> {out}"
+            f"{' and ' + str(out.with_suffix('.png')) if plot else ''}",
             file=sys.stderr,
         )
     else:
@@ -213,11 +235,15 @@ def _main_many(cfg: DictConfig) -> None:
     out_dir = job_path(cfg, "out_dir")
     if out_dir is not None and any(f.parent.resolve() == out_dir.resolve() for f in files):
         raise ValueError(f"out_dir={out_dir} is the folder of the graphs: the RESULT files would be read as graphs")
+    plot = plot_wanted(cfg, out_dir, "out_dir=")
     results = schedule_many(cfg, files)
     notes = {n for n in (training_mismatch(r) for r in results) if n}
     for note in sorted(notes):
         print(f"respect-schedule: note: {note}", file=sys.stderr)
     write_many(results, files, out_dir)
+    if plot:
+        for file, result in zip(files, results, strict=True):
+            write_plot(file, result, out_dir / f"{file.stem}.png")
     print(many_summary(results, out_dir), file=sys.stderr)
 
 
