@@ -189,3 +189,54 @@ def test_plot_true_needs_an_output_file():
     with pytest.raises(ValueError, match="plot must be true or false"):
         plot_wanted(OmegaConf.create({"plot": "yes"}), None, "out=RESULT.json")
     assert plot_wanted(OmegaConf.create({"plot": False}), None, "out=RESULT.json") is False
+
+
+def eval_doc() -> dict:
+    """An evaluation document as respect-eval writes it (two graphs, two methods, one NaN gap)."""
+    return {
+        "dataset": "d", "graphs": 2, "objective_name": "paper", "lam": 1.0, "hardware": {"stages": 4},
+        "reference": "oracle", "reference_proven_optimal_pct": 100.0, "checkpoint": "c", "checkpoint_step": 8,
+        "machine": {"processor": "cpu", "cpu_count": 2, "jax_backend": "cpu"}, "created": "now",
+        "aggregate": {
+            m: {"gap_mean_pct": 1.0, "gap_median_pct": 1.0, "gap_max_pct": 2.0, "optimal_pct": 50.0,
+                "valid_pct": 100.0, "time_per_graph_ms": 1.0} for m in ("greedy", "compiler")
+        },
+        "per_graph": [
+            {"index": 0, "graph": "g0", "num_nodes": 30, "reference": 100.0, "reference_optimal": True,
+             "greedy": {"objective": 101.5, "gap": 0.015, "valid": True, "time_s": 0.001},
+             "compiler": {"objective": 130.0, "gap": 0.3, "valid": True, "time_s": 0.25}},
+            {"index": 1, "graph": "g,1", "num_nodes": 31, "reference": 3.0, "reference_optimal": False,
+             "greedy": {"objective": float("nan"), "gap": float("nan"), "valid": False, "time_s": 0.002},
+             "compiler": {"objective": 3.0, "gap": 0.0, "valid": True, "time_s": 0.125}},
+        ],
+    }  # fmt: skip
+
+
+def test_respect_eval_writes_csv_rows_equal_to_the_json_and_a_histogram(tmp_path):
+    import csv
+    import json
+    import math
+
+    from respect_jax.cli.eval import CSV_FIELDS, write_outputs
+
+    out = tmp_path / "ev" / "eval.json"
+    paths = write_outputs(eval_doc(), out)
+    assert [p.suffix for p in paths] == [".json", ".md", ".csv", ".png"]
+    doc = json.loads(out.read_text())
+    with out.with_suffix(".csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == CSV_FIELDS
+    assert len(rows) == len(doc["per_graph"]) * len(doc["aggregate"])
+    it = iter(rows)
+    for g in doc["per_graph"]:
+        for method in doc["aggregate"]:
+            row = next(it)
+            assert (row["graph"], int(row["index"]), int(row["num_nodes"]), row["method"]) == (
+                g["graph"], g["index"], g["num_nodes"], method)  # fmt: skip
+            assert float(row["reference"]) == g["reference"] and row["reference_optimal"] == str(g["reference_optimal"])
+            for key in ("objective", "gap", "time_s"):
+                want, got = g[method][key], float(row[key])
+                assert got == want or (math.isnan(want) and math.isnan(got)), (method, key)
+            assert row["valid"] == str(g[method]["valid"])
+    assert out.with_suffix(".png").read_bytes()[:8] == PNG_MAGIC
+    assert "| greedy |" in out.with_suffix(".md").read_text()

@@ -12,11 +12,15 @@ Per graph: the objective of every decoding and baseline, its gap to the referenc
 oracle objective; for unlabelled graphs the best schedule any method found), whether it is optimal
 (within 1e-6 relative of a proven optimum), validity (re-checked with the shared evaluator) and
 schedule time. Aggregates per method: mean/median/max gap, % optimal, % valid, time per graph.
-Writes JSON and a Markdown table (same name, ``.md``).
+Writes JSON, a Markdown table (same name, ``.md``), the per-graph rows as CSV (``.csv``, one row per
+graph and method: :data:`CSV_FIELDS`) and a histogram of every method's gaps (``.png``,
+:func:`respect_jax.viz.plot_gap_histogram`).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import sys
 import time
 from pathlib import Path
@@ -36,6 +40,9 @@ from respect_jax.cli.common import (
 
 PROG = "respect-eval"
 OPTIMAL_RTOL = 1e-6
+#: columns of the CSV: one row per (graph, method), the values of the JSON's ``per_graph`` rows
+CSV_FIELDS = ("index", "graph", "num_nodes", "reference", "reference_optimal", "method", "objective", "gap", "valid",
+              "time_s")  # fmt: skip
 
 
 def load_eval_graphs(path: str, limit: int | None):
@@ -257,22 +264,52 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def csv_rows(doc: dict) -> list[dict]:
+    """The per-graph results of an evaluation document as CSV rows (:data:`CSV_FIELDS`): one per graph
+    and method, graphs in order, methods in the order of ``doc['aggregate']``."""
+    rows = []
+    for g in doc["per_graph"]:
+        for method in doc["aggregate"]:
+            r = g[method]
+            rows.append({
+                "index": g["index"], "graph": g["graph"], "num_nodes": g["num_nodes"], "reference": g["reference"],
+                "reference_optimal": g["reference_optimal"], "method": method, "objective": r["objective"],
+                "gap": r["gap"], "valid": r["valid"], "time_s": r["time_s"],
+            })  # fmt: skip
+    return rows
+
+
+def csv_text(doc: dict) -> str:
+    """:func:`csv_rows` as CSV text with a header line (floats as Python's repr: exact round trip)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(csv_rows(doc))
+    return buf.getvalue()
+
+
+def write_outputs(doc: dict, out: Path) -> list[Path]:
+    """``out`` (JSON), and beside it ``.md`` (table), ``.csv`` (per-graph rows) and ``.png`` (gap
+    histogram), each written atomically; returns the paths."""
+    from respect_jax.graphs.graph import write_json_atomic, write_text_atomic
+    from respect_jax.viz import plot_gap_histogram, save_png
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(doc, out)
+    write_text_atomic(markdown(doc), out.with_suffix(".md"))
+    write_text_atomic(csv_text(doc), out.with_suffix(".csv"))
+    save_png(plot_gap_histogram(doc), out.with_suffix(".png"))
+    return [out, out.with_suffix(".md"), out.with_suffix(".csv"), out.with_suffix(".png")]
+
+
 @hydra.main(config_path=CONF_DIR, config_name="eval", version_base="1.3")
 @user_errors_exit(PROG)
 def _main(cfg: DictConfig) -> None:
-    from respect_jax.graphs.graph import write_json_atomic
-
     doc = evaluate(cfg)
     out = job_file(cfg, "out", f"runs/eval/eval_{Path(doc['checkpoint']).name}_{Path(str(cfg.dataset)).stem}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(doc, out)
-    table = markdown(doc)
-    md = out.with_suffix(".md")
-    tmp = md.with_name(f".{md.name}.tmp")
-    tmp.write_text(table)
-    tmp.replace(md)
-    print(table)
-    print(f"{PROG}: wrote {out} and {md}", file=sys.stderr)
+    paths = write_outputs(doc, out)
+    print(markdown(doc))
+    print(f"{PROG}: wrote {', '.join(map(str, paths))}", file=sys.stderr)
 
 
 def main() -> None:
