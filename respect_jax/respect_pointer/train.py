@@ -253,6 +253,7 @@ class PointerTrainer:
         resolved_config: str | None = None,
         log: Callable[[str], None] | None = None,
         progress: bool = True,
+        on_record: Callable[[dict], None] | None = None,
     ) -> PointerFitResult:
         """Train until ``train.steps`` into ``run_dir``; resume from its latest checkpoint."""
 
@@ -277,6 +278,7 @@ class PointerTrainer:
             resolved_config=resolved_config,
             log=log,
             progress=progress,
+            on_record=on_record,
         )
         return PointerFitResult(state=state, history=history)
 

@@ -309,8 +309,10 @@ class Trainer:
         resolved_config: str | None = None,
         log: Callable[[str], None] | None = None,
         progress: bool = True,
+        on_record: Callable[[dict], None] | None = None,
     ) -> FitResult:
-        """Train until ``train.steps``, checkpointing into ``run_dir``; resume from its latest checkpoint."""
+        """Train until ``train.steps``, checkpointing into ``run_dir``; resume from its latest checkpoint.
+        ``on_record`` sees every new metrics record (e.g. a TensorBoard writer, :mod:`respect_jax.train.run_logs`)."""
 
         def restore(ckpt: Checkpointer, state: TrainState, step: int) -> TrainState:
             train_like = {"opt_state": state.opt_state, "step": state.step, "key": state.key}
@@ -339,6 +341,7 @@ class Trainer:
             resolved_config=resolved_config,
             log=log,
             progress=progress,
+            on_record=on_record,
         )
         return FitResult(state=state, history=history)
 
@@ -357,6 +360,7 @@ def host_loop(
     resolved_config: str | None = None,
     log: Callable[[str], None] | None = None,
     progress: bool = True,
+    on_record: Callable[[dict], None] | None = None,
 ) -> tuple[Any, list[dict]]:
     """The host side of training, shared by every trainer: run folder, resume, epochs, logs, checkpoints.
 
@@ -364,7 +368,8 @@ def host_loop(
     one compiled epoch (``fields``: its metrics); ``restore(ckpt, template, step)`` rebuilds a state
     from a checkpoint; ``train_item(state)`` is what is checkpointed beside the parameters;
     ``evaluate(params)`` (None: never) runs every ``eval_every`` steps and at the end. Returns the
-    final state and the metrics history (earlier records of a resumed run included).
+    final state and the metrics history (earlier records of a resumed run included). ``on_record(record)``
+    (process 0 only) is called with every new record, after it is appended to ``metrics.jsonl``.
     """
     main = jax.process_index() == 0  # a multi-process run: process 0 alone writes the folder's files and logs
     log = (log or (lambda msg: print(msg, file=sys.stderr))) if main else (lambda msg: None)
@@ -419,6 +424,8 @@ def host_loop(
             history.append(record)
             if main:
                 _append_jsonl(metrics_path, record)
+                if on_record is not None:
+                    on_record(record)
             if bar is not None:
                 bar.update(tcfg.steps_per_epoch)
                 bar.set_postfix_str(_short(record))
