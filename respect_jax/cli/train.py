@@ -6,7 +6,9 @@ Example::
     respect-train run_dir=runs/k4 algorithm=imitation datasets=[data/labels/respect30_k4_paper] \
         train.steps=2000 train.batch_size=128
 
-Writes ``run_dir/{network.json, config.yaml, metrics.jsonl, checkpoints/<step>/}``; the same
+Writes ``run_dir/{network.json, config.yaml, metrics.jsonl, checkpoints/<step>/}``, TensorBoard event files
+(``tensorboard``: auto when tensorboardX is installed) and ``curves.png`` at the end (``curves``,
+:mod:`respect_jax.train.run_logs`); the same
 command after a kill resumes from the latest checkpoint and ends exactly where an uninterrupted
 run would. In a sweep (``-m``) every job trains in its own folder: ``run_dir`` left out means
 ``<hydra.sweep.dir>/<job number>``, and a ``run_dir`` another job of the sweep trains in is refused
@@ -142,8 +144,13 @@ def _conditioning(cfg: DictConfig) -> tuple:
 
 def train(cfg: DictConfig) -> dict:
     """Build and fit; returns a summary (last metrics, last evaluation, run folder)."""
-    from respect_jax.train.sharding import maybe_initialize_distributed, refuse_multi_process
+    from respect_jax.train.run_logs import TensorBoardLog, check_tensorboard_setting, write_curves
+    from respect_jax.train.sharding import is_main_process, maybe_initialize_distributed, refuse_multi_process
 
+    tensorboard = check_tensorboard_setting(cfg.get("tensorboard", "auto"))
+    curves = cfg.get("curves", True)
+    if not isinstance(curves, bool):
+        raise ValueError(f"curves must be true or false, got {curves!r}")
     if cfg.policy.get("name") == "respect_pointer":  # the RESPECT-faithful baseline has its own trainer
         refuse_multi_process("policy=respect_pointer")
         if cfg.get("init_from"):
@@ -155,12 +162,20 @@ def train(cfg: DictConfig) -> dict:
         maybe_initialize_distributed()
         trainer = build_trainer(cfg)
     run_dir = job_path(cfg, "run_dir")  # after every check: a bad command line leaves no folder behind
-    result = trainer.fit(
-        run_dir,
-        resume=bool(cfg.resume),
-        resolved_config=OmegaConf.to_yaml(cfg, resolve=True),
-        progress=cfg.progress,
-    )
+    tb_log = TensorBoardLog(run_dir) if tensorboard and is_main_process() else None
+    try:
+        result = trainer.fit(
+            run_dir,
+            resume=bool(cfg.resume),
+            resolved_config=OmegaConf.to_yaml(cfg, resolve=True),
+            progress=cfg.progress,
+            on_record=tb_log,
+        )
+    finally:
+        if tb_log is not None:
+            tb_log.close()
+    if curves and is_main_process():
+        write_curves(run_dir, result.history)
     last = result.history[-1] if result.history else {}
     evals = [r["eval"] for r in result.history if "eval" in r]
     return {
