@@ -28,7 +28,7 @@ def test_trace_statistics(pattern):
     scn = load_preset("small", pattern=pattern, horizon_s=2.0, mmpp={"burst_factor": 4.0, "mean_burst_s": 0.2,
                                                                    "mean_calm_s": 0.6}, diurnal={"period_s": 1.0})
     rates = np.broadcast_to(scn.rate("medium"), (8, *scn.base_rate.shape))
-    traces = jax.device_get(make_traces(jax.random.key(0), rates, scn.trace))
+    traces = jax.device_get(make_traces(jax.random.key(0), rates, scn.trace, scn.dynamics))
     expected = float(scn.rate("medium").sum()) * scn.trace.horizon_s
     counts = traces.valid.sum(axis=1)
     assert abs(counts.mean() - expected) < 0.1 * expected, (counts.mean(), expected)
@@ -51,7 +51,7 @@ def test_trace_statistics(pattern):
 def test_trace_covers_horizon_and_zero_rates():
     """Poisson arrivals: about rate x horizon queries (within 4 sigma), Q large enough; zero rates: no query."""
     scn = small(2.0)
-    gen = jax.jit(lambda r: generate_trace(jax.random.key(1), r, scn.trace, return_covered=True))
+    gen = jax.jit(lambda r: generate_trace(jax.random.key(1), r, scn.trace, scn.dynamics, return_covered=True))
     trace, covered = gen(jnp.asarray(scn.rate("overload")))
     expected = float(scn.rate("overload").sum()) * scn.trace.horizon_s
     assert bool(covered) and abs(int(trace.num_valid) - expected) < 4 * np.sqrt(expected)
@@ -68,7 +68,10 @@ def test_microsecond_arrival_times_keep_the_rate_of_a_fast_source():
     expected = rate * horizon_s  # 10,000 arrivals per trace
     cfg = TraceConfig(horizon_s=horizon_s, max_queries=12_000)
     rates = np.full((16, 1, 1), rate, np.float32)
-    traces, covered = jax.device_get(make_traces(jax.random.key(5), rates, cfg, return_covered=True))
+    from respect_jax.edge_cluster.scenarios import neutral_dynamics
+
+    traces, covered = jax.device_get(make_traces(jax.random.key(5), rates, cfg, neutral_dynamics(1, 1),
+                                                 return_covered=True))
     total = traces.valid.sum()
     assert covered.all()  # Q is 20 sigma above the expected count: every trace reached its horizon
     assert abs(total - 16 * expected) < 4 * np.sqrt(16 * expected), (total, 16 * expected)
@@ -79,7 +82,7 @@ def test_reset_step_compile_once_and_random_rollout_is_finite():
     env = EdgeEnv(scn.trace, scn.ring)
     reset = jax.jit(chex.assert_max_traces(env.reset, n=1))
     step = jax.jit(chex.assert_max_traces(env.step, n=1))
-    state, ts = reset(jax.random.key(0), scn.params, scn.rate("high"))
+    state, ts = reset(jax.random.key(0), scn.params, scn.rate("high"), scn.dynamics)
     assert int(ts.step_type) == FIRST and int(ts.extras["code"]) == INVALID
     n = int(state.trace.num_valid)
     assert ts.observation.features.shape == (num_features(scn.params),)
@@ -119,7 +122,8 @@ def test_batched_random_rollout_over_load_levels_is_bounded():
     rates = jnp.stack([scn.rate(x) for x in ("low", "medium", "high", "overload")])
 
     def rollout(keys, params, rates, key):
-        state, ts = env.batch_reset(keys, params, rates)
+        dyn = jax.tree.map(lambda x: jnp.broadcast_to(x, (4, *x.shape)), scn.dynamics)
+        state, ts = env.batch_reset(keys, params, rates, dyn)
 
         def body(carry, k):
             state, ts = carry
@@ -140,7 +144,9 @@ def test_batched_random_rollout_over_load_levels_is_bounded():
 def test_features_are_causal():
     """Outcomes not yet known at t (resolve > t) do not move the success-rate features."""
     scn = small()
-    q0 = Trace(*(jnp.int32(v) for v in (1000, 0, 0, 100, 100, 7)), valid=jnp.bool_(True))
+    s = scn.params.num_sites
+    q0 = Trace(*(jnp.int32(v) for v in (1000, 0, 0, 100, 100, 7)), valid=jnp.bool_(True),
+               net_pct=jnp.full((s,), 100, jnp.int32), slow_pct=jnp.full((s,), 100, jnp.int32))
     sim = init_sim(scn.params, scn.ring)
     feat = jax.jit(features)
     f_empty = feat(scn.params, sim, q0)

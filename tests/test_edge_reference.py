@@ -27,7 +27,8 @@ def scenario(name: str, pattern: str = "poisson", horizon: float = 0.6):
 @functools.cache
 def trace(name: str, load: str, seed: int, pattern: str = "poisson", horizon: float = 0.6):
     scn = scenario(name, pattern, horizon)
-    return jax.tree.map(lambda x: np.asarray(x[0]), make_traces(jax.random.key(seed), scn.rate(load)[None], scn.trace))
+    return jax.tree.map(lambda x: np.asarray(x[0]), make_traces(jax.random.key(seed), scn.rate(load)[None], scn.trace,
+                                                                  scn.dynamics))
 
 
 POLICIES = list(STATIC_POLICIES)
@@ -143,3 +144,59 @@ def test_sites_never_exceed_their_workers():
         busy = np.cumsum([d for _, d in events])
         assert busy.max(initial=0) <= workers[s]
         assert np.all(done[m] > start[m])
+
+
+DYNAMIC_PRESETS = ("isp_diurnal", "isp_netdrift", "isp_failure", "isp_nearsat")
+
+
+@functools.cache
+def dynamic_scenario(name: str, horizon: float = 0.3):
+    """A time-varying preset on a short horizon (its profiles are compressed with it; same Q for every preset so
+    the simulator compiles once)."""
+    return load_preset(name, horizon_s=horizon, max_queries=4096)
+
+
+@pytest.mark.parametrize("name", DYNAMIC_PRESETS)
+def test_time_varying_presets_match_reference(name):
+    """Seeded traces of every time-varying preset: per-query outcomes of every static policy equal the reference's,
+    and the conditions of the trace (network and processing factors) really move the outcomes."""
+    from respect_jax.edge_cluster.scenarios import neutral_dynamics
+
+    scn = dynamic_scenario(name)
+    tr = jax.tree.map(lambda x: np.asarray(x[0]),
+                      make_traces(jax.random.key(11), scn.rate("high")[None], scn.trace, scn.dynamics))
+    assert int(tr.valid.sum()) > 500
+    runs = run_all([scn], tr)[0]
+    for policy, (_, out) in runs.items():
+        assert_same(out, ReferenceSimulator(scn.params).run(tr, policy))
+    valid = tr.valid
+    moved = (tr.net_pct[valid] != 100).any() or (tr.slow_pct[valid] != 100).any()
+    if name in ("isp_netdrift", "isp_failure", "isp_nearsat"):
+        assert moved, "the preset's network or site dynamics reach the trace"
+        flat = tr.replace(net_pct=np.full_like(tr.net_pct, 100), slow_pct=np.full_like(tr.slow_pct, 100))
+        _, out_flat = run_all([scn], flat)[0]["fastest_expected"]
+        assert not np.array_equal(np.asarray(out_flat.resolve_us), np.asarray(runs["fastest_expected"][1].resolve_us))
+    else:  # load dynamics only: the per-app profiles change the mix of arrivals over time
+        assert not moved
+        half = 0.5 * scn.trace.horizon_s * 1e6
+        first, last = tr.time_us[valid] < half, tr.time_us[valid] >= half
+        apps = tr.app[valid]
+        video = scn.app_names.index("video")
+        assert np.mean(apps[last] == video) > 1.5 * np.mean(apps[first] == video)
+    neutral = neutral_dynamics(scn.params.num_apps, scn.params.num_sites)
+    assert jax.tree.structure(neutral) == jax.tree.structure(scn.dynamics)
+
+
+def test_neutral_dynamics_leave_traces_unchanged():
+    """A scenario without ``dynamics`` draws the same arrivals as before the conditions existed: every factor is 100
+    and explicit neutral dynamics give the identical trace."""
+    scn = scenario("small")
+    tr = trace("small", "medium", 1)
+    assert np.all(tr.net_pct == 100) and np.all(tr.slow_pct == 100)
+    explicit = load_preset("small", horizon_s=0.6, dynamics={"shift": 0.5, "apps": {"ar": {"profile": [1, 1]}},
+                                                            "sites": {"cloud": {"net": 1.0, "slow": [1.0]}}})
+    again = jax.tree.map(lambda x: np.asarray(x[0]), make_traces(jax.random.key(1), explicit.rate("medium")[None],
+                                                                 explicit.trace, explicit.dynamics))
+    assert scn.trace == explicit.trace
+    for f in ("time_us", "source", "app", "valid", "net_pct", "slow_pct"):
+        np.testing.assert_array_equal(getattr(again, f), getattr(tr, f))

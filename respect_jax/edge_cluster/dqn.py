@@ -276,7 +276,7 @@ def training_trace_config(scn: Scenario, cfg: DQNConfig) -> TraceConfig:
     loads = cfg.loads or tuple(scn.loads.values())
     total = float(scn.base_rate.sum())
     horizon = max(cfg.trace_horizon_s or scn.trace.horizon_s, 2.5 * cfg.episode_steps / (total * min(loads)))
-    q = max(query_slots(total * max(loads) * scn.trace.peak_factor * horizon), cfg.episode_steps + 128)
+    q = max(query_slots(scn.envelope_rate * max(loads) * horizon), cfg.episode_steps + 128)
     switches = 2 * int(math.ceil(horizon / (scn.trace.mean_burst_s + scn.trace.mean_calm_s) * 1.5)) + 16
     return TraceConfig(**{**scn.trace.__dict__, "horizon_s": horizon, "max_queries": q, "max_switches": switches})
 
@@ -311,7 +311,8 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
         k_load, k_trace = jax.random.split(key)
         load = loads[jax.random.randint(k_load, (e,), 0, loads.shape[0])]
         rates = load[:, None, None] * base_rate[None]
-        traces = jax.vmap(lambda k, rt: generate_trace(k, rt, env.trace_cfg))(jax.random.split(k_trace, e), rates)
+        traces = jax.vmap(lambda k, rt: generate_trace(k, rt, env.trace_cfg, scn.dynamics))(
+            jax.random.split(k_trace, e), rates)
         state, timestep = jax.vmap(env.reset_trace)(batch_params, traces)
         return state, timestep, load
 

@@ -31,6 +31,7 @@ from respect_jax.edge_cluster.types import (
     MID,
     OUTCOMES,
     SUCCESS,
+    Dynamics,
     EdgeParams,
     Observation,
     Outcome,
@@ -61,9 +62,9 @@ class EdgeEnv:
         return num_features(params)
 
     # ------------------------------------------------------------------ reset
-    def reset(self, key: jax.Array, params: EdgeParams, rate: jax.Array) -> tuple[State, TimeStep]:
-        """Draw a trace at arrival rates ``rate`` f32[N, A] and start an episode on it."""
-        return self.reset_trace(params, generate_trace(key, rate, self.trace_cfg))
+    def reset(self, key: jax.Array, params: EdgeParams, rate: jax.Array, dyn: Dynamics) -> tuple[State, TimeStep]:
+        """Draw a trace at arrival rates ``rate`` f32[N, A] under conditions ``dyn`` and start an episode on it."""
+        return self.reset_trace(params, generate_trace(key, rate, self.trace_cfg, dyn))
 
     def reset_trace(self, params: EdgeParams, trace: Trace) -> tuple[State, TimeStep]:
         """Start an episode on a given trace (one scenario; vmap for a batch)."""
@@ -97,9 +98,10 @@ class EdgeEnv:
         )
         return new_state, timestep
 
-    def batch_reset(self, keys: jax.Array, params: EdgeParams, rates: jax.Array) -> tuple[State, TimeStep]:
-        """:meth:`reset` over a batch: keys [B], params with leading axis B, rates f32[B, N, A]."""
-        return jax.vmap(self.reset)(keys, params, rates)
+    def batch_reset(self, keys: jax.Array, params: EdgeParams, rates: jax.Array, dyn: Dynamics
+                    ) -> tuple[State, TimeStep]:
+        """:meth:`reset` over a batch: keys [B], params and dyn with leading axis B, rates f32[B, N, A]."""
+        return jax.vmap(self.reset)(keys, params, rates, dyn)
 
     def batch_step(self, state: State, action: jax.Array) -> tuple[State, TimeStep]:
         """:meth:`step` over a batch (leading axis B); there is no branch, so this is ``vmap(step)``."""

@@ -61,7 +61,7 @@ def eval_traces(scn: Scenario, load: str | float, key: jax.Array, traces: int, f
     different shape per load); otherwise the scenario's Q, shared by every load (one compilation)."""
     rates = np.broadcast_to(scn.rate(load), (traces, *scn.base_rate.shape))
     cfg = scn.trace_for(load) if fit else scn.trace
-    batch, covered = make_traces(key, rates, cfg, return_covered=True)
+    batch, covered = make_traces(key, rates, cfg, scn.dynamics, return_covered=True)
     if not bool(np.all(np.asarray(covered))):  # the slots ran out: the rest of the horizon would be missing
         raise ValueError(
             f"{scn.name}: {cfg.max_queries} query slots per trace do not cover the {cfg.horizon_s:g} s horizon at "

@@ -31,13 +31,15 @@ BACKLOG_CAP_US = 10**8
 
 
 class _Query:
-    __slots__ = ("index", "t", "source", "app", "jitter_pct", "service_pct", "rand", "site", "variant",
+    __slots__ = ("index", "t", "source", "app", "jitter_pct", "service_pct", "rand", "net_pct", "slow_pct",
+                 "site", "variant",
                  "svc", "down", "limit", "deadline_abs", "wait_limit", "arrived", "state", "code",
                  "start", "done", "resolve")
 
-    def __init__(self, index, t, source, app, jitter_pct, service_pct, rand):
+    def __init__(self, index, t, source, app, jitter_pct, service_pct, rand, net_pct, slow_pct):
         self.index, self.t, self.source, self.app = index, t, source, app
         self.jitter_pct, self.service_pct, self.rand = jitter_pct, service_pct, rand
+        self.net_pct, self.slow_pct = net_pct, slow_pct  # per-site factors at dispatch (lists of S ints)
         self.arrived, self.state = False, "queued"
         self.code = self.start = self.done = self.resolve = -1
 
@@ -115,7 +117,7 @@ class ReferenceSimulator:
             (-1 on padding), the same fields as the JAX :class:`~respect_jax.edge_cluster.types.Outcome`.
         """
         cols = {f: np.asarray(getattr(trace, f)).tolist() for f in
-                ("time_us", "source", "app", "jitter_pct", "service_pct", "rand", "valid")}
+                ("time_us", "source", "app", "jitter_pct", "service_pct", "rand", "valid", "net_pct", "slow_pct")}
         if isinstance(policy, str):
             if policy not in self.policies:
                 raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(self.policies)}")
@@ -127,7 +129,7 @@ class ReferenceSimulator:
         fifo = [deque() for _ in range(self.num_sites)]
         queries = [
             _Query(i, cols["time_us"][i], cols["source"][i], cols["app"][i], cols["jitter_pct"][i],
-                   cols["service_pct"][i], cols["rand"][i])
+                   cols["service_pct"][i], cols["rand"][i], cols["net_pct"][i], cols["slow_pct"][i])
             for i in range(len(cols["valid"])) if cols["valid"][i]
         ]
         heap: list = [(q.t, DISPATCH, q.index, q) for q in queries]
@@ -169,11 +171,12 @@ class ReferenceSimulator:
                     site, variant = divmod(a, self.num_variants)
                 q.site, q.variant = site, variant
                 rtt = self.rtt[q.source][site]
-                net = rtt + self.jitter[q.source][site] * q.jitter_pct // 100
+                factor = q.net_pct[site]  # the path's delay factor at dispatch (percent; 100 = nominal)
+                net = rtt * factor // 100 + (self.jitter[q.source][site] * factor // 100) * q.jitter_pct // 100
                 up = net // 2
                 q.down = net - up
                 nominal = self.proc[site][variant]
-                q.svc = max(nominal * q.service_pct // 100, 1)
+                q.svc = max((nominal * q.slow_pct[site] // 100) * q.service_pct // 100, 1)
                 q.deadline_abs = q.t + self.deadline[q.app]
                 q.wait_limit = q.t + up + self.max_wait[site]
                 q.limit = min(q.wait_limit, q.deadline_abs)

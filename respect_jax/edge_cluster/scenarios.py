@@ -22,6 +22,15 @@ A scenario document (``conf/edge_scenario/*.yaml``; the CLI resolves it, tests m
       - {name: cloud, tier: cloud, region: null, workers: 16, gmacs_per_ms: 2.0, overhead_ms: 1.0, max_wait_ms: 500}
     apps:
       - {name: ar, deadline_ms: 25, min_accuracy: 0.70, rate: 100, variants: [mobilenetv2, mobilenet, nasnetmobile]}
+    dynamics:                  # optional: conditions that change within a trace (absent: constant conditions)
+      shift: 0.0               # each trace starts its profiles at a random phase in [0, shift] x horizon
+      apps:                    # by app name: rate profile and bursts
+        ar: {profile: [0.5, 1.0, 2.0, 1.0, 0.5], bursts: 2, burst_factor: 3.0, burst_s: 0.3}
+      sites:                   # by site name: network delay profile and spikes, processing slow-down profile
+        cloud: {net: [1.0, 2.0, 1.0], spikes: 1, spike_factor: 4.0, spike_s: 0.2, slow: [1, 1, 20, 20, 1]}
+
+A profile is a list of multipliers at evenly spaced times from 0 to the horizon (linear in between); bursts and
+spikes are windows placed uniformly at random over each trace's horizon (:class:`~.types.Dynamics`).
 
 Model variants are the Keras models of ``data/models/``: compute = the sum of the graph's MACs,
 accuracy = the published ImageNet top-1 of ``keras.applications`` (:data:`TOP1_ACCURACY`).
@@ -39,7 +48,7 @@ from dataclasses import dataclass, replace
 import jax.numpy as jnp
 import numpy as np
 
-from respect_jax.edge_cluster.types import MAX_TIME_US, EdgeParams
+from respect_jax.edge_cluster.types import MAX_EVENTS, MAX_TIME_US, PROFILE_KNOTS, Dynamics, EdgeParams
 from respect_jax.resources import conf_path, data_path
 
 MODELS_DIR = data_path("models")
@@ -152,6 +161,19 @@ class Scenario:
     app_names: tuple[str, ...]
     variant_names: tuple[str, ...]
     doc: dict
+    dynamics: Dynamics | None = None
+    app_peak: np.ndarray | None = None  # f32[A] largest rate multiplier of each app's profile and bursts
+
+    @property
+    def envelope_rate(self) -> float:
+        """Thinning candidates per second at load 1.0 (app peaks and the arrival pattern's peak included)."""
+        peak = np.ones(self.base_rate.shape[1]) if self.app_peak is None else self.app_peak
+        return float((self.base_rate * peak[None, :]).sum()) * self.trace.peak_factor
+
+    @property
+    def is_dynamic(self) -> bool:
+        """True when some condition changes within a trace (a ``dynamics`` block that is not neutral)."""
+        return bool(self.doc.get("dynamics"))
 
     def load_factor(self, load: str | float) -> float:
         if isinstance(load, str):
@@ -167,8 +189,8 @@ class Scenario:
         the document fixed ``max_queries``; fewer padding slots make the scan shorter."""
         if self.doc.get("max_queries") is not None:
             return self.trace
-        return replace(self.trace, max_queries=query_slots(float(self.base_rate.sum()) * self.load_factor(load)
-                                                           * self.trace.peak_factor * self.trace.horizon_s))
+        return replace(self.trace, max_queries=query_slots(self.envelope_rate * self.load_factor(load)
+                                                           * self.trace.horizon_s))
 
     def rate(self, load: str | float = 1.0) -> np.ndarray:
         """f32[N, A] arrival rates at a named load level or multiplier."""
@@ -239,10 +261,96 @@ def _list(doc, where: str) -> list:
 
 
 _TOP = {"name", "regions", "sources_per_region", "horizon_s", "pattern", "mmpp", "diurnal", "service_cv",
-        "loads", "ring", "max_queries", "source_spread", "network", "sites", "apps", "description"}
+        "loads", "ring", "max_queries", "source_spread", "network", "sites", "apps", "description", "dynamics"}
 _SITE = {"name", "tier", "region", "workers", "gmacs_per_ms", "overhead_ms", "max_wait_ms"}
 _APP = {"name", "deadline_ms", "min_accuracy", "rate", "variants", "regions"}
 _NET = {"local_ms", "remote_ms", "jitter"}
+_DYN = {"shift", "apps", "sites"}
+_DYN_APP = {"profile", "bursts", "burst_factor", "burst_s"}
+_DYN_SITE = {"net", "spikes", "spike_factor", "spike_s", "slow"}
+MAX_NET_FACTOR = 50.0  # network-delay multiplier (profile x spike), traces.MAX_NET_PCT / 100
+MAX_SLOW_FACTOR = 100.0  # processing multiplier, traces.MAX_SLOW_PCT / 100
+
+
+def _profile(spec: Mapping, key: str, where: str, low: float, high: float) -> np.ndarray:
+    """A multiplier profile (a number or a list of >= 1 numbers over the horizon) -> f32[G] on the knot grid."""
+    value = spec.get(key, 1.0)
+    items = [value] if isinstance(value, int | float) and not isinstance(value, bool) else value
+    if isinstance(items, str) or not isinstance(items, Sequence) or not items:
+        raise ValueError(f"{where}.{key} must be a number or a non-empty list of numbers, got {value!r}")
+    out = []
+    for x in items:
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(float(x)) or not low <= x <= high:
+            raise ValueError(f"{where}.{key} must hold numbers in [{low:g}, {high:g}], got {value!r}")
+        out.append(float(x))
+    if len(out) == 1:
+        return np.full(PROFILE_KNOTS, out[0], np.float32)
+    return np.interp(np.linspace(0.0, 1.0, PROFILE_KNOTS), np.linspace(0.0, 1.0, len(out)), out).astype(np.float32)
+
+
+def neutral_dynamics(num_apps: int, num_sites: int) -> Dynamics:
+    """Constant conditions (every multiplier 1, no bursts or spikes)."""
+    return Dynamics(
+        app_profile=jnp.ones((num_apps, PROFILE_KNOTS), jnp.float32), app_bursts=jnp.zeros((num_apps,), jnp.int32),
+        app_burst_factor=jnp.ones((num_apps,), jnp.float32), app_burst_s=jnp.zeros((num_apps,), jnp.float32),
+        site_net=jnp.ones((num_sites, PROFILE_KNOTS), jnp.float32), site_spikes=jnp.zeros((num_sites,), jnp.int32),
+        site_spike_factor=jnp.ones((num_sites,), jnp.float32), site_spike_s=jnp.zeros((num_sites,), jnp.float32),
+        site_slow=jnp.ones((num_sites, PROFILE_KNOTS), jnp.float32), shift=jnp.float32(0.0),
+    )
+
+
+def _dynamics(doc, where: str, app_names: Sequence[str], site_names: Sequence[str], horizon_s: float,
+              rtt_ms: np.ndarray, proc_ms: np.ndarray) -> tuple[Dynamics, dict]:
+    """Validate a ``dynamics`` block -> (Dynamics, resolved document). ``rtt_ms`` f32[N, S] nominal round trips and
+    ``proc_ms`` f32[S, V] nominal processing times bound the multipliers (int32 microsecond arithmetic)."""
+    n_app, n_site = len(app_names), len(site_names)
+    dyn = neutral_dynamics(n_app, n_site)
+    if doc is None or (isinstance(doc, Mapping) and not doc):
+        return dyn, {}
+    doc = _mapping(doc, where)
+    _no_unknown(doc, _DYN, where)
+    arrays = {k: np.array(v) for k, v in dyn.__dict__.items()}
+    shift = _number(doc, "shift", where, 0.0, 1.0, default=0.0)
+    apps = _mapping(_get(doc, "apps", where, {}), f"{where}.apps")
+    for name, spec in apps.items():
+        w = f"{where}.apps.{name}"
+        if name not in app_names:
+            raise ValueError(f"{w}: unknown app {name!r}; choose one of {', '.join(app_names)}")
+        a = app_names.index(name)
+        spec = _mapping(spec, w)
+        _no_unknown(spec, _DYN_APP, w)
+        arrays["app_profile"][a] = _profile(spec, "profile", w, 0.0, 100.0)
+        arrays["app_bursts"][a] = _integer(spec, "bursts", w, 0, MAX_EVENTS, default=0)
+        arrays["app_burst_factor"][a] = _number(spec, "burst_factor", w, 1.0, 100.0, default=1.0)
+        arrays["app_burst_s"][a] = _number(spec, "burst_s", w, 0.0, MAX_TIME_US / 1e6, default=0.0)
+        if arrays["app_profile"][a].max() <= 0:
+            raise ValueError(f"{w}.profile must be > 0 somewhere")
+    sites = _mapping(_get(doc, "sites", where, {}), f"{where}.sites")
+    for name, spec in sites.items():
+        w = f"{where}.sites.{name}"
+        if name not in site_names:
+            raise ValueError(f"{w}: unknown site {name!r}; choose one of {', '.join(site_names)}")
+        s = site_names.index(name)
+        spec = _mapping(spec, w)
+        _no_unknown(spec, _DYN_SITE, w)
+        arrays["site_net"][s] = _profile(spec, "net", w, 0.01, MAX_NET_FACTOR)
+        arrays["site_spikes"][s] = _integer(spec, "spikes", w, 0, MAX_EVENTS, default=0)
+        arrays["site_spike_factor"][s] = _number(spec, "spike_factor", w, 0.01, MAX_NET_FACTOR, default=1.0)
+        arrays["site_spike_s"][s] = _number(spec, "spike_s", w, 0.0, MAX_TIME_US / 1e6, default=0.0)
+        arrays["site_slow"][s] = _profile(spec, "slow", w, 0.01, MAX_SLOW_FACTOR)
+        spike = arrays["site_spike_factor"][s] if arrays["site_spikes"][s] > 0 else 1.0
+        worst_net = float(arrays["site_net"][s].max() * max(spike, 1.0))
+        if worst_net > MAX_NET_FACTOR:
+            raise ValueError(f"{w}: network factor up to {worst_net:g} (net x spike_factor) exceeds {MAX_NET_FACTOR:g}")
+        if rtt_ms[:, s].max() * worst_net > MAX_RTT_MS:
+            raise ValueError(f"{w}: a round trip reaches {rtt_ms[:, s].max() * worst_net:g} ms (> {MAX_RTT_MS:g})")
+        if proc_ms[s].max() * arrays["site_slow"][s].max() > MAX_PROC_MS:
+            raise ValueError(f"{w}: processing reaches {proc_ms[s].max() * arrays['site_slow'][s].max():g} ms "
+                             f"(> {MAX_PROC_MS:g}) at the slow-down peak")
+    dyn = Dynamics(**{k: jnp.asarray(v) for k, v in arrays.items()}).replace(shift=jnp.float32(shift))
+    resolved = {"shift": shift, "apps": {k: dict(v) for k, v in apps.items()},
+                "sites": {k: dict(v) for k, v in sites.items()}}
+    return dyn, resolved
 
 
 def _regions_of(value, regions: int, where: str) -> tuple[int, ...] | None:
@@ -397,8 +505,14 @@ def scenario_from_dict(doc: Mapping, where: str = "edge_scenario") -> Scenario:
         phase_spread=_number(diurnal, "phase_spread", f"{where}.diurnal", 0.0, 1.0, default=0.0),
         service_cv=service_cv,
     )
+    dynamics, dyn_doc = _dynamics(doc.get("dynamics"), f"{where}.dynamics", app_names, site_names, horizon_s,
+                                  rtt_us / 1000.0, proc_us / 1000.0)
+    from respect_jax.edge_cluster.traces import app_peaks  # traces imports this module
+
+    app_peak = np.asarray(app_peaks(dynamics), np.float64)
     # query slots: thinning candidates at the highest load, mean + 8 sigma, rounded up
-    auto_q = query_slots(float(base_rate.sum()) * max(load_values.values()) * trace.peak_factor * horizon_s)
+    envelope = float((base_rate * app_peak[None, :]).sum()) * trace.peak_factor
+    auto_q = query_slots(envelope * max(load_values.values()) * horizon_s)
     max_queries = _integer(doc, "max_queries", where, 16, 2**24, default=auto_q)
     switches = 2 * int(math.ceil(horizon_s / (trace.mean_burst_s + trace.mean_calm_s) * 1.5)) + 16
     trace = TraceConfig(**{**trace.__dict__, "max_queries": max_queries, "max_switches": switches})
@@ -414,11 +528,14 @@ def scenario_from_dict(doc: Mapping, where: str = "edge_scenario") -> Scenario:
         "network": {t: {"local_ms": v[0], "remote_ms": v[1], "jitter": v[2]} for t, v in net.items()},
         "sites": [dict(s) for s in sites], "apps": [dict(a) for a in apps],
     }
+    if dyn_doc:
+        resolved["dynamics"] = dyn_doc
     return Scenario(
         name=name, params=params, base_rate=base_rate, trace=trace, loads=load_values, ring=ring,
         site_names=tuple(site_names), site_tiers=tuple(site_tiers),
         source_names=tuple(f"src{r}.{j}" for r, j in zip(src_region, src_pos, strict=True)),
         app_names=tuple(app_names), variant_names=tuple(variant_names), doc=_plain(resolved),
+        dynamics=dynamics, app_peak=app_peak,
     )
 
 
@@ -461,4 +578,11 @@ def describe(scn: Scenario) -> str:
         lines.append(f"  app {name}: deadline {int(p.deadline_us[a]) / 1000:g} ms, "
                      f"min acc {int(p.min_accuracy_pm[a]) / 1000:g}, "
                      f"rate {float(scn.base_rate[:, a].sum()):g}/s at load 1")
+    dyn = scn.doc.get("dynamics")
+    if dyn:
+        lines.append(f"  dynamics (random phase up to {dyn.get('shift', 0):g} x horizon):")
+        for name, spec in dyn.get("apps", {}).items():
+            lines.append(f"    app {name}: " + ", ".join(f"{k}={v}" for k, v in spec.items()))
+        for name, spec in dyn.get("sites", {}).items():
+            lines.append(f"    site {name}: " + ", ".join(f"{k}={v}" for k, v in spec.items()))
     return "\n".join(lines)

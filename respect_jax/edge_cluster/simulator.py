@@ -2,9 +2,12 @@
 
 A query ``q`` (source ``n``, app ``a``, dispatched at ``t``) sent to site ``s`` with variant ``v``:
 
-* round trip ``net = rtt[n,s] + jitter[n,s] * jitter_pct_q // 100``; ``up = net // 2`` to reach the
-  site, ``down = net - up`` for the answer;
-* processing ``svc = max(1, proc[s,v] * service_pct_q // 100)`` on one worker;
+* round trip ``net = rtt[n,s] * f // 100 + (jitter[n,s] * f // 100) * jitter_pct_q // 100`` with the
+  site's network factor ``f = net_pct_q[s]`` at the query's dispatch (100 = nominal; time-varying conditions,
+  :class:`~respect_jax.edge_cluster.types.Dynamics`); ``up = net // 2`` to reach the site, ``down = net - up``
+  for the answer;
+* processing ``svc = max(1, (proc[s,v] * slow_pct_q[s] // 100) * service_pct_q // 100)`` on one worker (the
+  site's slow-down factor at the query's dispatch, 100 = nominal);
 * the site serves its queries in dispatch order (one FIFO per site; a query cannot start before
   the query dispatched before it to the same site left the queue) on the worker that frees
   first (lowest index on ties):
@@ -63,10 +66,15 @@ def init_sim(params: EdgeParams, ring: int = 32) -> SimState:
         vclock_us=jnp.zeros((s,), jnp.int32),
         ring_done_us=jnp.full((s, ring), -1, jnp.int32),
         ring_work_us=jnp.zeros((s, ring), jnp.int32),
+        ring_resolve_us=jnp.full((s, ring), NEVER, jnp.int32),
+        ring_queue_us=jnp.zeros((s, ring), jnp.int32),
+        ring_net_pct=jnp.full((s, ring), 100, jnp.int32),
+        ring_proc_pct=jnp.full((s, ring), 100, jnp.int32),
         ring_pos=jnp.zeros((s,), jnp.int32),
         app_arrival_us=jnp.full((a, ring), -NEVER, jnp.int32),
         app_resolve_us=jnp.full((a, ring), NEVER, jnp.int32),
         app_ok=jnp.zeros((a, ring), bool),
+        app_slack_us=jnp.zeros((a, ring), jnp.int32),
         app_pos=jnp.zeros((a,), jnp.int32),
         counts=jnp.zeros((a, len(OUTCOMES)), jnp.int32),
         now_us=jnp.int32(0),
@@ -125,12 +133,15 @@ def dispatch(params: EdgeParams, sim: SimState, query: Trace, action: jax.Array)
     a_hot = jnp.arange(a_count) == app
 
     rtt = _pick(params.rtt_us[n], s_hot)
-    net = rtt + jax.lax.div(_pick(params.jitter_us[n], s_hot) * query.jitter_pct, 100)  # operands >= 0
+    net_f = _pick(query.net_pct, s_hot)  # the path's delay factor now, percent (operands below are >= 0)
+    jit = jax.lax.div(_pick(params.jitter_us[n], s_hot) * net_f, 100)
+    net = jax.lax.div(rtt * net_f, 100) + jax.lax.div(jit * query.jitter_pct, 100)
     up = jax.lax.div(net, 2)
     down = net - up
     t_site = t + up
     nominal = _pick(params.proc_us, sv_hot)
-    svc = jnp.maximum(jax.lax.div(nominal * query.service_pct, 100), 1)
+    slowed = jax.lax.div(nominal * _pick(query.slow_pct, s_hot), 100)
+    svc = jnp.maximum(jax.lax.div(slowed * query.service_pct, 100), 1)
 
     busy_s = jnp.where(params.slot_site == site, sim.busy_us, NEVER)  # [K] the chosen site's workers
     worker = first_argmin(busy_s)  # the one that frees first (lowest slot on ties)
@@ -171,13 +182,24 @@ def dispatch(params: EdgeParams, sim: SimState, query: Trace, action: jax.Array)
         slot = site_hot[:, None] & (jnp.arange(ring) == _pick(sim.ring_pos, s_hot))[None, :]
         app_hot = a_hot & valid
         app_slot = app_hot[:, None] & (jnp.arange(ring) == _pick(sim.app_pos, a_hot))[None, :]
+        # what the source measures once the answer (or the removal notice) is back at ``resolve``: the wait
+        # at the site, the round trip relative to the nominal one, the processing time relative to the nominal
+        queue_wait = jnp.where(removed, limit, start) - t_site
+        net_pct = jnp.minimum(jax.lax.div(net * 100, jnp.maximum(rtt, 1)), 100 * 1000)
+        proc_pct = jnp.where(removed, 100, jnp.minimum(jax.lax.div(svc * 100, jnp.maximum(nominal, 1)), 100 * 1000))
+        slack = jnp.where(removed, -_pick(params.deadline_us, a_hot), deadline_abs - response)
         new_sim = new_sim.replace(
             ring_done_us=jnp.where(slot, done, sim.ring_done_us),
             ring_work_us=jnp.where(slot, nominal, sim.ring_work_us),
+            ring_resolve_us=jnp.where(slot, resolve, sim.ring_resolve_us),
+            ring_queue_us=jnp.where(slot, queue_wait, sim.ring_queue_us),
+            ring_net_pct=jnp.where(slot, net_pct, sim.ring_net_pct),
+            ring_proc_pct=jnp.where(slot, proc_pct, sim.ring_proc_pct),
             ring_pos=jnp.where(site_hot, (sim.ring_pos + 1) % ring, sim.ring_pos),
             app_arrival_us=jnp.where(app_slot, t, sim.app_arrival_us),
             app_resolve_us=jnp.where(app_slot, resolve, sim.app_resolve_us),
             app_ok=jnp.where(app_slot, code == SUCCESS, sim.app_ok),
+            app_slack_us=jnp.where(app_slot, slack, sim.app_slack_us),
             app_pos=jnp.where(app_hot, (sim.app_pos + 1) % ring, sim.app_pos),
         )
     outcome = Outcome(

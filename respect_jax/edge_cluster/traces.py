@@ -7,7 +7,11 @@ labelled with a pair drawn proportionally to ``rate`` and kept with probability 
 The modulation ``m_n`` is 1 (``poisson``), a two-state calm/burst Markov chain per source
 (``mmpp``, normalised so its long-run mean is 1) or ``1 + amplitude * sin(2 pi t / period + phase_n)``
 (``diurnal``). Rejected candidates and candidates past the horizon become padding; valid queries are
-moved to the front in time order. Every other random number the simulators use (network jitter,
+moved to the front in time order. Conditions that change within the trace
+(:class:`~respect_jax.edge_cluster.types.Dynamics`: per-app rate profiles and bursts, per-site network delay
+profiles and spikes, per-site processing slow-downs) multiply the app's rate (thinning again, against the app's
+peak multiplier) and are written into every query as per-site percent factors (``net_pct``, ``slow_pct``) taken
+at its dispatch time. Every other random number the simulators use (network jitter,
 processing noise, the random policy's choice) is drawn here too, so the JAX simulator and the
 Python reference consume the same randomness.
 """
@@ -21,9 +25,38 @@ import jax
 import jax.numpy as jnp
 
 from respect_jax.edge_cluster.scenarios import TraceConfig
-from respect_jax.edge_cluster.types import Trace
+from respect_jax.edge_cluster.types import MAX_EVENTS, Dynamics, Trace
 
 _CAP = 2**30 - 1  # "beyond every horizon" time, µs
+MAX_NET_PCT = 5000  # network factors are clipped to x50 (scenarios validate RTT x factor <= 1000 ms)
+MAX_SLOW_PCT = 10000  # processing factors are clipped to x100 (scenarios validate proc x factor <= 2000 ms)
+_DYN_SALT = 0x5EED  # the conditions' randomness comes from fold_in(key, _DYN_SALT): other draws are unchanged
+
+
+def profile_at(knots: jax.Array, x: jax.Array) -> jax.Array:
+    """Piecewise-linear profiles at phases ``x`` f32[Q] in [0, 1]: knots f32[X, G] -> f32[Q, X]."""
+    g = knots.shape[-1]
+    pos = jnp.clip(x, 0.0, 1.0) * (g - 1)
+    i0 = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, g - 2)
+    w = (pos - i0)[:, None]
+    return knots.T[i0] * (1.0 - w) + knots.T[i0 + 1] * w
+
+
+def _windows(key: jax.Array, count: jax.Array, length_s: jax.Array, horizon_s: float, times_s: jax.Array,
+             max_events: int) -> jax.Array:
+    """bool[Q, X]: query time inside one of the ``count[x]`` windows of ``length_s[x]`` seconds placed uniformly
+    at random over the horizon (``max_events`` drawn per x, the first ``count[x]`` used)."""
+    starts = jax.random.uniform(key, (count.shape[0], max_events)) * horizon_s  # [X, E]
+    used = jnp.arange(max_events)[None, :] < count[:, None]
+    t = times_s[:, None, None]
+    inside = (t >= starts[None]) & (t < starts[None] + length_s[None, :, None])
+    return jnp.any(inside & used[None], axis=-1)
+
+
+def app_peaks(dyn: Dynamics) -> jax.Array:
+    """f32[A] largest rate multiplier of each app's profile and bursts (its thinning envelope)."""
+    burst = jnp.where(dyn.app_bursts > 0, jnp.maximum(dyn.app_burst_factor, 1.0), 1.0)
+    return jnp.max(dyn.app_profile, axis=-1) * burst
 
 
 def _cumsum_us(gaps: jax.Array, limit_us: int) -> jax.Array:
@@ -49,13 +82,14 @@ def _to_us(seconds: jax.Array) -> jax.Array:
     return jnp.clip(jnp.floor(seconds * 1e6 + 0.5), 0, _CAP).astype(jnp.int32)
 
 
-def generate_trace(key: jax.Array, rate: jax.Array, cfg: TraceConfig, return_covered: bool = False):
+def generate_trace(key: jax.Array, rate: jax.Array, cfg: TraceConfig, dyn: Dynamics, return_covered: bool = False):
     """One trace of ``cfg.max_queries`` slots.
 
     Args:
         key: PRNG key.
-        rate: f32[N, A] mean arrival rate of each (source, app), queries/s.
+        rate: f32[N, A] mean arrival rate of each (source, app), queries/s (before the app profiles).
         cfg: static generator settings (pattern, horizon, Q).
+        dyn: the conditions over time (:attr:`Scenario.dynamics`; neutral ones change nothing).
         return_covered: also return bool[]: the candidates reached the horizon (False means Q was
             too small and the trace ends early; scenarios size Q with an 8-sigma margin).
     Returns:
@@ -70,7 +104,9 @@ def generate_trace(key: jax.Array, rate: jax.Array, cfg: TraceConfig, return_cov
     u_gap, u_pair, u_keep, u_jit, u_svc = jax.random.uniform(k_u, (5, q))
     rand = (jax.random.bits(k_bits, (q,), jnp.uint32) >> 2).astype(jnp.int32)  # uniform in [0, 2**30)
 
-    envelope = rate.reshape(-1) * cfg.peak_factor
+    k_phase, k_burst, k_spike = jax.random.split(jax.random.fold_in(key, _DYN_SALT), 3)
+    peaks = app_peaks(dyn)  # [A]
+    envelope = (rate * peaks[None, :]).reshape(-1) * cfg.peak_factor
     total = jnp.sum(envelope)
     gaps = _to_us(_exponential(u_gap) / jnp.maximum(total, 1e-12))
     times = _cumsum_us(gaps, horizon_us)
@@ -101,6 +137,18 @@ def generate_trace(key: jax.Array, rate: jax.Array, cfg: TraceConfig, return_cov
     else:
         raise ValueError(f"unknown arrival pattern {cfg.pattern!r}")
 
+    # conditions over time: profiles at the query's phase of the (randomly shifted) horizon, bursts and spikes
+    times_s = times.astype(jnp.float32) / 1e6
+    phase = jnp.mod(times_s / cfg.horizon_s + jax.random.uniform(k_phase) * dyn.shift, 1.0)
+    in_burst = _windows(k_burst, dyn.app_bursts, dyn.app_burst_s, cfg.horizon_s, times_s, MAX_EVENTS)  # [Q, A]
+    app_level = profile_at(dyn.app_profile, phase) * jnp.where(in_burst, dyn.app_burst_factor[None, :], 1.0)
+    app_hot = jnp.arange(n_app)[None, :] == app[:, None]
+    keep_p = keep_p * jnp.sum(jnp.where(app_hot, app_level / peaks[None, :], 0.0), axis=1)
+    in_spike = _windows(k_spike, dyn.site_spikes, dyn.site_spike_s, cfg.horizon_s, times_s, MAX_EVENTS)  # [Q, S]
+    net = profile_at(dyn.site_net, phase) * jnp.where(in_spike, dyn.site_spike_factor[None, :], 1.0)
+    net_pct = jnp.clip(jnp.round(100.0 * net), 1, MAX_NET_PCT).astype(jnp.int32)
+    slow_pct = jnp.clip(jnp.round(100.0 * profile_at(dyn.site_slow, phase)), 1, MAX_SLOW_PCT).astype(jnp.int32)
+
     valid = (u_keep < keep_p) & (times < horizon_us) & (total > 0)
     jitter_pct = jnp.minimum(jnp.round(100.0 * _exponential(u_jit)), 1000).astype(jnp.int32)
     noise = 100.0 + 100.0 * cfg.service_cv * (_exponential(u_svc) - 1.0)
@@ -116,6 +164,8 @@ def generate_trace(key: jax.Array, rate: jax.Array, cfg: TraceConfig, return_cov
         service_pct=service_pct[order],
         rand=rand[order],
         valid=valid_sorted,
+        net_pct=net_pct[order],
+        slow_pct=slow_pct[order],
     )
     if return_covered:
         return trace, (times[-1] >= horizon_us) | (total <= 0)
@@ -124,15 +174,16 @@ def generate_trace(key: jax.Array, rate: jax.Array, cfg: TraceConfig, return_cov
 
 @functools.lru_cache(maxsize=32)
 def _batched_generator(cfg: TraceConfig):
-    return jax.jit(jax.vmap(lambda k, r: generate_trace(k, r, cfg, return_covered=True)))
+    return jax.jit(jax.vmap(lambda k, r, d: generate_trace(k, r, cfg, d, return_covered=True), in_axes=(0, 0, None)))
 
 
-def make_traces(key: jax.Array, rates: jax.Array, cfg: TraceConfig, return_covered: bool = False):
-    """A batch of traces: ``rates`` f32[B, N, A] (one rate matrix per trace) -> Trace [B, Q].
+def make_traces(key: jax.Array, rates: jax.Array, cfg: TraceConfig, dyn: Dynamics, return_covered: bool = False):
+    """A batch of traces: ``rates`` f32[B, N, A] (one rate matrix per trace) -> Trace [B, Q], all with the
+    conditions ``dyn`` (each trace draws its own phase, bursts and spikes).
 
     Trace ``b`` uses ``jax.random.split(key, B)[b]`` (compiled once per ``cfg`` and shape). With
     ``return_covered``: ``(traces, bool[B])``, False where the Q slots ran out before the horizon.
     """
     keys = jax.random.split(key, rates.shape[0])
-    traces, covered = _batched_generator(cfg)(keys, jnp.asarray(rates, jnp.float32))
+    traces, covered = _batched_generator(cfg)(keys, jnp.asarray(rates, jnp.float32), dyn)
     return (traces, covered) if return_covered else traces

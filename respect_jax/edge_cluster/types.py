@@ -5,7 +5,8 @@ Shape letters used throughout :mod:`respect_jax.edge_cluster`:
 * ``N`` traffic sources, ``S`` sites, ``A`` applications, ``V`` model variants (global list),
 * ``K`` worker slots: every worker of every site, site by site (``EdgeParams.slot_site``),
 * ``L`` ring length of the recent-history buffers (observation features only),
-* ``Q`` query slots of a trace (valid queries first, padding after).
+* ``Q`` query slots of a trace (valid queries first, padding after),
+* ``G`` knots of a time profile (:data:`PROFILE_KNOTS`), ``E`` random events per app or site (:data:`MAX_EVENTS`).
 
 Every time is an ``int32`` number of microseconds, so the JAX simulator and the Python reference
 compute bit-identical outcomes (no float rounding anywhere in the dynamics).
@@ -27,6 +28,8 @@ INVALID = -1
 SUCCESS, LOW_ACCURACY, LATE, EXPIRED, DROPPED = 0, 1, 2, 3, 4
 OUTCOMES = ("success", "low_accuracy", "late", "expired", "dropped")
 
+PROFILE_KNOTS = 33  # G: every time profile is resampled to this many evenly spaced knots over the horizon
+MAX_EVENTS = 8  # E: most bursts per app (or network spikes per site) of one trace
 NEVER = 2**30  # a time above any reachable one, µs (empty history slots, masked minima)
 MAX_TIME_US = 10**9  # horizon bound (1000 s): every reachable time stays < 2**31
 
@@ -104,6 +107,9 @@ class Trace:
         service_pct: i32[Q] processing-time factor in percent (``100 + 100*cv*(Exp(1)-1)``, clipped to [10, 1000]).
         rand: i32[Q] uniform integer in [0, 2**30) (the random policy's choice).
         valid: bool[Q] real query (False = padding).
+        net_pct: i32[Q, S] network-delay factor of each site's path in percent at the query's dispatch
+            (:class:`Dynamics`; 100 = nominal): its round trip is ``rtt * f // 100 + (jitter * f // 100) * e // 100``.
+        slow_pct: i32[Q, S] processing-time factor of each site in percent at the query's dispatch (100 = nominal).
     """
 
     time_us: jax.Array
@@ -113,11 +119,44 @@ class Trace:
     service_pct: jax.Array
     rand: jax.Array
     valid: jax.Array
+    net_pct: jax.Array
+    slow_pct: jax.Array
 
     @property
     def num_valid(self) -> jax.Array:
         """i32[] (or i32[B]) number of real queries."""
         return jnp.sum(self.valid, axis=-1).astype(jnp.int32)
+
+
+@struct.dataclass
+class Dynamics:
+    """Conditions that change within a trace (vmappable; a scenario without ``dynamics`` has neutral ones).
+
+    A profile is a multiplier at ``G`` evenly spaced times from 0 to the horizon (linear in between). Each
+    trace starts its profiles at a random phase ``u * shift`` (``u`` uniform in [0, 1)) of the horizon,
+    wrapping around, and places its bursts and spikes uniformly at random over the horizon.
+
+    Attributes:
+        app_profile: f32[A, G] arrival-rate multiplier of each application (diurnal ramps).
+        app_bursts: i32[A] bursts per trace (<= E); app_burst_factor: f32[A] rate multiplier inside a burst;
+            app_burst_s: f32[A] burst length, seconds.
+        site_net: f32[S, G] network-delay multiplier of every path to the site (RTT and jitter scale).
+        site_spikes: i32[S] network spikes per trace (<= E); site_spike_factor: f32[S] extra multiplier inside
+            a spike; site_spike_s: f32[S] spike length, seconds.
+        site_slow: f32[S, G] processing-time multiplier of the site (1 = nominal; large = degraded or failed).
+        shift: f32[] largest random phase of the profiles, as a fraction of the horizon.
+    """
+
+    app_profile: jax.Array
+    app_bursts: jax.Array
+    app_burst_factor: jax.Array
+    app_burst_s: jax.Array
+    site_net: jax.Array
+    site_spikes: jax.Array
+    site_spike_factor: jax.Array
+    site_spike_s: jax.Array
+    site_slow: jax.Array
+    shift: jax.Array
 
 
 # one query is a Trace of scalars
@@ -143,10 +182,16 @@ class SimState:
         ring_done_us: i32[S, L] when each of the site's last L queries leaves processing
             (finish or removal); a query is pending at t while ``t < done``.
         ring_work_us: i32[S, L] nominal processing time of those queries.
+        ring_resolve_us: i32[S, L] when their answer (or removal) is known at the source (NEVER = empty slot);
+            the measurements below are known to the dispatcher from then on.
+        ring_queue_us: i32[S, L] measured wait at the site (start, or removal, minus arrival there).
+        ring_net_pct: i32[S, L] measured round trip in percent of the nominal RTT of its path.
+        ring_proc_pct: i32[S, L] measured processing time in percent of the nominal one (100 if removed).
         ring_pos: i32[S] next ring slot per site.
         app_arrival_us: i32[A, L] arrival times of each app's last L queries (-NEVER = empty slot).
         app_resolve_us: i32[A, L] when their outcome is known at the source (NEVER = empty slot).
         app_ok: bool[A, L] whether they succeeded.
+        app_slack_us: i32[A, L] their slack: deadline minus answer time (minus the deadline if removed).
         app_pos: i32[A] next ring slot per app.
     Counters:
         counts: i32[A, 5] outcomes so far per app and code (SUCCESS..DROPPED), counted at dispatch.
@@ -158,10 +203,15 @@ class SimState:
     vclock_us: jax.Array
     ring_done_us: jax.Array
     ring_work_us: jax.Array
+    ring_resolve_us: jax.Array
+    ring_queue_us: jax.Array
+    ring_net_pct: jax.Array
+    ring_proc_pct: jax.Array
     ring_pos: jax.Array
     app_arrival_us: jax.Array
     app_resolve_us: jax.Array
     app_ok: jax.Array
+    app_slack_us: jax.Array
     app_pos: jax.Array
     counts: jax.Array
     now_us: jax.Array
