@@ -151,6 +151,11 @@ def train(cfg: DictConfig) -> dict:
     curves = cfg.get("curves", True)
     if not isinstance(curves, bool):
         raise ValueError(f"curves must be true or false, got {curves!r}")
+    if cfg.policy.get("name") == "order":  # the order policy has its own trainer (respect_jax/cli/train_order.py)
+        refuse_multi_process("policy=order")
+        from respect_jax.cli.train_order import train_order
+
+        return train_order(cfg)
     if cfg.policy.get("name") == "respect_pointer":  # the RESPECT-faithful baseline has its own trainer
         refuse_multi_process("policy=respect_pointer")
         if cfg.get("init_from"):

@@ -1,0 +1,427 @@
+"""The order policy: a GNN scores every node, the scores choose a topological order, and the exact
+contiguous programme splits that order into at most K stages.
+
+Why this is complete: for every valid schedule ``s`` (``s(u) <= s(v)`` on every edge) the order "by stage,
+then by SPEC position" is topological and holds every stage as one segment, so the best schedule is the
+best contiguous split of *some* topological order. The network only has to rank the nodes; where the
+cuts go is decided exactly (:func:`respect_jax.solvers.partitioners.contiguous_search`, O(K n log n)).
+A greedy decoding is one forward pass, one priority-queue topological sort and one split; sampling
+perturbs the scores and keeps the best split.
+
+Inputs are size-free (no 1/n fractions, no degree normalised by a padded width, no node count): every
+byte count is relative to a stage's share of the graph's parameters, compute to a stage's share of the
+MACs, times to the latency bound ``T*``, and the context carries K, the hardware relative to the graph
+and the objective. So one network serves every K, hardware, objective and graph size.
+
+The training target of a node is its normalised stage ``(s(v) + 0.5) / K`` in a teacher's schedule
+(:func:`stage_targets`); any score vector that ranks later stages higher reproduces the teacher's schedule
+up to the split, which the programme then optimises.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from respect_jax.costs import OBJECTIVES, Hardware
+from respect_jax.graphs.features import to_graphs_tuple
+from respect_jax.graphs.graph import Graph, write_json_atomic
+from respect_jax.graphs.padded import PaddedGraph, bucket_shape, bucket_size, pad_graph
+from respect_jax.policy.encoder import MessagePassingLayer, adjacency
+from respect_jax.solvers.partitioners import _segment_terms, contiguous_assignment, contiguous_search
+
+ORDER_FEATURE_NAMES = (
+    "params_share_log",  # log1p(4 p_v / (P/K)): the node's parameters against a stage's share
+    "params_sram_log",  # log1p(p_v / C)
+    "macs_share_log",  # log1p(4 m_v / (M/K))
+    "out_share_log",  # log1p(4 o_v / (P/K)): its output tensor against a stage's share of parameters
+    "out_cut_log",  # log1p(o_v / mean cut bytes of the SPEC order)
+    "params_before",  # parameters at SPEC positions < v, / P
+    "macs_before",  # MACs at SPEC positions < v, / M
+    "position",  # SPEC position / (n - 1)
+    "depth",  # ASAP level / longest path
+    "height",  # levels to a sink / longest path
+    "in_degree",  # min(deg, 8) / 8
+    "out_degree",
+    "is_source",
+    "is_sink",
+    "no_params",
+    "cut_before_log",  # log1p(bytes crossing a cut just before v / mean cut)
+    "cut_after_log",  # the same just after v
+    "cut_after_share_log",  # log1p(4 cut after v / (P/K)): the paper objective's trade-off
+    "cut_after_time_log",  # log1p(cut after v / link_bw / T*)
+    "macs_time_log",  # log1p(m_v / macs_per_s / T*)
+    "spill_time_log",  # log1p(p_v / host_bw / T*)
+)
+NUM_ORDER_FEATURES = len(ORDER_FEATURE_NAMES)
+ORDER_CONTEXT_NAMES = (
+    "inv_k",
+    "memory_pressure",  # log1p(P / (K C))
+    "overhead_share",  # tau / T*
+    "stream_time_log",  # log1p((P/K) / host_bw / T*)
+    "cut_time_log",  # log1p(mean cut / link_bw / T*)
+    "cut_share_log",  # log1p(mean cut / (P/K))
+    "host_link_ratio",  # log(host_bw / link_bw) / 4
+    "act_param_ratio",  # log(b_a / b_p) / 2
+    *(f"objective_{name}" for name in OBJECTIVES),
+)
+NUM_ORDER_CONTEXT = len(ORDER_CONTEXT_NAMES)
+FORMAT = "respect-jax-order-policy/1"
+
+
+@dataclass(frozen=True)
+class OrderPolicyConfig:
+    """Architecture of :class:`OrderPolicy` (saved in the checkpoint's network.json).
+
+    Attributes: encoder (``gat`` | ``mean`` | ``sum``), layers (message-passing layers), width, heads (of
+    ``gat``), head_layers (hidden layers of the per-node score MLP).
+    """
+
+    encoder: str = "gat"
+    layers: int = 4
+    width: int = 64
+    heads: int = 4
+    head_layers: int = 2
+
+    def __post_init__(self):
+        if self.encoder not in ("gat", "mean", "sum"):
+            raise ValueError(f"order policy encoder must be gat, mean or sum, got {self.encoder!r}")
+        if self.width < 1 or self.heads < 1 or self.width % self.heads:
+            raise ValueError(f"order policy width ({self.width}) must be a positive multiple of heads ({self.heads})")
+        if self.layers < 0 or self.head_layers < 0:
+            raise ValueError("order policy layers and head_layers must be >= 0")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> OrderPolicyConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown order policy option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**values)
+
+
+# ----------------------------------------------------------------------------- inputs (NumPy, O(N + E))
+
+
+def _levels(graph: Graph, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(depth, height) int64[n] by node id: longest path from a source / to a sink."""
+    n = graph.num_nodes
+    depth = graph.depth()
+    height = np.zeros(n, dtype=np.int64)
+    succs = graph.successors()
+    for v in order[::-1].tolist():
+        if succs[v]:
+            height[v] = 1 + max(height[w] for w in succs[v])
+    return depth, height
+
+
+def order_inputs(graph: Graph, hw: Hardware, objective: str) -> tuple[np.ndarray, np.ndarray]:
+    """(f32[n, NUM_ORDER_FEATURES] node features in SPEC order, f32[NUM_ORDER_CONTEXT] context).
+
+    Every feature is unchanged when the graph is scaled (more nodes of the same kind) and when every byte
+    count, or every rate and the overhead, is multiplied by one factor (see the module docstring).
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; expected one of {', '.join(OBJECTIVES)}")
+    order = graph.topological_order()
+    n, k = graph.num_nodes, hw.stages
+    par_prefix, macs_prefix, cut_b = _segment_terms(graph, hw, order)
+    par, macs = np.diff(par_prefix), np.diff(macs_prefix)
+    out = float(hw.act_bytes) * graph.output_size[order].astype(np.float64)
+    total_par, total_macs = max(par_prefix[-1], 1.0), max(macs_prefix[-1], 1.0)
+    share_p, share_m = max(total_par / k, 1.0), max(total_macs / k, 1.0)
+    t_star = max(float(hw.stage_overhead_s) + max(total_macs / k, float(macs.max(initial=0.0))) / float(hw.macs_per_s),
+                 1e-12)
+    mean_cut = max(float(np.mean(cut_b[1:n])) if n > 1 else float(cut_b[-1]), 1.0)
+    depth, height = _levels(graph, order)
+    levels = max(int(depth.max(initial=0)), 1)
+    in_deg = np.bincount(graph.edges[:, 1], minlength=n) if graph.num_edges else np.zeros(n, np.int64)
+    out_deg = np.bincount(graph.edges[:, 0], minlength=n) if graph.num_edges else np.zeros(n, np.int64)
+    in_deg, out_deg = in_deg[order], out_deg[order]
+    cut_after = cut_b[1:]
+    link, host = float(hw.link_bw), float(hw.host_bw)
+    feats = np.stack(
+        [
+            np.log1p(4.0 * par / share_p),
+            np.log1p(par / max(float(hw.sram_bytes), 1.0)),
+            np.log1p(4.0 * macs / share_m),
+            np.log1p(4.0 * out / share_p),
+            np.log1p(out / mean_cut),
+            par_prefix[:-1] / total_par,
+            macs_prefix[:-1] / total_macs,
+            np.arange(n) / max(n - 1, 1),
+            depth[order] / levels,
+            height[order] / levels,
+            np.minimum(in_deg, 8) / 8.0,
+            np.minimum(out_deg, 8) / 8.0,
+            (in_deg == 0).astype(np.float64),
+            (out_deg == 0).astype(np.float64),
+            (par == 0).astype(np.float64),
+            np.log1p(cut_b[:-1] / mean_cut),
+            np.log1p(cut_after / mean_cut),
+            np.log1p(4.0 * cut_after / share_p),
+            np.log1p(cut_after / link / t_star),
+            np.log1p(macs / float(hw.macs_per_s) / t_star),
+            np.log1p(par / host / t_star),
+        ],
+        axis=-1,
+    )
+    tiny = 1e-30
+    context = np.array(
+        [
+            1.0 / k,
+            np.log1p(total_par / max(k * float(hw.sram_bytes), 1.0)),
+            float(hw.stage_overhead_s) / t_star,
+            np.log1p(share_p / host / t_star),
+            np.log1p(mean_cut / link / t_star),
+            np.log1p(mean_cut / share_p),
+            np.log(host / link) / 4.0,
+            np.log(max(float(hw.act_bytes), tiny) / max(float(hw.param_bytes), tiny)) / 2.0,
+            *(float(objective == name) for name in OBJECTIVES),
+        ]
+    )
+    return feats.astype(np.float32), context.astype(np.float32)
+
+
+@dataclass(frozen=True)
+class OrderBatch:
+    """A padded batch for the order policy (B graphs, N padded nodes).
+
+    Attributes: graphs: PaddedGraph with leading axis B (SPEC order); feats f32[B, N, F] (0 on padding);
+    context f32[B, C].
+    """
+
+    graphs: PaddedGraph
+    feats: np.ndarray
+    context: np.ndarray
+
+
+def make_batch(
+    graphs: list[Graph], hws: list[Hardware], objectives: list[str], shape: tuple[int, int, int]
+) -> OrderBatch:
+    """Pad ``graphs`` (each with its hardware and objective) to ``shape`` = (N, E, P) and stack them."""
+    padded, feats, context = [], [], []
+    for graph, hw, objective in zip(graphs, hws, objectives, strict=True):
+        padded.append(pad_graph(graph, shape))
+        f, c = order_inputs(graph, hw, objective)
+        pad = np.zeros((shape[0], NUM_ORDER_FEATURES), np.float32)
+        pad[: graph.num_nodes] = f
+        feats.append(pad)
+        context.append(c)
+    stacked = jax.tree.map(lambda *xs: np.stack(xs), *padded)
+    return OrderBatch(stacked, np.stack(feats), np.stack(context))
+
+
+# ----------------------------------------------------------------------------- network
+
+
+class OrderPolicy(nnx.Module):
+    """Node features + context -> one score per node, f32[B, N] (later stages score higher)."""
+
+    def __init__(self, config: OrderPolicyConfig, *, rngs: nnx.Rngs):
+        width = config.width
+        self.config = config
+        self.embed1 = nnx.Linear(NUM_ORDER_FEATURES + NUM_ORDER_CONTEXT, width, rngs=rngs)
+        self.embed2 = nnx.Linear(width, width, rngs=rngs)
+        self.layers = nnx.List(
+            [MessagePassingLayer(width, config.encoder, config.heads, rngs=rngs) for _ in range(config.layers)]
+        )
+        self.readout = nnx.Linear(2 * width, width, rngs=rngs)
+        sizes = [3 * width] + [width] * config.head_layers
+        self.head = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
+        self.out = nnx.Linear(sizes[-1], 1, rngs=rngs)
+
+    def __call__(
+        self, graphs: PaddedGraph, feats: jax.Array, context: jax.Array, aggregation: str = "dense"
+    ) -> jax.Array:
+        """Args: graphs (B padded graphs), feats f32[B, N, F], context f32[B, C]; aggregation ``dense``
+        (N x N adjacency matmuls: small buckets) or ``segment`` (O(E): large graphs). Returns f32[B, N]
+        (0 on padding)."""
+        b, n, _ = feats.shape
+        fmask = graphs.node_mask[:, :, None].astype(jnp.float32)
+        x = jnp.concatenate([feats, jnp.broadcast_to(context[:, None, :], (b, n, context.shape[-1]))], axis=-1)
+        h = self.embed2(jax.nn.relu(self.embed1(x.reshape(b * n, -1)))).reshape(b, n, -1) * fmask
+        graph_tuple = adj = None
+        if len(self.layers):
+            if aggregation == "dense":
+                adj = jax.vmap(adjacency)(graphs)
+            else:
+                graph_tuple = to_graphs_tuple(graphs, feats)
+        for layer in self.layers:
+            h = layer(h, graph_tuple, adj) * fmask
+        count = jnp.maximum(jnp.sum(fmask, axis=1), 1.0)
+        mean = jnp.sum(h, axis=1) / count
+        top = jnp.max(jnp.where(fmask > 0, h, -1e9), axis=1)
+        g = self.readout(jnp.concatenate([mean, top], axis=-1))
+        gb = jnp.broadcast_to(g[:, None, :], h.shape)
+        z = jnp.concatenate([h, gb, h * gb], axis=-1)
+        z = z.reshape(b * n, -1)
+        for layer in self.head:
+            z = jax.nn.relu(layer(z))
+        return self.out(z).reshape(b, n) * fmask[..., 0]
+
+
+def stage_targets(graph: Graph, assignment_by_id: np.ndarray, stages: int) -> np.ndarray:
+    """f32[n] the training target of each node in SPEC order: ``(s(v) + 0.5) / K``."""
+    order = graph.topological_order()
+    return ((np.asarray(assignment_by_id)[order] + 0.5) / stages).astype(np.float32)
+
+
+def score_loss(scores: jax.Array, targets: jax.Array, node_mask: jax.Array) -> jax.Array:
+    """Mean squared error over real nodes. scores, targets f32[B, N]; node_mask bool[B, N]."""
+    w = node_mask.astype(jnp.float32)
+    return jnp.sum(w * (scores - targets) ** 2) / jnp.maximum(jnp.sum(w), 1.0)
+
+
+# ----------------------------------------------------------------------------- decoding (NumPy)
+
+
+def order_from_scores(graph: Graph, scores: np.ndarray) -> np.ndarray:
+    """int64[n] node ids in a topological order that takes the ready node of least score first (ties: SPEC
+    position). ``scores`` f32[n] in SPEC order. O((n + E) log n)."""
+    spec = graph.topological_order()
+    n = graph.num_nodes
+    key = np.empty(n, dtype=np.float64)
+    key[spec] = np.asarray(scores, dtype=np.float64)[:n]
+    rank = np.empty(n, dtype=np.int64)
+    rank[spec] = np.arange(n)
+    indeg = np.bincount(graph.edges[:, 1], minlength=n).tolist() if graph.num_edges else [0] * n
+    succs = graph.successors()
+    key_list, rank_list = key.tolist(), rank.tolist()
+    heap = [(key_list[v], rank_list[v], v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, _, u = heapq.heappop(heap)
+        out.append(u)
+        for w in succs[u]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, (key_list[w], rank_list[w], w))
+    return np.asarray(out, dtype=np.int64)
+
+
+def split_order(graph: Graph, hw: Hardware, objective: str, lam: float, order: np.ndarray) -> tuple[np.ndarray, float]:
+    """(int64[n] assignment by node id, objective) of the best contiguous split of ``order``."""
+    cuts, value, _ = contiguous_search(graph, hw, objective, lam, order)
+    return contiguous_assignment(graph, cuts, order), float(value)
+
+
+def decode_scores(
+    graph: Graph,
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    scores: np.ndarray,
+    samples: int = 0,
+    noise: float = 0.05,
+    seed: int = 0,
+) -> tuple[np.ndarray, float, int]:
+    """The best split over the greedy order of ``scores`` (f32[n], SPEC order) and ``samples`` orders of the
+    scores plus Gaussian noise of standard deviation ``noise`` (in target units: a stage is 1/K).
+
+    Returns (assignment by node id, objective, index of the winning candidate: 0 greedy, i >= 1 sample i).
+    """
+    best_a, best_v = split_order(graph, hw, objective, lam, order_from_scores(graph, scores))
+    best_i = 0
+    rng = np.random.default_rng(seed)
+    for i in range(1, samples + 1):
+        noisy = np.asarray(scores[: graph.num_nodes], np.float64) + noise * rng.standard_normal(graph.num_nodes)
+        a, v = split_order(graph, hw, objective, lam, order_from_scores(graph, noisy))
+        if v < best_v:
+            best_a, best_v, best_i = a, v, i
+    return best_a, best_v, best_i
+
+
+# ----------------------------------------------------------------------------- inference and checkpoints
+
+#: graphs above this padded size use the O(E) segment aggregation instead of N x N adjacency matmuls
+DENSE_MAX_NODES = 1024
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "aggregation"))
+def _forward(graphdef, state, graphs, feats, context, aggregation):
+    return nnx.merge(graphdef, state)(graphs, feats, context, aggregation)
+
+
+def predict_scores(model: OrderPolicy, graphs: list[Graph], hws: list[Hardware], objectives: list[str],
+                   batch_size: int = 64) -> list[np.ndarray]:
+    """f32[n_i] scores (SPEC order) of every graph, batched by size bucket (one compiled call per bucket shape)."""
+    graphdef, state = nnx.split(model)
+    out: list[np.ndarray | None] = [None] * len(graphs)
+    groups: dict[int, list[int]] = {}
+    for i, g in enumerate(graphs):
+        groups.setdefault(bucket_size(g.num_nodes), []).append(i)
+    for size, idx in groups.items():
+        shape = bucket_shape([graphs[i] for i in idx])
+        aggregation = "dense" if size <= DENSE_MAX_NODES else "segment"
+        for start in range(0, len(idx), batch_size):
+            chunk = idx[start : start + batch_size]
+            rows = chunk + [chunk[-1]] * (batch_size - len(chunk)) if len(idx) > batch_size else chunk
+            batch = make_batch([graphs[i] for i in rows], [hws[i] for i in rows], [objectives[i] for i in rows], shape)
+            scores = np.asarray(_forward(graphdef, state, batch.graphs, batch.feats, batch.context, aggregation))
+            for row, i in enumerate(chunk):
+                out[i] = scores[row, : graphs[i].num_nodes]
+    return out  # type: ignore[return-value]
+
+
+def _param_leaves(model: OrderPolicy) -> dict[str, jax.Array]:
+    state = nnx.state(model, nnx.Param)
+    leaves, _ = jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(state))
+    return {"/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path): leaf for path, leaf in leaves}
+
+
+def save_order_policy(run_dir: str | Path, model: OrderPolicy, extra: dict) -> None:
+    """Write ``params.npz`` (one array per parameter path) and ``network.json`` (format, config, ``extra``)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir / "params.tmp.npz"
+    np.savez(tmp, **{k: np.asarray(v) for k, v in _param_leaves(model).items()})
+    tmp.replace(run_dir / "params.npz")
+    write_json_atomic({"format": FORMAT, "policy": model.config.to_dict(), **extra}, run_dir / "network.json")
+
+
+def is_order_checkpoint(path: str | Path) -> bool:
+    """True when ``path`` is a run folder of the order policy (its network.json names :data:`FORMAT`)."""
+    doc = Path(path) / "network.json"
+    try:
+        return doc.is_file() and json.loads(doc.read_text()).get("format") == FORMAT
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+@functools.lru_cache(maxsize=4)
+def load_order_policy(path: str | Path) -> tuple[OrderPolicy, dict]:
+    """(network with its trained parameters, network document) of a run folder written by
+    :func:`save_order_policy`. One-line ValueError when the folder is not one or a parameter is missing."""
+    path = Path(path)
+    if not is_order_checkpoint(path):
+        raise ValueError(f"{path}: not an order-policy checkpoint (no network.json of format {FORMAT})")
+    doc = json.loads((path / "network.json").read_text())
+    config = OrderPolicyConfig.from_dict(doc["policy"])
+    model = nnx.eval_shape(lambda: OrderPolicy(config, rngs=nnx.Rngs(0)))
+    with np.load(path / "params.npz") as data:
+        stored = {k: data[k] for k in data.files}
+    state = nnx.state(model, nnx.Param)
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(state))
+    values = []
+    for key_path, leaf in leaves:
+        name = "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in key_path)
+        if name not in stored or stored[name].shape != leaf.shape:
+            raise ValueError(f"{path}: parameter {name} missing or of the wrong shape")
+        values.append(jnp.asarray(stored[name]))
+    pure = jax.tree_util.tree_unflatten(treedef, values)
+    nnx.replace_by_pure_dict(state, pure)
+    nnx.update(model, state)
+    return model, doc
