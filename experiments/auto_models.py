@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 import respect_jax.policy.solver  # noqa: E402,F401  (registers the learned solver: a member of auto)
 from respect_jax.cli.common import user_errors_exit  # noqa: E402
@@ -31,6 +32,7 @@ from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import markdown_table, mean, result_stem, with_extension, write_results  # noqa: E402
 from respect_jax.graphs.graph import load_graph  # noqa: E402
 from respect_jax.solvers import run_solver  # noqa: E402
+from respect_jax.viz import new_figure, save_png  # noqa: E402
 
 
 def stage_range(text: str) -> list[int]:
@@ -107,13 +109,9 @@ def summary(records: list[dict], budget: float) -> str:
     return f"`solver=auto`, time budget {budget:g} s; {note}\n\n" + markdown_table(head, rows) + "\n\n" + detail + "\n"
 
 
-def plot(records: list[dict], png: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 4))
+def plot(records: list[dict], png: Path) -> Figure:
+    fig = new_figure(9, 4)
+    ax = fig.subplots()
     for objective, marker in (("paper", "o"), ("latency", "s")):
         sel = [r for r in records if r["objective_name"] == objective]
         ax.scatter([r["num_nodes"] for r in sel], [100 * r["certified_gap"] for r in sel], marker=marker,
@@ -122,9 +120,8 @@ def plot(records: list[dict], png: Path) -> None:
     ax.set_ylabel("certified gap (%)")
     ax.set_title("solver=auto: certified gap per (model, K)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
+    save_png(fig, png)
+    return fig
 
 
 @user_errors_exit("auto_models")

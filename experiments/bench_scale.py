@@ -27,10 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from respect_jax.cli.common import user_errors_exit  # noqa: E402
 from respect_jax.experiments.report import markdown_table, result_stem, with_extension, write_results  # noqa: E402
 from respect_jax.graphs import GeneratorConfig  # noqa: E402
+from respect_jax.viz import new_figure, save_png  # noqa: E402
 
 FAMILIES = {"dense": 2.9, "sparse": 1.2}  # edges per node of the ICML'24 families (NOTES.md)
 
@@ -115,14 +117,10 @@ def summary(records: list[dict]) -> str:
     return markdown_table(head, rows)
 
 
-def plot(records: list[dict], png: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(records: list[dict], png: Path) -> Figure:
     sizes = sorted({r["size"] for r in records})
-    fig, axes = plt.subplots(1, len(sizes), figsize=(5 * len(sizes), 4), squeeze=False)
+    fig = new_figure(5 * len(sizes), 4)
+    axes = fig.subplots(1, len(sizes), squeeze=False)
     for ax, size in zip(axes[0], sizes, strict=True):
         for method in sorted({r["method"] for r in records}):
             sel = [r for r in records if r["size"] == size and r["method"] == method and r["status"] == "ok"]
@@ -133,9 +131,8 @@ def plot(records: list[dict], png: Path) -> None:
         ax.set_ylabel("objective / best known")
         ax.set_title(f"{size} nodes")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
+    save_png(fig, png)
+    return fig
 
 
 @user_errors_exit("bench_scale")

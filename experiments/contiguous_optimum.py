@@ -37,6 +37,8 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from matplotlib.figure import Figure  # noqa: E402
+
 from respect_jax.cli.common import user_errors_exit  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import markdown_table, result_stem, write_results  # noqa: E402
@@ -45,6 +47,7 @@ from respect_jax.graphs.padded import bucket_shape, pad_graph  # noqa: E402
 from respect_jax.labels.dataset import load_labelled_dataset, read_manifest  # noqa: E402
 from respect_jax.solvers.common import evaluate_positions  # noqa: E402
 from respect_jax.solvers.partitioners import best_contiguous_cuts, solve_compiler  # noqa: E402
+from respect_jax.viz import new_figure, save_png  # noqa: E402
 
 CHUNK = 4096  # splits scored per evaluator call (one compilation per bucket)
 
@@ -188,15 +191,11 @@ def _row(stage_by_position: np.ndarray, n_pad: int) -> np.ndarray:
     return row
 
 
-def plot(doc: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(doc: dict, path: Path) -> Figure:
     gaps = [r["best_contiguous_gap_pct"] for r in doc["per_graph"]]
     comp = [r["compiler_gap_pct"] for r in doc["per_graph"]]
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig = new_figure(6.5, 3.8)
+    ax = fig.subplots()
     bins = np.linspace(0, max(max(comp), 1e-3), 40)
     ax.hist(comp, bins=bins, alpha=0.6, label="compiler split (parameter count)")
     ax.hist(gaps, bins=bins, alpha=0.8, label="best contiguous split (exhaustive)")
@@ -204,9 +203,8 @@ def plot(doc: dict, path: Path) -> None:
     ax.set_ylabel("graphs")
     ax.set_title(f"{doc['aggregate']['graphs']} graphs, K = {doc['stages']}, {doc['objective']} objective")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
+    return fig
 
 
 @user_errors_exit("contiguous_optimum")

@@ -26,6 +26,8 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from matplotlib.figure import Figure  # noqa: E402
+
 from respect_jax.cli.common import machine_description, user_errors_exit  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import result_stem, with_extension  # noqa: E402
@@ -34,6 +36,7 @@ from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, decode_candi
 from respect_jax.train.checkpoints import load_policy  # noqa: E402
 from respect_jax.train.data import load_labelled_batches  # noqa: E402
 from respect_jax.train.evaluation import decode_set, summarise  # noqa: E402
+from respect_jax.viz import new_figure, save_png  # noqa: E402
 
 TARGET_OPTIMAL_PCT, TARGET_GAP_PCT = 80.0, 0.5  # issue 4: best-of-64 <= 0.5% with >= 80% exactly optimal
 
@@ -110,13 +113,9 @@ def markdown(args, doc: dict, rows: list[dict], machine: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list[dict], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_opt, ax_gap) = plt.subplots(1, 2, figsize=(10, 4))
+def plot(rows: list[dict], path: Path, title: str) -> Figure:
+    fig = new_figure(10, 4)
+    (ax_opt, ax_gap) = fig.subplots(1, 2)
     for strategy in dict.fromkeys(r["strategy"] for r in rows):
         rs = [r for r in rows if r["strategy"] == strategy]
         budgets = [r["budget"] for r in rs]
@@ -133,9 +132,8 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend()
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
+    return fig
 
 
 @user_errors_exit("decoding_budget")

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from respect_jax.experiments.methods import ensure_registered, methods_from_cfg, require_items, run_method
 from respect_jax.experiments.report import markdown_table, mean, write_results
+from respect_jax.viz import new_figure, save_png
 
 
 def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
@@ -90,14 +92,10 @@ def render(doc: dict) -> str:
     ])
 
 
-def plot(doc: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(doc: dict, path: Path) -> Figure:
     families = list(dict.fromkeys(r["family"] for r in doc["records"]))
-    fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 3.8), squeeze=False)
+    fig = new_figure(5 * len(families), 3.8)
+    axes = fig.subplots(1, len(families), squeeze=False)
     for ax, family in zip(axes[0], families, strict=True):
         recs = [r for r in doc["records"] if r["family"] == family]
         sizes = sorted({r["size"] for r in recs})
@@ -109,6 +107,5 @@ def plot(doc: dict, path: Path) -> None:
         ax.set_ylabel("mean gap to best known (%)")
         ax.set_title(f"{family} graphs")
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
+    return fig

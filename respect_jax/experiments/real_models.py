@@ -14,10 +14,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from respect_jax.experiments.methods import ensure_registered, methods_from_cfg, require_items, run_method
 from respect_jax.experiments.report import fmt, geomean, markdown_table, mean, write_results
+from respect_jax.viz import new_figure, save_png
 
 MIB = 2.0**20
 
@@ -189,12 +191,8 @@ def table2(doc: dict) -> str:
     return "\n".join(text)
 
 
-def plot_memory_bars(doc: dict, path: Path, models: list[str], k: int, sram_bytes: float) -> None:
+def plot_memory_bars(doc: dict, path: Path, models: list[str], k: int, sram_bytes: float) -> Figure | None:
     """Per-stage parameter memory of a few models under each method, against the SRAM line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     records = [r for r in doc["records"] if r["stages"] == k]
@@ -203,7 +201,8 @@ def plot_memory_bars(doc: dict, path: Path, models: list[str], k: int, sram_byte
         print(f"no {path.name}: experiment.bar_models / bar_stages name no model and K that ran", file=sys.stderr)
         return
     labels = list(doc["methods"])
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), squeeze=False)
+    fig = new_figure(4.2 * len(models), 3.6)
+    axes = fig.subplots(1, len(models), squeeze=False)
     width = 0.8 / len(labels)
     for ax, model in zip(axes[0], models, strict=True):
         for i, label in enumerate(labels):
@@ -216,19 +215,14 @@ def plot_memory_bars(doc: dict, path: Path, models: list[str], k: int, sram_byte
         ax.set_xticks(np.arange(k) + 0.4 - width / 2, [f"stage {s}" for s in range(k)])
         ax.set_ylabel("parameters MiB")
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
+    return fig
 
 
-def plot_pareto(doc: dict, path: Path) -> None:
+def plot_pareto(doc: dict, path: Path) -> Figure:
     """Mean gap to the reference vs median schedule time, one point per method (log time)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig = new_figure(5.5, 4)
+    ax = fig.subplots()
     for label in doc["methods"]:
         mine = [r for r in doc["records"] if r["method"] == label]
         times = sorted(r["solve_time_s"] for r in mine)
@@ -238,6 +232,5 @@ def plot_pareto(doc: dict, path: Path) -> None:
     ax.set_xlabel("median schedule time per graph (s)")
     ax.set_ylabel(f"mean gap to {doc['reference']} (%)")
     ax.set_title("quality vs schedule time, real models")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
+    return fig
