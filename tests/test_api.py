@@ -142,3 +142,23 @@ def test_model_importers_without_the_coral_extra_say_what_to_install(tmp_path):
             call()
         text = str(err.value)
         assert "coral extra" in text and "\n" not in text, text
+
+
+def test_the_default_checkpoints_and_models_are_package_data():
+    """What the code defaults to is in the wheel (pyproject's package-data; tests/test_wheel.py installs it)."""
+    import tomllib
+
+    from omegaconf import OmegaConf
+
+    from respect_jax.policy.solver import DEFAULT_CHECKPOINT
+    from respect_jax.resources import data_dir
+    from respect_jax.respect_pointer.solver import DEFAULT_CHECKPOINT as POINTER_CHECKPOINT
+
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert shipped["respect_jax.conf"] == ["**/*.yaml"]
+    eval_default = Path(OmegaConf.load(ROOT / "conf" / "eval.yaml").checkpoint)
+    for folder in (DEFAULT_CHECKPOINT, POINTER_CHECKPOINT, ROOT / eval_default):
+        rel = Path(folder).resolve().relative_to(data_dir())
+        assert (data_dir() / rel / "network.json").is_file(), rel
+        assert f"{rel.as_posix()}/**/*" in shipped["respect_jax.data"], f"{rel} is not package data"
+    assert "models/*.json" in shipped["respect_jax.data"]
