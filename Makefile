@@ -40,7 +40,7 @@ $(CORAL_STAMP): pyproject.toml constraints-coral.txt
 	touch $@
 
 test-coral: $(CORAL_STAMP)
-	.venv-coral/bin/pytest -q -m coral tests/test_coral.py
+	.venv-coral/bin/pytest -q -m coral tests/test_coral.py tests/test_coral_tflite.py
 
 bench: install
 	$(BIN)/respect-bench

@@ -899,6 +899,7 @@ def _bad_export_cases(tmp: Path) -> list[tuple[object, dict, str]]:
     (tmp / "garbage.tflite").write_bytes(b"\x1c\0\0\0NOPE" + b"\0" * 64)
     (tmp / "empty.tflite").write_bytes(b"")
     (tmp / "model.onnx").write_bytes(b"onnx")
+    (tmp / "model.pb").write_bytes(b"pb")
     twin = tmp / "twin"
     twin.mkdir()
     (twin / "net.tflite").write_bytes(files["tflite"].read_bytes())
@@ -912,7 +913,8 @@ def _bad_export_cases(tmp: Path) -> list[tuple[object, dict, str]]:
         (str(tmp / "garbage.h5"), {}, "is not an HDF5 (.h5) Keras file"),
         (str(tmp / "garbage.tflite"), {}, "is not a TFLite model"),
         (str(tmp / "empty.tflite"), {}, "is not a TFLite model"),
-        (str(tmp / "model.onnx"), {}, "unsupported file type '.onnx'"),
+        (str(tmp / "model.onnx"), {}, "is not an ONNX model"),
+        (str(tmp / "model.pb"), {}, "unsupported file type '.pb'"),
         ("nope", {}, "unknown model 'nope'"),
         (k, {"include_top": True}, "include_top=true applies to bundled models only"),
         (["vgg16", t], {"input_size": 224}, "input_size=224 applies to bundled models only"),

@@ -1,12 +1,16 @@
 """Coral entry points (need the ``coral`` extra): segment, run a pipeline, calibrate, deploy.
 
-``respect-segment``: Keras model + schedule -> per-stage ``.tflite`` files + ``manifest.json``::
+``respect-segment``: Keras model + schedule -> per-stage ``.tflite`` files + ``manifest.json``; or an
+existing (int8) ``.tflite`` cut into ``<model>_segment_<k>_of_<K>.tflite`` files (Edge TPU compiler
+naming; :mod:`respect_jax.coral.tflite_segment`)::
 
     respect-segment model=mobilenetv2 solver=compiler hardware.stages=4 out_dir=segments/mnv2_k4
     respect-segment model=resnet50 schedule=result.json out_dir=segments/r50   # RESULT.json of respect-schedule
+    respect-segment model=model_int8.tflite schedule=result.json out_dir=segments/mine  # graph: respect-export
 
-``respect-pipeline``: run a manifest as a pipeline (pycoral on Edge TPUs if present, else LiteRT
-CPU threads), compare with the unsegmented model, time each stage alone (``profile``)::
+``respect-pipeline``: run a manifest as a pipeline (pycoral on Edge TPUs if present, else LiteRT with
+the ``libedgetpu.so.1`` delegate if present, else LiteRT CPU threads; the choice is printed), compare
+with the unsegmented model, time each stage alone (``profile``)::
 
     respect-pipeline manifest=segments/mnv2_k4 variant=int8 num_inputs=50 out=segments/mnv2_k4/report_int8.json
 
@@ -80,7 +84,7 @@ _PIPELINE = {
     "variant": "float32",
     "num_inputs": 50,
     "warmup": 2,
-    "backend": "auto",  # auto | litert | pycoral
+    "backend": "auto",  # auto | pycoral | edgetpu (LiteRT + libedgetpu delegate) | litert (CPU)
     "queue_size": 2,
     "num_threads": 1,
     "compare": True,  # also run the unsegmented model and compare outputs
@@ -110,10 +114,11 @@ _GROUPS = "Config groups (group=choice, current in brackets; a group's fields: g
 
 _SEGMENT_HELP = f"""\
 Keras model + schedule -> per-stage .tflite files + manifest.json in out_dir (needs the coral extra). The
-schedule is a RESULT.json of respect-schedule, or solver= is run on hardware= first.
+schedule is a RESULT.json of respect-schedule, or solver= is run on hardware= first. A .tflite model (e.g.
+int8) is cut as it is into <model>_segment_<k>_of_<K>.tflite (schedule of respect-export's graph of it).
 
 Main options (key=value; current values in brackets):
-  model               (required) a bundled name (respect_jax.coral.keras_export.MODELS) or a .keras/.h5 file
+  model               (required) a bundled name (respect_jax.coral.keras_export.MODELS), a .keras/.h5 or .tflite file
   out_dir             (required) the segment folder, built aside and renamed into place
   schedule            RESULT.json of respect-schedule (default: run solver= with hardware=)
   objective           paper | latency [${{objective}}]
@@ -127,17 +132,20 @@ Main options (key=value; current values in brackets):
 
 Examples:
   respect-segment model=mobilenetv2 solver=compiler hardware.stages=4 out_dir=segments/mnv2_k4
-  respect-segment model=resnet50 schedule=result.json out_dir=segments/r50   # RESULT.json of respect-schedule"""
+  respect-segment model=resnet50 schedule=result.json out_dir=segments/r50   # RESULT.json of respect-schedule
+  respect-segment model=model_int8.tflite schedule=result.json out_dir=segments/mine"""
 
 _PIPELINE_HELP = """\
-Run a segment folder as a pipeline (pycoral on Edge TPUs if present, else LiteRT CPU threads), compare it with
-the unsegmented model, time each stage alone. Exits 1 after writing the report if the outputs differ.
+Run a segment folder as a pipeline (pycoral on Edge TPUs if present, else LiteRT with the libedgetpu.so.1
+delegate if present, else LiteRT CPU threads; the choice is printed), compare it with the unsegmented model
+(outputs and the tensor before an output activation; a constant reference output is INCONCLUSIVE), time each
+stage alone. Exits 1 after writing the report if the outputs differ.
 
 Main options (key=value; current values in brackets):
   manifest            (required) a segment folder written by respect-segment
   variant             float32 | int8 [${variant}]
   num_inputs          inputs run through the pipeline [${num_inputs}]
-  backend             auto | litert | pycoral [${backend}]
+  backend             auto | pycoral | edgetpu | litert [${backend}]
   compare             false: do not run the unsegmented model for the comparison
   profile             false: do not time each stage alone (the data of respect-calibrate)
   out                 report JSON path (default: print the report to stdout)
@@ -176,7 +184,7 @@ Main options (key=value; current values in brackets):
   schedule            RESULT.json of respect-schedule (default: run solver= with hardware=)
   variants            a list of float32 | int8; default: [float32,int8]
   num_inputs          inputs run through each pipeline [${{num_inputs}}]
-  backend             auto | litert | pycoral [${{backend}}]
+  backend             auto | pycoral | edgetpu | litert [${{backend}}]
 
 {_GROUPS}
   hardware            {_HARDWARE}
@@ -252,16 +260,17 @@ def _as_list(value) -> list:
 # ----------------------------------------------------------------------------- segment
 
 
-def check_model_arg(model: str) -> None:
-    """A bundled name or an existing ``.keras``/``.h5`` file, else ``ValueError`` (no TensorFlow needed)."""
+def check_model_arg(model: str, tflite: bool = False) -> None:
+    """A bundled name or an existing ``.keras``/``.h5`` file (``tflite``: or a ``.tflite`` file), else
+    ``ValueError`` (no TensorFlow needed)."""
     from respect_jax.cli.export import check_model_file
     from respect_jax.coral.keras_export import MODELS
 
     path = Path(model)
-    if model not in MODELS and not (path.suffix in (".keras", ".h5") and path.is_file()):
-        raise ValueError(
-            f"model must be a bundled name ({', '.join(MODELS)}) or an existing .keras file, got {model!r}"
-        )
+    suffixes = (".keras", ".h5", ".tflite") if tflite else (".keras", ".h5")
+    if model not in MODELS and not (path.suffix in suffixes and path.is_file()):
+        files = "an existing .keras or .tflite file" if tflite else "an existing .keras file"
+        raise ValueError(f"model must be a bundled name ({', '.join(MODELS)}) or {files}, got {model!r}")
     if model not in MODELS:
         check_model_file(model)  # its content too (a zip with config.json, an HDF5 signature)
 
@@ -381,6 +390,8 @@ def segment(cfg: DictConfig, cli_stages: int | None = None) -> dict:
     from respect_jax.coral.paths import check_output_dir
     from respect_jax.coral.segment import check_compiler
 
+    if Path(str(cfg.model)).suffix == ".tflite":
+        return segment_tflite(cfg, cli_stages)
     # everything that can be checked without TensorFlow, before it is imported
     variants = _check_variants([str(v) for v in _as_list(cfg.variants)])
     check_compiler(cfg.compile)
@@ -395,21 +406,8 @@ def segment(cfg: DictConfig, cli_stages: int | None = None) -> dict:
 
     model, name = load_keras_model(str(cfg.model), bool(cfg.include_top), cfg.input_size, cfg.seed)
     graph = graph_from_keras(model, name=name)
-    if schedule:
-        assignment, info = schedule["assignment"], schedule["info"]
-        if len(assignment) != graph.num_nodes:
-            raise ValueError(
-                f"{cfg.schedule}: assignment must list a stage for each of the {graph.num_nodes} nodes of {name}, "
-                f"it has {len(assignment)}"
-            )
-    else:
-        from respect_jax.solvers import run_solver
-
-        hw = hardware_from_cfg(cfg.hardware)
-        options = OmegaConf.to_container(cfg.solver.options, resolve=True) if cfg.solver.get("options") else {}
-        result = run_solver(cfg.solver.name, graph, hw, cfg.objective, float(cfg.lam), **options)
-        assignment, stages = result["assignment"], hw.stages
-        info = {k: result[k] for k in ("solver", "objective_name", "objective", "optimal", "gap", "metrics")}
+    assignment, solver_stages, info = _schedule_of(cfg, graph, schedule)
+    stages = stages or solver_stages
     lo, hi = (float(v) for v in cfg.input_range)
     if bn_stats:
         set_batchnorm_statistics(model, representative_inputs(model, int(cfg.samples), int(cfg.seed) + 7, (lo, hi)))
@@ -425,6 +423,59 @@ def segment(cfg: DictConfig, cli_stages: int | None = None) -> dict:
         compile_edgetpu_segments=cfg.compile,
         name=name,
         schedule_info=info,
+    )
+
+
+def _schedule_of(cfg: DictConfig, graph, schedule: dict | None) -> tuple[list[int], int | None, dict]:
+    """(assignment, K or None, provenance): the schedule file's, or ``solver=`` run on ``graph``."""
+    if schedule:
+        assignment = schedule["assignment"]
+        if len(assignment) != graph.num_nodes:
+            raise ValueError(
+                f"{cfg.schedule}: assignment must list a stage for each of the {graph.num_nodes} nodes of "
+                f"{graph.name}, it has {len(assignment)}"
+            )
+        return assignment, None, schedule["info"]
+    from respect_jax.solvers import run_solver
+
+    hw = hardware_from_cfg(cfg.hardware)
+    options = OmegaConf.to_container(cfg.solver.options, resolve=True) if cfg.solver.get("options") else {}
+    result = run_solver(cfg.solver.name, graph, hw, cfg.objective, float(cfg.lam), **options)
+    info = {k: result[k] for k in ("solver", "objective_name", "objective", "optimal", "gap", "metrics")}
+    return result["assignment"], hw.stages, info
+
+
+def segment_tflite(cfg: DictConfig, cli_stages: int | None = None) -> dict:
+    """``model=<file>.tflite``: cut the file itself by the schedule (:mod:`respect_jax.coral.tflite_segment`).
+
+    The schedule's nodes are those of ``respect-export model=<file>.tflite`` (inputs, then operators).
+    ``variants``, ``samples``, ``input_range`` and ``bn_stats`` do not apply: the file is already
+    converted (its variant is named after its tensors: int8 or float32). Needs LiteRT only.
+    """
+    from respect_jax.coral.paths import check_output_dir
+    from respect_jax.coral.segment import check_compiler
+
+    check_compiler(cfg.compile)
+    check_model_arg(str(cfg.model), tflite=True)
+    check_output_dir(str(cfg.out_dir))
+    schedule = read_schedule(str(cfg.schedule)) if cfg.schedule else None
+    stages = schedule_stages(schedule, cli_stages) if schedule else None
+
+    from respect_jax.coral.tflite_import import import_tflite
+    from respect_jax.coral.tflite_segment import segment_tflite_model
+
+    path = Path(str(cfg.model))
+    graph = import_tflite(path, name=path.stem)
+    assignment, solver_stages, info = _schedule_of(cfg, graph, schedule)
+    return segment_tflite_model(
+        path,
+        assignment,
+        cfg.out_dir,
+        num_stages=stages or solver_stages,
+        graph=graph,
+        name=path.stem,
+        schedule_info=info,
+        compile_edgetpu_segments=cfg.compile,
     )
 
 
@@ -498,6 +549,7 @@ def pipeline_report(
     from respect_jax.coral.runner import (
         check_equality,
         load_manifest,
+        probe_pre_activations,
         profile_stages,
         random_inputs,
         run_manifest,
@@ -541,8 +593,17 @@ def pipeline_report(
         out_io = manifest["full"]["io"][variant]["outputs"]
         step = max((d["scale"] for d in out_io.values()), default=0.0)
         report["unsegmented"] = single.report
+        probes = probe_pre_activations(manifest, root, xs, variant)
         report["equality"] = check_equality(
-            variant, piped.outputs, single.outputs, reference, step, manifest["num_nodes"], manifest["num_stages"]
+            variant,
+            piped.outputs,
+            single.outputs,
+            reference,
+            step,
+            manifest["num_nodes"],
+            manifest["num_stages"],
+            exact=(manifest.get("source") or {}).get("kind") == "tflite",
+            probes=probes,
         )
         report["speedup_vs_unsegmented"] = piped.report["throughput_per_s"] / single.report["throughput_per_s"]
     if profile and piped.report["backend"] == "litert":
@@ -583,6 +644,12 @@ def _print_report(report: dict) -> None:
                 f"rel RMS {e['pipeline_vs_float']['rel_rms']:.3g}, unsegmented int8 MAE "
                 f"{e['unsegmented_vs_float']['mean_abs_diff']:.4g} rel RMS {e['unsegmented_vs_float']['rel_rms']:.3g}"
             )
+        for probe in e.get("pre_activation", []):
+            diff = probe["vs_unsegmented"]
+            line += (
+                f"; before the activation of {probe['output']}: max |diff| {diff['max_abs_diff']:.3g} "
+                f"(values up to {diff['max_abs_reference']:.3g})"
+            )
         line += f"; equality {verdict(e['ok'])} ({e['criterion']})"
         if e.get("note"):
             line += f"; {e['note']}"
@@ -596,7 +663,7 @@ def _print_report(report: dict) -> None:
             "stage alone median ms:   " + ", ".join(f"{1e3 * s['median_s']:.2f}" for s in report["profile"]),
             file=sys.stderr,
         )
-    print(p.get("backend_note", ""), file=sys.stderr)
+    print(f"backend: {p['backend']}: {p.get('backend_note', '')}", file=sys.stderr)
 
 
 def _pipeline_from_cfg(cfg: DictConfig, manifest: str, variant: str, seed: int) -> dict:

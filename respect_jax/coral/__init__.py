@@ -5,8 +5,11 @@
 * :mod:`~respect_jax.coral.tflite_import`: ``.tflite`` operator graphs -> SPEC graphs.
 * :mod:`~respect_jax.coral.segment`: a Keras model + a schedule -> one ``.tflite`` per stage and a
   manifest (optionally compiled with ``edgetpu_compiler``).
+* :mod:`~respect_jax.coral.tflite_segment`: an existing (int8) ``.tflite`` + a schedule -> the file cut
+  into ``<model>_segment_<k>_of_<K>.tflite`` stages (Edge TPU compiler naming) and a manifest.
 * :mod:`~respect_jax.coral.runner`: runs a manifest as a pipeline (Google's pycoral
-  ``PipelinedModelRunner`` on Edge TPUs, else LiteRT interpreters on CPU threads).
+  ``PipelinedModelRunner`` on Edge TPUs, else LiteRT with the ``libedgetpu.so.1`` delegate, else
+  LiteRT interpreters on CPU threads).
 * :mod:`~respect_jax.coral.calibrate`: fits the hardware config to measured stage latencies.
 
 TensorFlow, LiteRT, ``tflite`` and pycoral are imported lazily inside functions only; importing

@@ -66,6 +66,12 @@ def litert_interpreter_class() -> type:
     return _import("ai_edge_litert.interpreter", "LiteRT (ai-edge-litert)").Interpreter
 
 
+def litert_load_delegate():
+    """``ai_edge_litert.interpreter.load_delegate`` (loads a delegate library such as libedgetpu)."""
+    quiet_native_logs()
+    return _import("ai_edge_litert.interpreter", "LiteRT (ai-edge-litert)").load_delegate
+
+
 def import_tflite_parser() -> ModuleType:
     """The ``tflite`` flatbuffer parser package, or :class:`CoralDependencyError`."""
     return _import("tflite", "the tflite parser package (tflite)")
@@ -75,6 +81,28 @@ def flatbuffer_utils() -> ModuleType:
     """TensorFlow's mutable flatbuffer helpers (``tensorflow.lite.tools.flatbuffer_utils``)."""
     import_tensorflow()
     return _import("tensorflow.lite.tools.flatbuffer_utils", "TensorFlow Lite flatbuffer tools")
+
+
+def litert_flatbuffers() -> tuple[ModuleType, ModuleType]:
+    """LiteRT's flatbuffer helpers and schema (``ai_edge_litert.tools.flatbuffer_utils``,
+    ``ai_edge_litert.schema_py_generated``): read, edit and write ``.tflite`` files without TensorFlow."""
+    quiet_native_logs()
+    fbu = _import("ai_edge_litert.tools.flatbuffer_utils", "LiteRT (ai-edge-litert) flatbuffer tools")
+    return fbu, _import("ai_edge_litert.schema_py_generated", "LiteRT (ai-edge-litert) schema")
+
+
+EDGETPU_LIBRARY = "libedgetpu.so.1"  # Coral's LiteRT delegate (Linux; libedgetpu.1.dylib / edgetpu.dll elsewhere)
+
+
+def edgetpu_library_present(library: str = EDGETPU_LIBRARY) -> tuple[bool, str]:
+    """(present, reason): can the Edge TPU runtime library be loaded? Loads it with ctypes, runs nothing."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(library)
+    except OSError as err:
+        return False, f"{library} is not installed ({str(err).splitlines()[0]})"
+    return True, f"{library} found"
 
 
 def google_pycoral() -> ModuleType | None:

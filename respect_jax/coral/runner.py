@@ -61,7 +61,14 @@ from pathlib import Path
 
 import numpy as np
 
-from respect_jax.coral._deps import google_pycoral, litert_interpreter_class, quiet_fds
+from respect_jax.coral._deps import (
+    EDGETPU_LIBRARY,
+    edgetpu_library_present,
+    google_pycoral,
+    litert_interpreter_class,
+    litert_load_delegate,
+    quiet_fds,
+)
 
 _STOP = object()
 FLOAT32_EPS_PER_NODE = 4.0  # float32 epsilons of reassociation error allowed per graph node
@@ -110,22 +117,77 @@ def _same_encoding(a: dict, b: dict) -> bool:
 
 
 class LiteRTStage:
-    """One ``.tflite`` file on a LiteRT interpreter; called with and returning dicts by name."""
+    """One ``.tflite`` file on a LiteRT interpreter; called with and returning dicts by name.
 
-    def __init__(self, path: str | os.PathLike, num_threads: int = 1) -> None:
+    ``delegate``: a loaded delegate (e.g. ``load_delegate("libedgetpu.so.1", {"device": ":0"})``) or
+    None (CPU, XNNPACK). ``preserve_all_tensors``: keep intermediate tensors readable
+    (:meth:`tensor`); LiteRT then runs its reference kernels without the default XNNPACK delegate.
+    A CPU file that XNNPACK fails to prepare (it refuses some int8 requantization scales that LiteRT's
+    own kernels accept) is run on LiteRT's own kernels; ``xnnpack`` says which was used.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike, num_threads: int = 1, delegate=None, preserve_all_tensors: bool = False
+    ) -> None:
         interpreter_cls = litert_interpreter_class()
         self.path = str(path)
+        kwargs: dict = {"model_path": self.path, "num_threads": num_threads}
+        if delegate is not None:
+            kwargs["experimental_delegates"] = [delegate]
+        if preserve_all_tensors:
+            kwargs["experimental_preserve_all_tensors"] = True
+        self.xnnpack = delegate is None and not preserve_all_tensors
+        self._build = lambda **extra: interpreter_cls(**kwargs, **extra)
+        try:
+            self._start()
+        except RuntimeError as err:
+            self._without_xnnpack(err)
+
+    def _start(self, **extra) -> None:
         with quiet_fds():  # the XNNPACK delegate's INFO line
-            self.interpreter = interpreter_cls(model_path=self.path, num_threads=num_threads)
+            self.interpreter = self._build(**extra)
             self.interpreter.allocate_tensors()
         self.inputs = {d["name"]: d for d in self.interpreter.get_input_details()}
         self.outputs = {d["name"]: d for d in self.interpreter.get_output_details()}
 
+    def _without_xnnpack(self, err: RuntimeError) -> None:
+        """Re-create the interpreter on LiteRT's own kernels after XNNPACK failed (else re-raise ``err``)."""
+        if not self.xnnpack or "XNNPACK" not in str(err):
+            raise err
+        from ai_edge_litert.interpreter import OpResolverType
+
+        self._start(experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        self.xnnpack = False
+
     def __call__(self, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        try:
+            self._invoke(tensors)
+        except RuntimeError as err:  # XNNPACK may prepare lazily, at the first invoke
+            self._without_xnnpack(err)
+            self._invoke(tensors)
+        return {name: self.interpreter.get_tensor(d["index"]) for name, d in self.outputs.items()}
+
+    def _invoke(self, tensors: dict[str, np.ndarray]) -> None:
         for name, d in self.inputs.items():
             self.interpreter.set_tensor(d["index"], tensors[name])
         self.interpreter.invoke()
-        return {name: self.interpreter.get_tensor(d["index"]) for name, d in self.outputs.items()}
+
+    def _detail(self, name: str) -> dict:
+        for d in self.interpreter.get_tensor_details():
+            if d["name"] == name:
+                return d
+        raise KeyError(f"{self.path}: no tensor named {name!r}")
+
+    def tensor(self, name: str) -> np.ndarray:
+        """The float32 value of the tensor ``name`` after the last call (needs ``preserve_all_tensors``)."""
+        d = self._detail(name)
+        scale, zp = d["quantization"]
+        detail = {"dtype": str(np.dtype(d["dtype"])), "scale": float(scale), "zero_point": int(zp)}
+        return dequantize(self.interpreter.get_tensor(d["index"]), detail)
+
+    def scale(self, name: str) -> float:
+        """The quantization scale of the tensor ``name`` (0 for a float tensor)."""
+        return float(self._detail(name)["quantization"][0])
 
 
 @dataclass
@@ -205,12 +267,17 @@ def run_litert_pipeline(
     queue_size: int = 2,
     num_threads: int = 1,
     warmup: int = 2,
+    edgetpu: bool = False,
 ) -> PipelineResult:
-    """Run the stages of ``manifest`` as a threaded LiteRT pipeline over ``inputs``."""
+    """Run the stages of ``manifest`` as a threaded LiteRT pipeline over ``inputs``.
+
+    ``edgetpu``: run the Edge-TPU-compiled stages through ``load_delegate("libedgetpu.so.1")``, stage
+    ``k`` on Edge TPU ``:k`` (Coral's documented LiteRT route); else the CPU files of ``variant``.
+    """
     if variant not in manifest["variants"]:
         raise ValueError(f"variant {variant!r} was not built; the manifest has {', '.join(manifest['variants'])}")
     rows = as_input_dicts(manifest, inputs)
-    stages = [LiteRTStage(root / st["files"][variant], num_threads) for st in manifest["stages"]]
+    stages = litert_stages(manifest, root, variant, num_threads, edgetpu)
     adapters = _adapters(manifest, variant)
     final = _final(manifest, variant)
     for row in rows[: min(warmup, len(rows))]:  # warm each interpreter outside the timed stream
@@ -270,12 +337,13 @@ def run_litert_pipeline(
         raise RuntimeError(f"pipeline stage failed: {errors[0]}") from errors[0]
     wall = t_last - t_first
     report = {
-        "backend": "litert",
+        "backend": "edgetpu" if edgetpu else "litert",
         "variant": variant,
         "num_stages": k,
         "items": len(rows),
         "queue_size": queue_size,
         "num_threads_per_stage": num_threads,
+        "xnnpack_per_stage": [stage.xnnpack for stage in stages],
         "wall_s": wall,
         "throughput_per_s": len(rows) / wall if wall > 0 else None,
         "end_to_end": _stats(latency),
@@ -285,6 +353,27 @@ def run_litert_pipeline(
         ],
     }
     return PipelineResult(outputs=results, report=report)
+
+
+def litert_stages(
+    manifest: dict, root: Path, variant: str, num_threads: int = 1, edgetpu: bool = False
+) -> list[LiteRTStage]:
+    """One interpreter per stage: the CPU file of ``variant``, or (``edgetpu``) the compiled file with
+    the Edge TPU delegate on device ``:k``."""
+    if not edgetpu:
+        return [LiteRTStage(root / st["files"][variant], num_threads) for st in manifest["stages"]]
+    load_delegate = litert_load_delegate()
+    stages = []
+    for k, st in enumerate(manifest["stages"]):
+        compiled = (st.get("edgetpu") or {}).get("file")
+        if not compiled:
+            raise ValueError(f"stage {k} was not compiled with edgetpu_compiler")
+        try:
+            delegate = load_delegate(EDGETPU_LIBRARY, {"device": f":{k}"})
+        except ValueError as err:
+            raise ValueError(f"cannot open Edge TPU :{k} for stage {k} through {EDGETPU_LIBRARY} ({err})") from None
+        stages.append(LiteRTStage(root / compiled, num_threads, delegate=delegate))
+    return stages
 
 
 def run_single(
@@ -310,6 +399,7 @@ def run_single(
         "num_stages": 1,
         "items": len(rows),
         "num_threads": num_threads,
+        "xnnpack": stage.xnnpack,
         "wall_s": wall,
         "throughput_per_s": len(rows) / wall if wall > 0 else None,
         "end_to_end": _stats(times),
@@ -423,6 +513,45 @@ def run_pycoral_pipeline(manifest: dict, root: Path, inputs, queue_size: int = 2
     return PipelineResult(outputs=results, report=report)
 
 
+BACKENDS = ("auto", "pycoral", "edgetpu", "litert")
+
+
+def edgetpu_delegate_status(manifest: dict) -> tuple[bool, str]:
+    """(usable, reason): can the stages run through ``load_delegate("libedgetpu.so.1")`` here?"""
+    present, why = edgetpu_library_present()
+    if not present:
+        return False, why
+    if not all((st.get("edgetpu") or {}).get("status") == "compiled" for st in manifest["stages"]):
+        return False, f"{why}, but the segments were not compiled with edgetpu_compiler"
+    return True, f"{why}, segments compiled"
+
+
+def choose_backend(manifest: dict, variant: str, backend: str = "auto") -> tuple[str, str]:
+    """(backend, reason) for running ``manifest``: ``auto`` takes, for ``variant="int8"``, pycoral's
+    PipelinedModelRunner when Google's pycoral, enough Edge TPUs and compiled segments are there, else
+    LiteRT with the Edge TPU delegate when ``libedgetpu.so.1`` loads and the segments are compiled,
+    else LiteRT on CPU threads. A backend named explicitly that cannot run is a ``ValueError``."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "litert":
+        return "litert", "LiteRT on CPU threads (backend=litert)"
+    pc_ok, pc_why = pycoral_status(manifest["num_stages"], manifest)
+    if backend == "pycoral":
+        if not pc_ok:
+            raise ValueError(f"pycoral backend unavailable: {pc_why}")
+        return "pycoral", f"pycoral PipelinedModelRunner on Edge TPUs ({pc_why})"
+    et_ok, et_why = edgetpu_delegate_status(manifest)
+    if backend == "edgetpu":
+        if not et_ok:
+            raise ValueError(f"edgetpu backend unavailable: {et_why}")
+        return "edgetpu", f"LiteRT with load_delegate({EDGETPU_LIBRARY!r}) on Edge TPUs ({et_why})"
+    if variant == "int8" and pc_ok:
+        return "pycoral", f"pycoral PipelinedModelRunner on Edge TPUs ({pc_why})"
+    if variant == "int8" and et_ok:
+        return "edgetpu", f"LiteRT with load_delegate({EDGETPU_LIBRARY!r}) on Edge TPUs ({et_why}; pycoral: {pc_why})"
+    return "litert", f"LiteRT on CPU threads (Edge TPU not used: pycoral: {pc_why}; delegate: {et_why})"
+
+
 def run_manifest(
     manifest_path: str | os.PathLike,
     inputs,
@@ -432,23 +561,24 @@ def run_manifest(
     num_threads: int = 1,
     warmup: int = 2,
 ) -> PipelineResult:
-    """Run a manifest on the best available backend (``auto``), or the one named.
-
-    ``auto`` takes pycoral only for ``variant="int8"`` with TPUs and compiled segments present;
-    the reason for the choice is in ``report["backend_note"]``.
-    """
+    """Run a manifest on the backend :func:`choose_backend` picks; the reason is in
+    ``report["backend_note"]``. With ``auto``, an Edge TPU delegate that fails to open (no device)
+    falls back to LiteRT on CPU, and the note says so."""
     manifest, root = load_manifest(manifest_path)
-    if backend not in ("auto", "litert", "pycoral"):
-        raise ValueError(f"backend must be auto, litert or pycoral, got {backend!r}")
-    usable, why = pycoral_status(manifest["num_stages"], manifest)
-    if backend == "pycoral" and not usable:
-        raise ValueError(f"pycoral backend unavailable: {why}")
-    if backend == "pycoral" or (backend == "auto" and usable and variant == "int8"):
+    chosen, why = choose_backend(manifest, variant, backend)
+    if chosen == "pycoral":
         result = run_pycoral_pipeline(manifest, root, inputs, queue_size, warmup)
-        result.report["backend_note"] = why
-        return result
-    result = run_litert_pipeline(manifest, root, inputs, variant, queue_size, num_threads, warmup)
-    result.report["backend_note"] = f"LiteRT on CPU threads (Edge TPU path not used: {why})"
+    elif chosen == "edgetpu":
+        try:
+            result = run_litert_pipeline(manifest, root, inputs, variant, queue_size, num_threads, warmup, True)
+        except ValueError as err:
+            if backend != "auto":
+                raise
+            result = run_litert_pipeline(manifest, root, inputs, variant, queue_size, num_threads, warmup)
+            why = f"LiteRT on CPU threads (the Edge TPU delegate failed: {err})"
+    else:
+        result = run_litert_pipeline(manifest, root, inputs, variant, queue_size, num_threads, warmup)
+    result.report["backend_note"] = why
     return result
 
 
@@ -486,6 +616,36 @@ def int8_bound(num_stages: int, step: float) -> float:
     return (1.0 + INT8_STEPS_PER_CUT * max(0, int(num_stages) - 1)) * float(step)
 
 
+def constant_outputs(stream: list[dict]) -> dict[str, float]:
+    """Outputs whose every value, over every element and input, is one number (name -> that number).
+
+    A comparison with such a reference cannot fail for a pipeline that outputs that constant whatever
+    it computes (e.g. a random-weight int8 model whose outputs all quantize to 0).
+    """
+    out = {}
+    for name in stream[0] if stream else {}:
+        values = np.concatenate([np.asarray(row[name], np.float64).ravel() for row in stream])
+        if values.size and float(values.min()) == float(values.max()):
+            out[name] = float(values[0])
+    return out
+
+
+def _pointwise(variant: str, a: list[dict], b: list[dict], step: float, num_nodes: int, num_stages: int,
+               exact: bool) -> tuple[dict, float, str]:
+    """(comparison, bound, criterion text) of stream ``a`` against reference ``b``."""
+    diff = compare_outputs(a, b)
+    if exact:
+        return diff, 0.0, "identical values (the segments run the model's own operators on the same tensors)"
+    if variant == "float32":
+        bound = float32_bound(num_nodes, diff["max_abs_reference"])
+        text = (f"max |pipeline - unsegmented| <= {FLOAT32_EPS_PER_NODE:g} eps32 x {num_nodes} nodes "
+                f"x max(1, max |unsegmented|) = {bound:.3g}")
+        return diff, bound, text
+    bound = int8_bound(num_stages, step)
+    text = f"max |pipeline - unsegmented int8| <= (1 + {INT8_STEPS_PER_CUT:g} per cut) output steps = {bound:.3g}"
+    return diff, bound, text
+
+
 def check_equality(
     variant: str,
     pipeline: list[dict],
@@ -494,33 +654,78 @@ def check_equality(
     step: float,
     num_nodes: int = 1,
     num_stages: int = 1,
+    exact: bool = False,
+    probes: list[dict] | None = None,
 ) -> dict:
     """The stated equality criterion (module docstring) with the numbers behind it.
 
     ``float_reference``: outputs of the float32 model (int8 only; None when not built).
-    ``ok``: True (equal within the bound), False (not), None (int8 only: inconclusive).
+    ``exact``: the segments were cut from the reference file itself (same operators, same
+    quantization), so outputs must be identical.
+    ``probes``: :func:`probe_pre_activations` entries (the tensor before each output activation, in
+    the pipeline and in the unsegmented model), checked by the same criterion with their own
+    quantization step; a mismatch fails the check (int8 re-converted stages: inconclusive).
+    ``ok``: True (equal within the bound), False (not), None (inconclusive: a constant reference
+    output, or int8 noise, see the module docstring).
     """
-    vs_full = compare_outputs(pipeline, unsegmented)
-    out = {"variant": variant, "vs_unsegmented": vs_full, "output_quant_step": step}
-    if variant == "float32":
-        bound = float32_bound(num_nodes, vs_full["max_abs_reference"])
-        out["bound"] = bound
-        out["criterion"] = (
-            f"max |pipeline - unsegmented| <= {FLOAT32_EPS_PER_NODE:g} eps32 x {num_nodes} nodes "
-            f"x max(1, max |unsegmented|) = {bound:.3g}"
+    out = _outputs_equality(variant, pipeline, unsegmented, float_reference, step, num_nodes, num_stages, exact)
+    notes = [out["note"]] if out.get("note") else []
+    checked = []
+    for probe in probes or []:
+        diff, bound, text = _pointwise(
+            variant, probe["pipeline"], probe["unsegmented"], probe["step"], num_nodes, num_stages, exact
         )
+        ok = bool(diff["max_abs_diff"] <= bound * (1 + 1e-4))
+        constant = bool(constant_outputs(probe["unsegmented"]))
+        checked.append({"output": probe["output"], "tensor": probe["tensor"], "stage": probe["stage"],
+                        "vs_unsegmented": diff, "bound": bound, "criterion": text, "ok": ok,
+                        "constant_reference": constant})
+        if not ok:
+            if variant == "int8" and not exact:
+                out["ok"] = False if out["ok"] is False else None
+                notes.append(f"inconclusive: the tensor before the activation of {probe['output']} differs by "
+                             f"{diff['max_abs_diff']:.3g} (> {bound:.3g}; re-quantized stages)")
+            else:
+                out["ok"] = False
+                notes.append(f"the tensor before the activation of {probe['output']} ({probe['tensor']}) differs by "
+                             f"{diff['max_abs_diff']:.3g} (> {bound:.3g})")
+    if probes is not None:
+        out["pre_activation"] = checked
+    constant = constant_outputs(unsegmented)
+    out["constant_reference_outputs"] = constant
+    if constant and out["ok"] is not False:
+        out["ok"] = None
+        agree = [c["output"] for c in checked if c["ok"] and not c["constant_reference"]]
+        notes.append(
+            "inconclusive: the unsegmented model's output "
+            + ", ".join(f"{n} is {v:g} everywhere" for n, v in constant.items())
+            + " on these inputs, so comparing outputs cannot fail"
+            + (f" (the tensor before the activation of {', '.join(agree)} varies and agrees)" if agree else "")
+        )
+    if notes:
+        out["note"] = "; ".join(notes)
+    return out
+
+
+def _outputs_equality(
+    variant: str,
+    pipeline: list[dict],
+    unsegmented: list[dict],
+    float_reference: list[dict] | None,
+    step: float,
+    num_nodes: int,
+    num_stages: int,
+    exact: bool,
+) -> dict:
+    """The output comparison of :func:`check_equality` (without probes and the constant rule)."""
+    vs_full, bound, text = _pointwise(variant, pipeline, unsegmented, step, num_nodes, num_stages, exact)
+    out = {"variant": variant, "vs_unsegmented": vs_full, "output_quant_step": step, "bound": bound,
+           "criterion": text}
+    if exact or variant == "float32":
         out["ok"] = bool(vs_full["max_abs_diff"] <= bound)
         return out
-    bound = int8_bound(num_stages, step)
     pointwise_ok = bool(vs_full["max_abs_diff"] <= bound * (1 + 1e-4))  # 1e-4: dequantization rounding
-    out.update(
-        {
-            "bound": bound,
-            "max_diff_in_quant_steps": vs_full["max_abs_diff"] / step if step else None,
-            "criterion": f"max |pipeline - unsegmented int8| <= (1 + {INT8_STEPS_PER_CUT:g} per cut) output "
-            f"steps = {bound:.3g}",
-        }
-    )
+    out["max_diff_in_quant_steps"] = vs_full["max_abs_diff"] / step if step else None
     if float_reference is None:
         out["int8_reference_meaningful"] = None
         out["ok"] = True if pointwise_ok else None
@@ -554,3 +759,82 @@ def check_equality(
             "is no worse against float32"
         )
     return out
+
+
+# ----------------------------------------------------------------------------- pre-activation probes
+
+# operators whose input is "the last tensor before the output activation"
+ACTIVATION_OPS = frozenset(
+    {"SOFTMAX", "LOG_SOFTMAX", "LOGISTIC", "TANH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU",
+     "HARD_SWISH", "GELU", "ELU", "PRELU"}
+)
+_TRANSPARENT_OPS = frozenset({"QUANTIZE", "DEQUANTIZE"})  # a float-interface model's output conversion
+
+
+def pre_activation_tensor(path: str | os.PathLike, output_name: str) -> str | None:
+    """The input tensor of the activation operator producing ``output_name`` in the file ``path``
+    (looking through QUANTIZE/DEQUANTIZE), or None: no such activation, or ``output_name`` is not
+    computed in this file (only forwarded, or absent)."""
+    from respect_jax.coral._deps import litert_flatbuffers
+
+    fbu, _ = litert_flatbuffers()
+    model = fbu.read_model(str(path))
+    sg = model.subgraphs[0]
+    names = [t.name.decode() if isinstance(t.name, bytes) else str(t.name or "") for t in sg.tensors]
+    producer = {int(t): op for op in sg.operators for t in op.outputs or [] if t >= 0}
+    if output_name not in names:
+        return None
+    t = names.index(output_name)
+    while t in producer:
+        op = producer[t]
+        kind = fbu.opcode_to_name(model, op.opcodeIndex)
+        if kind in _TRANSPARENT_OPS and op.inputs is not None and len(op.inputs):
+            t = int(op.inputs[0])
+            continue
+        return names[int(op.inputs[0])] if kind in ACTIVATION_OPS and len(op.inputs) else None
+    return None
+
+
+def probe_pre_activations(manifest: dict, root: Path, inputs, variant: str) -> list[dict]:
+    """The tensor before each output activation, in the unsegmented model and in the stage chain.
+
+    For every model output produced by an activation (:data:`ACTIVATION_OPS`) in the unsegmented file,
+    the activation's input tensor is read (dequantized) in that file and in the stage that computes the
+    output, the stages chained one after another. Both runs keep all tensors
+    (``preserve_all_tensors``: LiteRT's reference kernels, without XNNPACK), so they are comparable.
+    Returns ``{"output", "tensor", "stage", "step", "pipeline": [{output: array}], "unsegmented": [...]}``
+    per probed output (empty if no output comes from an activation).
+    """
+    rows = as_input_dicts(manifest, inputs)
+    full_path = root / manifest["full"]["files"][variant]
+    stage_paths = [root / st["files"][variant] for st in manifest["stages"]]
+    probes = []
+    for out_name in manifest["model_outputs"]:
+        full_tensor = pre_activation_tensor(full_path, out_name)
+        if full_tensor is None:
+            continue
+        for k, path in enumerate(stage_paths):
+            tensor = pre_activation_tensor(path, out_name)
+            if tensor is not None:
+                probes.append({"output": out_name, "tensor": tensor, "full_tensor": full_tensor, "stage": k,
+                               "pipeline": [], "unsegmented": []})
+                break
+    if not probes:
+        return []
+    full = LiteRTStage(full_path, preserve_all_tensors=True)
+    stages = [LiteRTStage(p, preserve_all_tensors=True) for p in stage_paths]
+    adapters = _adapters(manifest, variant)
+    ins = manifest["full"]["io"][variant]["inputs"]
+    for row in rows:
+        full({n: quantize(row[n], ins[n]) for n in ins})
+        d = row
+        for k, (stage, adapt) in enumerate(zip(stages, adapters, strict=True)):
+            d = stage(adapt(d))
+            for probe in probes:
+                if probe["stage"] == k:
+                    probe["pipeline"].append({probe["output"]: stage.tensor(probe["tensor"])})
+        for probe in probes:
+            probe["unsegmented"].append({probe["output"]: full.tensor(probe["full_tensor"])})
+    for probe in probes:
+        probe["step"] = max(full.scale(probe["full_tensor"]), stages[probe["stage"]].scale(probe["tensor"]))
+    return probes
