@@ -40,6 +40,14 @@ def _ax(fig, label):
     return ax
 
 
+UNITS = {"B": 1.0, "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30}
+
+
+def _unit(ax) -> float:
+    """Bytes per unit of a byte axis, from the unit its label names in parentheses."""
+    return UNITS[ax.get_ylabel().rsplit("(", 1)[1].rstrip(")")]
+
+
 def _heights(container) -> list[float]:
     return [p.get_height() for p in container.patches]
 
@@ -58,10 +66,12 @@ def test_schedule_figure_matches_the_reference_evaluator():
     mem = _ax(fig, "memory")
     on_chip, spill = mem.containers[0], mem.containers[1]
     assert len(on_chip.patches) == HW.stages
-    np.testing.assert_allclose(_heights(on_chip), np.subtract(ref["mem_k"], ref["spill_k"]))
-    np.testing.assert_allclose(_heights(spill), ref["spill_k"])
+    unit = _unit(mem)
+    assert unit == 2**10  # 900 B on stage 1 and an 800 B SRAM shown in KiB
+    np.testing.assert_allclose(np.multiply(_heights(on_chip), unit), np.subtract(ref["mem_k"], ref["spill_k"]))
+    np.testing.assert_allclose(np.multiply(_heights(spill), unit), ref["spill_k"])
     assert all(to_hex(p.get_facecolor()) == to_hex(SPILL) for p in spill.patches)
-    assert [ln.get_ydata()[0] for ln in mem.get_lines()] == [HW.sram_bytes]  # the SRAM line
+    assert [ln.get_ydata()[0] * unit for ln in mem.get_lines()] == [HW.sram_bytes]  # the SRAM line
 
     time_ax = _ax(fig, "time")
     bars = time_ax.containers[0]
@@ -72,7 +82,7 @@ def test_schedule_figure_matches_the_reference_evaluator():
 
     cuts = _ax(fig, "cuts").containers[0]
     assert len(cuts.patches) == HW.stages - 1
-    np.testing.assert_allclose(_heights(cuts), ref["in_k"][1:])
+    np.testing.assert_allclose(np.multiply(_heights(cuts), _unit(_ax(fig, "cuts"))), ref["in_k"][1:])
 
     stages = _ax(fig, "stages").collections[0]
     np.testing.assert_array_equal(stages.get_offsets()[:, 1], ASSIGNMENT[g.topological_order()])
@@ -105,6 +115,9 @@ def test_portfolio_panels_and_result_plot(tmp_path):
     objective_bars = _ax(fig, "portfolio_objective").containers[0]
     assert _widths(objective_bars) == [3.0, 2.0]  # the members that ran; the skipped one is named in a text
     assert [to_hex(p.get_facecolor()) for p in objective_bars.patches].index(to_hex(WIN)) == 1
+    result["info"]["winner"] = "contiguous"  # the member whose schedule auto returned is the one in green
+    winner_bars = _ax(plot_result(g, result), "portfolio_objective").containers[0]
+    assert [to_hex(p.get_facecolor()) == to_hex(WIN) for p in winner_bars.patches] == [True, False]
     assert _widths(_ax(fig, "portfolio_time").containers[0]) == [0.001, 1.5]
     assert any("skipped policy" in t.get_text() for t in _ax(fig, "portfolio_objective").texts)
     path = save_png(fig, tmp_path / "result.png")

@@ -8,7 +8,8 @@ Every number comes from the project's one cost model,
 Axes carry labels (``Axes.get_label()``) so code and tests can find them: ``"stages"``,
 ``"memory"``, ``"time"``, ``"cuts"`` and, with a portfolio, ``"portfolio_objective"`` and
 ``"portfolio_time"``. In ``"memory"``, ``"time"`` and ``"cuts"`` the first bar container holds one
-bar per stage (per cut for ``"cuts"``).
+bar per stage (per cut for ``"cuts"``); byte counts are drawn in the binary unit
+(:func:`byte_unit`) named in the axis label.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator
+from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from respect_jax.costs import Hardware, evaluate_assignment, hardware_from_dict
 from respect_jax.graphs.graph import Graph
@@ -35,6 +36,7 @@ def plot_schedule(
     lam: float = 1.0,
     portfolio: Mapping[str, Mapping] | None = None,
     title: str | None = None,
+    winner: str | None = None,
 ) -> Figure:
     """The schedule figure (module docstring) of ``assignment`` (int[N], stage per node id).
 
@@ -47,6 +49,8 @@ def plot_schedule(
         portfolio: ``info['portfolio']`` of a ``solver=auto`` result (member -> {objective, time_s}
             or {skipped: reason}); None: no portfolio panels.
         title: first title line (default: the graph's name).
+        winner: the portfolio member whose schedule was returned (``info['winner']``), shown in
+            green; default: the first member with the lowest objective.
 
     Returns:
         A :class:`~matplotlib.figure.Figure` (no pyplot; display it or :func:`~respect_jax.viz.save_png` it).
@@ -67,6 +71,7 @@ def plot_schedule(
             fig.add_subplot(grid[2, 1], label="portfolio_time"),
             portfolio,
             objective,
+            winner,
         )
     state = "" if m["valid"] else "  INVALID schedule (an edge goes backward or a stage is out of range)"
     fig.suptitle(
@@ -96,16 +101,20 @@ def plot_result(graph: Graph, result: Mapping) -> Figure:
         float(result.get("lam", 1.0)),
         portfolio=info.get("portfolio"),
         title=f"{result['graph']} ({result['solver']})",
+        winner=info.get("winner"),
     )
 
 
-def binary_bytes(x: float, _pos=None) -> str:
-    """Tick text of a byte count in binary units (B, KiB, MiB, GiB), as the SRAM size is given."""
-    for unit in ("B", "KiB", "MiB"):
-        if abs(x) < 1024:
-            return f"{x:.4g} {unit}"
-        x /= 1024
-    return f"{x:.4g} GiB"
+BYTE_UNITS = (("B", 1.0), ("KiB", 2.0**10), ("MiB", 2.0**20), ("GiB", 2.0**30))
+
+
+def byte_unit(largest: float) -> tuple[str, float]:
+    """(name, bytes per unit) of the binary unit to show byte counts up to ``largest`` in."""
+    name, size = BYTE_UNITS[0]
+    for name_i, size_i in BYTE_UNITS:
+        if largest >= size_i:
+            name, size = name_i, size_i
+    return name, size
 
 
 def _stage_ticks(ax, k: int, axis: str = "x") -> None:
@@ -136,11 +145,14 @@ def _stages_panel(ax, graph: Graph, assignment: np.ndarray, k: int) -> None:
 
 def _memory_panel(ax, m: dict, hw: Hardware) -> None:
     mem, spill = np.asarray(m["mem_k"]), np.asarray(m["spill_k"])
+    unit, size = byte_unit(max(float(mem.max()), hw.sram_bytes))
     stages = np.arange(len(mem))
-    ax.bar(stages, mem - spill, color=BAR, label="on chip")
-    ax.bar(stages, spill, bottom=mem - spill, color=SPILL, hatch="//", label="spilled (streamed from host)")
-    ax.axhline(hw.sram_bytes, color=SRAM, linestyle="--", linewidth=1, label=f"SRAM {hw.sram_bytes / 2**20:.3g} MiB")
-    ax.yaxis.set_major_formatter(FuncFormatter(binary_bytes))
+    ax.bar(stages, (mem - spill) / size, color=BAR, label="on chip")
+    ax.bar(stages, spill / size, bottom=(mem - spill) / size, color=SPILL, hatch="//",
+           label="spilled (streamed from host)")  # fmt: skip
+    ax.axhline(hw.sram_bytes / size, color=SRAM, linestyle="--", linewidth=1,
+               label=f"SRAM {hw.sram_bytes / size:.4g} {unit}")  # fmt: skip
+    ax.set_ylabel(f"parameters ({unit})")
     spilled = int(np.count_nonzero(spill > 0))
     ax.set_title(f"parameter memory per stage ({spilled} stage(s) spill, {m['spill_bytes'] / 2**20:.3g} MiB)",
                  fontsize=9)  # fmt: skip
@@ -160,29 +172,30 @@ def _time_panel(ax, m: dict) -> None:
 
 def _cuts_panel(ax, m: dict, k: int) -> None:
     in_k = np.asarray(m["in_k"])[1:]  # bytes entering stage s from stage s-1: the tensors crossing cut s-1|s
-    ax.bar(np.arange(len(in_k)), in_k, color=BAR)
+    unit, size = byte_unit(float(in_k.max()) if len(in_k) else 0.0)
+    ax.bar(np.arange(len(in_k)), in_k / size, color=BAR)
+    ax.set_ylabel(f"tensors crossing ({unit})")
     ax.set_xticks(np.arange(len(in_k)), [f"{s}|{s + 1}" for s in range(len(in_k))])
     ax.set_xlabel("cut between stages")
-    ax.yaxis.set_major_formatter(FuncFormatter(binary_bytes))
     ax.set_title(f"bytes crossing each cut (communication {m['comm_bytes'] / 2**20:.3g} MiB in all)", fontsize=9)
     if k == 1:
         ax.text(0.5, 0.5, "one stage: no cut", ha="center", va="center", transform=ax.transAxes)
 
 
-def _portfolio_panels(ax_obj, ax_time, portfolio: Mapping[str, Mapping], objective: str) -> None:
+def _portfolio_panels(ax_obj, ax_time, portfolio: Mapping[str, Mapping], objective: str, winner: str | None) -> None:
     ran = [(name, e) for name, e in portfolio.items() if e.get("objective") is not None]
     skipped = [(name, e.get("skipped", "did not run")) for name, e in portfolio.items() if e.get("objective") is None]
     names = [name for name, _ in ran]
     values = np.array([float(e["objective"]) for _, e in ran])
     times = np.array([float(e.get("time_s") or 0.0) for _, e in ran])
-    best = int(np.argmin(values)) if len(values) else -1
+    best = names.index(winner) if winner in names else (int(np.argmin(values)) if len(values) else -1)
     colors = [WIN if i == best else BAR for i in range(len(names))]
     y = np.arange(len(names))
     bars = ax_obj.barh(y, values, color=colors)
     ax_obj.bar_label(bars, [f"{v:.4g}" for v in values], fontsize=7, padding=2)
     ax_obj.set_yticks(y, names)
     ax_obj.invert_yaxis()
-    ax_obj.set_xlabel(f"{objective} objective (lower is better; best in green)")
+    ax_obj.set_xlabel(f"{objective} objective (lower is better; the schedule returned in green)")
     ax_obj.set_title("solver=auto portfolio: each member's schedule", fontsize=9)
     if len(values):
         ax_obj.set_xlim(0.0, float(values.max()) * 1.2 or 1.0)
