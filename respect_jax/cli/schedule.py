@@ -32,6 +32,7 @@ from respect_jax.cli.common import (
     job_file,
     job_path,
     setup_compilation_cache,
+    shipped_path,
     user_errors_exit,
 )
 from respect_jax.graphs.graph import load_graph, write_json_atomic, write_text_atomic
@@ -203,7 +204,7 @@ def write_plot(graph_file: str | Path, result: dict, png: Path) -> None:
 @user_errors_exit("respect-schedule")
 def _main(cfg: DictConfig) -> None:
     setup_compilation_cache(cfg)
-    if is_many(str(cfg.graph)) or cfg.get("out_dir") is not None:
+    if is_many(str(shipped_path(cfg.graph))) or cfg.get("out_dir") is not None:
         _main_many(cfg)
         return
     out = job_file(cfg, "out", None)  # in a sweep: an out two jobs would share is refused up front
@@ -231,7 +232,7 @@ def _main_many(cfg: DictConfig) -> None:
     """Many graphs (``graph=`` a folder or a glob, or ``out_dir=`` set): one RESULT per graph."""
     if cfg.get("out") is not None:
         raise ValueError("with many graphs (a folder or a glob) set out_dir= (one RESULT.json per graph), not out=")
-    files = graph_files(str(cfg.graph))
+    files = graph_files(str(shipped_path(cfg.graph)))  # data/models: the shipped folder, from any directory
     out_dir = job_path(cfg, "out_dir")
     if out_dir is not None and any(f.parent.resolve() == out_dir.resolve() for f in files):
         raise ValueError(f"out_dir={out_dir} is the folder of the graphs: the RESULT files would be read as graphs")
