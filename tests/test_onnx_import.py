@@ -229,3 +229,16 @@ def test_respect_export_refuses_a_non_onnx_file_before_writing(tmp_path):
         export(cfg)
     assert "\n" not in str(err.value)
     assert not (tmp_path / "g").exists()  # the good model of the list is not written either
+
+
+def test_initializers_listed_as_graph_inputs_are_weights_not_inputs(tmp_path):
+    """Exporters before IR version 4 list every initializer among the graph inputs too."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    graph = helper.make_graph(
+        nodes, "old", [helper.make_tensor_value_info("x", F, [1, 8]), helper.make_tensor_value_info("w", F, [8, 3])],
+        [helper.make_tensor_value_info("y", F, [1, 3])], initializer=[_init("w", (8, 3))],
+    )  # fmt: skip
+    path = tmp_path / "old.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = graph_from_onnx(path)
+    assert g.node_names == ("x", "mm") and g.params.tolist() == [0, 24] and g.macs.tolist() == [0, 24]
