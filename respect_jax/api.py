@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 
 #: solvers registered by modules outside :mod:`respect_jax.solvers` (the learned schedulers) or that run
 #: them (``auto`` runs ``policy`` in its portfolio when it is registered)
-LEARNED_SOLVERS = ("policy", "respect_pointer", "auto")
+LEARNED_SOLVERS = ("policy", "respect_pointer", "order_policy", "auto")
 #: modules whose import registers the learned solvers (``respect_jax.solvers`` never imports them)
-LEARNED_MODULES = ("respect_jax.policy.solver", "respect_jax.respect_pointer.solver")
+LEARNED_MODULES = ("respect_jax.policy.solver", "respect_jax.respect_pointer.solver", "respect_jax.policy.order_solver")
 
 
 def register_solvers(learned: bool = True) -> list[str]:
@@ -50,7 +50,7 @@ def register_solvers(learned: bool = True) -> list[str]:
 
 def solvers() -> list[str]:
     """The sorted names of every solver :func:`schedule` accepts, the learned ones (``policy``,
-    ``respect_pointer``) and the portfolio ``auto`` included."""
+    ``respect_pointer``, ``order_policy``) and the portfolio ``auto`` included."""
     return register_solvers(learned=True)
 
 

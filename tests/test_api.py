@@ -96,7 +96,7 @@ def test_solvers_lists_every_solver_in_a_fresh_process_and_import_is_light():
     assert out["light"], "import respect_jax imported JAX"
     presets = sorted(p.stem for p in (ROOT / "conf" / "solver").glob("*.yaml"))  # every solver= of the CLI
     assert out["solvers"] == presets
-    assert {"policy", "respect_pointer", "auto", "cpsat", "milp"} <= set(out["solvers"])
+    assert {"policy", "respect_pointer", "order_policy", "auto", "cpsat", "milp"} <= set(out["solvers"])
     assert rj.solvers() == presets  # here, after other imports: the same list (the package stays callable)
 
 
@@ -156,8 +156,12 @@ def test_the_default_checkpoints_and_models_are_package_data():
 
     shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert shipped["respect_jax.conf"] == ["**/*.yaml"]
+    from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT
+
     eval_default = Path(OmegaConf.load(ROOT / "conf" / "eval.yaml").checkpoint)
-    for folder in (DEFAULT_CHECKPOINT, POINTER_CHECKPOINT, ROOT / eval_default):
+    defaults = [DEFAULT_CHECKPOINT, POINTER_CHECKPOINT, ROOT / eval_default]
+    defaults += [DEFAULT_ORDER_CHECKPOINT] if Path(DEFAULT_ORDER_CHECKPOINT).exists() else []  # once it ships
+    for folder in defaults:
         rel = Path(folder).resolve().relative_to(data_dir())
         assert (data_dir() / rel / "network.json").is_file(), rel
         assert f"{rel.as_posix()}/**/*" in shipped["respect_jax.data"], f"{rel} is not package data"
