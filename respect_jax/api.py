@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from respect_jax.costs import Hardware
     from respect_jax.graphs.graph import Graph
 
@@ -177,6 +179,8 @@ class ScheduleResult:
         gap: the proven relative gap, (objective - lower_bound) / objective; None when unknown.
         lower_bound: the proven lower bound on the objective, where the solver reports one, else None.
         info: the solver's own details (status, bounds, portfolio, timings), JSON-serialisable.
+        scheduled_graph: the :class:`~respect_jax.graphs.graph.Graph` itself when :func:`schedule` made the
+            result (None when read from a document); not part of the document, not compared.
     """
 
     graph: str
@@ -193,10 +197,12 @@ class ScheduleResult:
     gap: float | None
     lower_bound: float | None
     info: dict
+    scheduled_graph: Graph | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_dict(cls, doc: Mapping[str, Any]) -> ScheduleResult:
-        """From a RESULT document (``respect-schedule``'s RESULT.json, or :meth:`to_dict`)."""
+    def from_dict(cls, doc: Mapping[str, Any], graph: Graph | None = None) -> ScheduleResult:
+        """From a RESULT document (``respect-schedule``'s RESULT.json, or :meth:`to_dict`); ``graph``: the graph
+        it schedules, if at hand (for :meth:`plot`)."""
         from respect_jax.costs import hardware_from_dict
 
         info = dict(doc.get("info") or {})
@@ -215,6 +221,7 @@ class ScheduleResult:
             gap=doc["gap"],
             lower_bound=lower_bound_of(info),
             info=info,
+            scheduled_graph=graph,
         )
 
     def to_dict(self) -> dict:
@@ -239,6 +246,20 @@ class ScheduleResult:
     def to_json(self, indent: int | None = 1) -> str:
         """:meth:`to_dict` as JSON text (``respect-schedule``'s format)."""
         return json.dumps(self.to_dict(), indent=indent)
+
+    def plot(self, png: str | os.PathLike | None = None, graph: Graph | None = None) -> Figure:
+        """The schedule's figure (:func:`respect_jax.viz.plot_result`: per-stage memory against SRAM, stage times
+        with the bottleneck, bytes crossing each cut; the portfolio of ``auto``), also written to ``png`` if
+        given. ``graph``: needed only when the result was read from a document."""
+        from respect_jax.viz import plot_result, save_png
+
+        graph = graph if graph is not None else self.scheduled_graph
+        if graph is None:
+            raise ValueError("this result was read from a document: pass the graph it schedules, plot(graph=g)")
+        fig = plot_result(graph, self.to_dict())
+        if png is not None:
+            save_png(fig, png)
+        return fig
 
     def assignment_array(self):
         """int64[N] the assignment as a NumPy array."""
@@ -286,4 +307,4 @@ def schedule(
         raise ValueError(f"solver must be a solver name, got {solver!r}")
     check_objective(objective)
     register_solvers(learned=solver in LEARNED_SOLVERS or solver not in register_solvers(learned=False))
-    return ScheduleResult.from_dict(run_solver(solver, graph, hw, objective, float(lam), **options))
+    return ScheduleResult.from_dict(run_solver(solver, graph, hw, objective, float(lam), **options), graph)

@@ -64,6 +64,9 @@ def test_readme_example_runs_from_any_folder_and_is_the_proven_optimum(tmp_path,
     assert res.lower_bound == pytest.approx(best, rel=1e-5)
     written = json.loads((tmp_path / "result.json").read_text())
     assert ScheduleResult.from_dict(written) == res
+    assert (tmp_path / "result.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="pass the graph"):
+        ScheduleResult.from_dict(written).plot()  # read from a document: no graph at hand
     assert written["assignment"] == list(res.assignment) and written["hardware"] == hw.to_dict()
 
 

@@ -89,4 +89,4 @@ def test_wheel_installs_and_runs_outside_the_repository(tmp_path):
     printed = run([str(py), "example.py"], work, env).stdout
     assert f"MODULE {site / 'respect_jax' / '__init__.py'}" in printed
     assert json.loads((work / "result.json").read_text())["solver"] == "cpsat"
-    assert sorted(p.name for p in work.iterdir()) == ["example.py", "policy.json", "result.json"]
+    assert sorted(p.name for p in work.iterdir()) == ["example.py", "policy.json", "result.json", "result.png"]

@@ -197,7 +197,7 @@ def write_plot(graph_file: str | Path, result: dict, png: Path) -> None:
     """The schedule figure (:func:`respect_jax.viz.plot_result`) of ``result`` as ``png``."""
     from respect_jax.viz import plot_result, save_png
 
-    save_png(plot_result(load_graph(graph_file), result), png)
+    save_png(plot_result(api.load_graph(graph_file), result), png)  # a shipped data/... graph too
 
 
 @hydra.main(config_path=CONF_DIR, config_name="schedule", version_base="1.3")
