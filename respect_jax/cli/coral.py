@@ -106,8 +106,8 @@ _CALIBRATE = {
 # No dollar sign but the ${...} interpolations of current values: Hydra substitutes $NAME into the help.
 _HARDWARE = "coral_pcie, coral_usb, litert_cpu [${hydra.runtime.choices.hardware}]   (hardware.stages=4, ...)"
 _SOLVER = (
-    "auto, compiler, contiguous, cpsat, greedy, gumbel, milp, policy, profiling, respect_label,\n"
-    "                      respect_pointer, single_stage [${hydra.runtime.choices.solver}]\n"
+    "auto, compiler, contiguous, cpsat, greedy, gumbel, milp, order_policy, policy, profiling,\n"
+    "                      respect_label, respect_pointer, single_stage [${hydra.runtime.choices.solver}]\n"
     "                      (solver.options.time_limit_s=120, ...)"
 )
 _GROUPS = "Config groups (group=choice, current in brackets; a group's fields: group.key=value):"

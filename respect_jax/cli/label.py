@@ -10,6 +10,18 @@ Writes ``out/manifest.json`` and ``out/shard-XXXXX.jsonl`` (format of
 finished shards are kept and only the missing ones are solved. Graphs the oracle does not prove
 optimal can go to a fallback oracle (``fallback.solver=milp``), also afterwards for a finished
 dataset (``retry_unproven=true``). Bad arguments exit 2 with one line on stderr and write nothing.
+
+On a cluster: ``shards=a:b`` labels only shards ``a .. b-1`` (``shards=k``: shard ``k``), so a Hydra
+multirun over the launcher presets of ``conf/hydra/launcher/`` (or the plugin's ``submitit_local``)
+runs one job per shard range, every job resuming into the same ``out`` on a shared file system::
+
+    respect-label -m out=/shared/labels/set count=2000 shard_size=100 shards=0:5,5:10,10:15,15:20 \
+        hydra/launcher=slurm hydra.launcher.gpus_per_node=0 hydra.launcher.cpus_per_task=2
+    respect-label -m out=/shared/labels/set count=2000 shards='range(0,20)'   # one job per shard
+
+The job that finds the dataset complete writes its summary into the manifest; running the same
+sweep again resumes it. Ranges of one sweep must not overlap (an overlap only repeats work: shard
+files are written atomically).
 """
 
 from __future__ import annotations
@@ -69,7 +81,11 @@ def label(cfg: DictConfig) -> dict:
     fallback_options = OmegaConf.to_container(fallback.options, resolve=True) if fallback.get("options") else {}
     if not isinstance(cfg.retry_unproven, bool):
         raise ValueError(f"retry_unproven must be true or false, got {cfg.retry_unproven!r}")
-    out = job_path(cfg, "out")  # in a sweep: a dataset folder two jobs would fill is refused up front
+    shards = parse_shards(cfg.get("shards"))
+    if shards is None:
+        out = job_path(cfg, "out")  # in a sweep: a dataset folder two jobs would fill is refused up front
+    else:  # one job of a cluster run: every job fills its own shards of the same dataset folder
+        out = cfg.out
     return label_dataset(
         out_dir=str(out),
         generator_cfg=generator_from_cfg(cfg.graphs),
@@ -87,7 +103,28 @@ def label(cfg: DictConfig) -> dict:
         fallback=fallback_solver,
         fallback_options=fallback_options if fallback_solver is not None else None,
         retry_unproven=cfg.retry_unproven,
+        shards=shards,
     )
+
+
+def parse_shards(value) -> tuple[int, int] | None:
+    """``shards=`` as ``(first, end)``: null -> None (all shards), ``k`` -> ``(k, k + 1)``, ``"a:b"`` -> ``(a, b)``.
+
+    The range is checked against the dataset by :func:`~respect_jax.labels.pipeline.label_dataset`.
+    """
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value, value + 1
+    text = str(value).replace("\\:", ":")  # Hydra's sweep escapes the colon
+    first, sep, end = text.partition(":")
+    try:
+        if not sep:
+            return int(text), int(text) + 1
+        return int(first), int(end)
+    except ValueError:
+        message = f"shards must be null, a shard number k or a range a:b (shards a..b-1), got {value!r}"
+        raise ValueError(message) from None
 
 
 @hydra.main(config_path=CONF_DIR, config_name="label", version_base="1.3")

@@ -268,10 +268,16 @@ def _improve(item: LabelledGraph) -> LabelledGraph:
 # ------------------------------------------------------------------------------------------ driver
 
 
-def _existing_shards(directory: Path, count: int, shard_size: int) -> set[int]:
-    """Shards already written (checked to hold their full index range); removes stale temp files."""
+def _existing_shards(directory: Path, count: int, shard_size: int, own: range | None = None) -> set[int]:
+    """Shards already written (checked to hold their full index range); removes stale temp files of the
+    shards in ``own`` (all shards if None: another job of a cluster run may be writing the others)."""
     for tmp in directory.glob(".shard-*.jsonl.*"):
-        tmp.unlink(missing_ok=True)  # left by a run killed while writing: never a complete shard
+        try:
+            shard = int(tmp.name.split("-")[1].split(".")[0])
+        except (IndexError, ValueError):
+            continue
+        if own is None or shard in own:
+            tmp.unlink(missing_ok=True)  # left by a run killed while writing: never a complete shard
     total = num_shards(count, shard_size)
     done = set()
     for path in shard_paths(directory):
@@ -330,6 +336,7 @@ def label_dataset(
     fallback: str | None = None,
     fallback_options: dict | None = None,
     retry_unproven: bool = False,
+    shards: tuple[int, int] | None = None,
 ) -> dict:
     """Label ``count`` graphs of ``generator_cfg`` into ``out_dir`` (resuming what is there).
 
@@ -347,11 +354,15 @@ def label_dataset(
             warm-started from the first schedule (None: no fallback). Not part of the dataset's
             identity: each record names the solver whose schedule it holds.
         retry_unproven: also apply the fallback to the unproven labels of shards already written.
+        shards: ``(a, b)``: only shards ``a .. b-1`` (one job of a cluster run; jobs with disjoint
+            ranges may run at the same time on one shared ``out_dir``); None: all shards. A job
+            writes the manifest's summary only when it finds the whole dataset written.
 
     Returns:
-        The summary of the whole dataset (:func:`summarise`) plus ``solved_now`` (graphs solved by
-        this call), ``retried`` (stored labels given to the fallback), ``skipped_shards`` and
-        ``wall_time_s``.
+        The summary of the whole dataset (:func:`summarise`; with ``shards``, of those shards) plus
+        ``solved_now`` (graphs solved by this call), ``retried`` (stored labels given to the
+        fallback), ``skipped_shards``, ``wall_time_s`` and, with ``shards``, ``shards`` and
+        ``dataset_complete``.
 
     Raises:
         LabelError: a bad argument or a directory holding another dataset; nothing is written.
@@ -379,26 +390,31 @@ def label_dataset(
         if fallback in WARM_START_OPTIONS:
             recorded[WARM_START_OPTIONS[fallback]] = "the first oracle's schedule"
         fallback_entry = {"solver": fallback, "options": recorded}
+    total = num_shards(count, shard_size)
+    own = range(total) if shards is None else _shard_range_arg(shards, total)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise LabelError(f"{out} exists and is not a directory")
+    if shards is not None:
+        _wait_for_manifest(out)  # another job of the same cluster run may be writing it right now
     if (out / "manifest.json").is_file():
         check_manifest(out, manifest)
-        done = _existing_shards(out, count, shard_size)
+        done = _existing_shards(out, count, shard_size, None if shards is None else own)
     elif out.is_dir() and any(out.iterdir()):
         raise LabelError(f"{out} is not empty and has no manifest.json; choose an empty or new out directory")
     else:
         write_manifest(out, {**manifest, "fallback": fallback_entry})
         done = set()
+    done_here = {k for k in done if k in own}
 
-    todo = [k for k in range(num_shards(count, shard_size)) if k not in done]
+    todo = [k for k in own if k not in done]
     retry: dict[int, list[LabelledGraph]] = {}  # shard -> its stored items (to be partly re-solved)
     if retry_unproven:
-        for shard in sorted(done):
+        for shard in sorted(done_here):
             items = load_shard(out, shard)
             if any(it.optimal is not True for it in items):
                 retry[shard] = items
-    already = sum(len(shard_range(k, shard_size, count)) for k in done)
+    already = sum(len(shard_range(k, shard_size, count)) for k in done_here)
     retried = sum(1 for items in retry.values() for it in items if it.optimal is not True)
     task = {
         "generator": manifest["generator"],
@@ -416,22 +432,30 @@ def label_dataset(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=count, initial=already - retried, desc=f"labelling {out.name}", unit="graph",
-                   file=sys.stderr, dynamic_ncols=True)
+        bar = tqdm(total=sum(len(shard_range(k, shard_size, count)) for k in own), initial=already - retried,
+                   desc=f"labelling {out.name}", unit="graph", file=sys.stderr, dynamic_ncols=True)
     try:
         if pending or retried:
             _run(out, todo, retry, shard_size, count, task, min(workers, pending + retried), bar)
     finally:
         if bar is not None:
             bar.close()
-    items = load_labelled_dataset(out)
-    summary = summarise(items)
-    summary.update(solved_now=pending, retried=retried, skipped_shards=len(done),
+    complete = len(_existing_shards(out, count, shard_size, range(0))) == total
+    if shards is None:
+        items = load_labelled_dataset(out)
+        summary = summarise(items)
+    else:
+        summary = summarise([it for k in own for it in load_shard(out, k)])
+        summary.update(shards=[own.start, own.stop], dataset_complete=complete)
+        items = load_labelled_dataset(out) if complete else []
+    summary.update(solved_now=pending, retried=retried, skipped_shards=len(done_here),
                    wall_time_s=time.perf_counter() - start)
-    if pending or retried:  # record the dataset's figures and this run beside what produced it
+    if (pending or retried) and complete:  # record the dataset's figures and this run beside what produced it
         existing = read_manifest(out)
         run = {"solved": pending, "retried": retried, "workers": workers, "fallback": fallback,
                "wall_time_s": summary["wall_time_s"]}
+        if shards is not None:  # the job that completed a cluster run; the other jobs record no run
+            run["shards"] = [own.start, own.stop]
         updated = {**existing, "summary": summarise(items), "runs": [*existing.get("runs", []), run]}
         if fallback_entry is not None:
             updated["fallback"] = fallback_entry
@@ -439,6 +463,29 @@ def label_dataset(
     if progress:
         print(format_summary(out, summary), file=sys.stderr)
     return summary
+
+
+def _shard_range_arg(shards, total: int) -> range:
+    """``(a, b)`` -> ``range(a, b)`` if ``0 <= a < b <= total``, else :class:`LabelError`."""
+    try:
+        a, b = (int(v) for v in shards)
+    except (TypeError, ValueError):
+        raise LabelError(f"shards must be a pair (first, end), got {shards!r}") from None
+    if not 0 <= a < b <= total:
+        raise LabelError(f"shards {a}:{b} must satisfy 0 <= first < end <= {total} (the dataset's shards)")
+    return range(a, b)
+
+
+def _wait_for_manifest(out: Path, timeout_s: float = 30.0) -> None:
+    """Wait while ``out`` holds only the temp file of a manifest another job is writing."""
+    deadline = time.monotonic() + timeout_s
+    while (
+        out.is_dir()
+        and not (out / "manifest.json").is_file()
+        and any(p.name.startswith(".manifest.json.") for p in out.iterdir())
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
 
 
 def load_shard(directory: Path, shard: int) -> list[LabelledGraph]:
@@ -497,8 +544,9 @@ def _run(out: Path, todo: list[int], retry: dict[int, list[LabelledGraph]], shar
 
 def format_summary(out: Path, s: dict) -> str:
     """The closing summary lines of a labelling run."""
+    where = f"{out} shards {s['shards'][0]}:{s['shards'][1]}" if "shards" in s else str(out)
     return (
-        f"{out}: {s['graphs']} graphs ({s['solved_now']} solved now, {s['retried']} retried, "
+        f"{where}: {s['graphs']} graphs ({s['solved_now']} solved now, {s['retried']} retried, "
         f"{s['skipped_shards']} shards resumed), "
         f"{100.0 * s['optimal_fraction']:.1f}% proven optimal, solve time mean {s['mean_solve_time_s']:.3f}s "
         f"median {s['median_solve_time_s']:.3f}s max {s['max_solve_time_s']:.2f}s, "
