@@ -142,7 +142,7 @@ def run_main(monkeypatch, capsys, *args) -> tuple[int, str]:
     [
         (["eval", "edge_scenario=metro"],
          "unknown edge_scenario 'metro'; choose one of isp, isp_diurnal, isp_failure, isp_nearsat, isp_netdrift, "
-         "small"),
+         "small, small_ramp"),
         (["eval", "edge_scenario.apps.0.rate=-1"], "edge_scenario.apps[0].rate must be >= 0, got -1"),
         (["eval", "edge_scenario.apps.1.variants=[resnet50,vit]"], "unknown model 'vit'"),
         (["eval", "eval.policies=[closest,oracle]"], "unknown policy 'oracle'"),

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from respect_jax.edge_cluster.dqn import Layout
 from respect_jax.edge_cluster.environment import EdgeEnv, episode_success
 from respect_jax.edge_cluster.scenarios import load_preset
 from respect_jax.edge_cluster.simulator import features, init_sim, num_features, replay
@@ -152,7 +153,21 @@ def test_features_are_causal():
     f_empty = feat(scn.params, sim, q0)
     late = sim.replace(app_resolve_us=sim.app_resolve_us.at[:, 0].set(q0.time_us + 1),
                        app_ok=sim.app_ok.at[:, 0].set(False))
-    a = scn.params.num_apps
-    np.testing.assert_array_equal(np.asarray(feat(scn.params, late, q0))[-a:], np.asarray(f_empty)[-a:])
+    split = Layout.of(scn.params).split
+    np.testing.assert_array_equal(np.asarray(feat(scn.params, late, q0)), np.asarray(f_empty))
     known = late.replace(app_resolve_us=late.app_resolve_us.at[:, 0].set(q0.time_us))
-    assert np.all(np.asarray(feat(scn.params, known, q0))[-a:] == 0.0)
+    assert np.all(np.asarray(split(feat(scn.params, known, q0))["success"]) == 0.0)
+    # measured site features: a slow answer still in flight at t changes nothing; once back it shows
+    slow = sim.replace(ring_resolve_us=sim.ring_resolve_us.at[0, 0].set(q0.time_us + 1),
+                       ring_queue_us=sim.ring_queue_us.at[0, 0].set(30_000),
+                       ring_net_pct=sim.ring_net_pct.at[0, 0].set(400),
+                       ring_proc_pct=sim.ring_proc_pct.at[0, 0].set(300))
+    np.testing.assert_array_equal(np.asarray(feat(scn.params, slow, q0)), np.asarray(f_empty))
+    back = split(feat(scn.params, slow.replace(ring_resolve_us=slow.ring_resolve_us.at[0, 0].set(900)), q0))
+    empty = split(f_empty)
+    d = int(scn.params.deadline_us[0])
+    assert float(back["m_queue"][0]) == pytest.approx(30_000 / d) and float(empty["m_queue"][0]) == 0.0
+    assert float(back["m_net"][0]) == pytest.approx(2.0) and float(empty["m_net"][0]) == pytest.approx(0.5)
+    assert float(back["m_proc"][0]) == pytest.approx(1.5) and float(back["m_age"][0]) == pytest.approx(100 / d)
+    assert np.all(np.asarray(back["m_slack"]).reshape(2, -1)[0] < np.asarray(empty["m_slack"]).reshape(2, -1)[0])
+    np.testing.assert_array_equal(np.asarray(back["m_queue"])[1:], np.asarray(empty["m_queue"])[1:])

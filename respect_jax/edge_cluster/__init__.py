@@ -74,6 +74,17 @@ Workload
   so the JAX and Python simulators consume identical randomness.
 * Times are **integer microseconds** (int32, horizon <= 1000 s) in both simulators: outcomes
   are bit-identical, not just close.
+* **Conditions that change within a trace** (issue 30; a scenario's optional ``dynamics`` block,
+  :class:`~respect_jax.edge_cluster.types.Dynamics`): per-app rate profiles (diurnal ramps, piecewise linear
+  over the horizon) and bursts (random windows of ``burst_factor`` x the rate), per-site network-delay profiles and
+  random spikes (a factor on the RTT and jitter scale of every path to the site), per-site processing slow-downs
+  (degradation; a large factor is a failure: queries wait out their limit). Each trace starts its profiles at a
+  random phase (``shift``) and draws its own bursts and spikes. The generator writes the network and processing
+  factors in force at each query's dispatch into the trace (``net_pct``, ``slow_pct`` per site), which both
+  simulators apply to that query (its round trip, its processing time); a query keeps the factors of its dispatch
+  time. No static rule is told about them (their estimates stay nominal); the agent sees what has been measured.
+  Presets: ``isp_diurnal``, ``isp_netdrift``, ``isp_failure``, ``isp_nearsat`` (the isp topology),
+  ``small_ramp`` (the learning test).
 
 Dispatcher, observation, policies
 ---------------------------------
@@ -93,7 +104,11 @@ Dispatcher, observation, policies
   observation of :func:`~respect_jax.edge_cluster.simulator.features` (app/source one-hots, per-site
   backlog, queue length, pending work and RTT, per-action estimated slack, per-variant
   feasibility, which action each deterministic static rule would pick, per-app arrival rate and
-  success ratio), a factored Q-network (a global MLP embedding
+  success ratio; and, measured from answers already back at the source: per-site recent queueing delay,
+  round trip and processing time relative to the nominal ones, age of the newest measurement, a per-action
+  slack re-estimated with them, per-app recent deadline slack), n-step returns (``n_step``), hard or soft
+  (``tau``) target updates, training over a mixture of presets (``mixture``: each environment draws a preset and
+  a load level with every new trace), a factored Q-network (a global MLP embedding
   plus one small scorer shared by every (site, variant) action, fed with that action's own
   features), a replay buffer and a hard-updated target network; reward 1 per successful query
   (so the return measures the success ratio, ASET's objective), discount 0.9 per dispatch;

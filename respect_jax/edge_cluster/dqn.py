@@ -3,15 +3,16 @@
 PureJaxRL layout: :func:`make_train` returns pure functions; one *episode* of training is
 
 1. give every environment whose trace has fewer than ``episode_steps`` queries left a fresh trace
-   at a load multiplier drawn from ``cfg.loads`` (so the agent sees every load level and adapts
-   to it); the others continue their trace, so the agent also lives through sustained load,
+   at a load multiplier drawn from ``cfg.loads`` and, with ``cfg.mixture``, on a scenario drawn from the
+   main one and the mixture's presets (so the agent sees every load level and every kind of conditions and
+   adapts to them); the others continue their trace, so the agent also lives through sustained load,
    not only through the first instants after an empty start,
 2. ``lax.scan`` over ``episode_steps`` dispatches of ``num_envs`` environments at once
    (epsilon-greedy on the masked Q-values; an exploratory action is uniform or, with probability
-   ``explore_rules``, the choice of a random static rule), writing every transition into a circular replay
-   buffer and doing ``updates_per_step`` double-DQN updates (Huber loss, Adam, global-norm
-   clipping) per step once ``learning_starts`` transitions are stored,
-3. a hard target-network copy every ``target_period`` updates.
+   ``explore_rules``, the choice of a random static rule), writing every transition (with its ``n_step``
+   return, :func:`n_step_target`) into a circular replay buffer and doing ``updates_per_step``
+   double-DQN updates (Huber loss, Adam, global-norm clipping) per step once ``learning_starts`` transitions are stored,
+3. a target-network update every ``target_period`` updates (a copy, or a soft one with ``tau`` < 1).
 
 A chunk of episodes is one jitted ``lax.scan`` (the carry is donated); :func:`train_dqn` is the
 thin host loop around it: it logs one JSON line per episode, writes orbax checkpoints with the
@@ -48,14 +49,22 @@ from flax import nnx, struct
 
 from respect_jax.edge_cluster.environment import EdgeEnv
 from respect_jax.edge_cluster.scenarios import Scenario, TraceConfig, query_slots, scenario_from_dict
-from respect_jax.edge_cluster.simulator import HINT_POLICIES, Policy, action_mask, features, num_features
+from respect_jax.edge_cluster.simulator import (
+    HINT_POLICIES,
+    SITE_FEATURES,
+    Policy,
+    action_mask,
+    features,
+    num_features,
+)
 from respect_jax.edge_cluster.traces import generate_trace
 from respect_jax.edge_cluster.types import EdgeParams, SimState, State, TimeStep, Trace
 
 NETWORK_FILE = "network.json"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
-FORMAT = "respect-jax-edge-dqn/3"
+FORMAT = "respect-jax-edge-dqn/4"  # 4: measured per-site/per-app features (issue 30)
+FORMAT_V3 = "respect-jax-edge-dqn/3"  # agents saved before them still load (Layout.measured False)
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,12 @@ class DQNConfig:
         environment gets a new trace (and load) when its trace runs out.
     buffer_size, batch_size, learning_starts: replay buffer (transitions).
     updates_per_step: gradient updates per environment step (each of ``num_envs`` transitions).
-    target_period: updates between hard target-network copies.
+    target_period: updates between hard target-network copies (``tau`` = 1), or between soft updates
+        ``target <- tau * online + (1 - tau) * target`` (``tau`` < 1).
+    n_step: length of the multi-step return of every replayed transition (1: one-step TD).
+    mixture: further scenario presets trained on together with the main scenario (same sources, sites, apps and
+        variants): every environment draws one of them (uniformly) with every new trace, so one agent learns
+        over the distribution of conditions of all of them.
     eps_start, eps_end, eps_fraction: linear epsilon decay over that fraction of all steps.
     explore_rules: share of the exploratory (epsilon) actions that follow a static rule of
         :data:`~respect_jax.edge_cluster.simulator.HINT_POLICIES` drawn at random (the rest are
@@ -95,6 +109,9 @@ class DQNConfig:
     learning_starts: int = 1024
     updates_per_step: int = 1
     target_period: int = 250
+    tau: float = 1.0
+    n_step: int = 3
+    mixture: tuple[str, ...] = ()
     eps_start: float = 1.0
     eps_end: float = 0.02
     eps_fraction: float = 0.5
@@ -106,6 +123,7 @@ class DQNConfig:
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
         object.__setattr__(self, "loads", tuple(float(x) for x in self.loads))
+        object.__setattr__(self, "mixture", tuple(str(x) for x in self.mixture))
         checks = [
             ("hidden", len(self.hidden) >= 1 and all(h >= 1 for h in self.hidden),
              "a non-empty list of positive widths"),
@@ -123,6 +141,8 @@ class DQNConfig:
             ("learning_starts", self.learning_starts >= 0, ">= 0"),
             ("updates_per_step", self.updates_per_step >= 1, ">= 1"),
             ("target_period", self.target_period >= 1, ">= 1"),
+            ("tau", 0.0 < self.tau <= 1.0, "in (0, 1]"),
+            ("n_step", 1 <= self.n_step <= 64, "an integer in [1, 64]"),
             ("eps_end", 0.0 <= self.eps_end <= self.eps_start <= 1.0, "0 <= eps_end <= eps_start <= 1"),
             ("eps_fraction", 0.0 < self.eps_fraction <= 1.0, "in (0, 1]"),
             ("explore_rules", 0.0 <= self.explore_rules <= 1.0, "in [0, 1]"),
@@ -143,7 +163,7 @@ class DQNConfig:
 
     def to_dict(self) -> dict:
         doc = asdict(self)
-        return {**doc, "hidden": list(self.hidden), "loads": list(self.loads)}
+        return {**doc, "hidden": list(self.hidden), "loads": list(self.loads), "mixture": list(self.mixture)}
 
 
 @dataclass(frozen=True)
@@ -154,6 +174,7 @@ class Layout:
     num_sources: int
     num_sites: int
     num_variants: int
+    measured: bool = True  # the measured blocks of the observation (False: agents saved in format 3)
 
     @classmethod
     def of(cls, params: EdgeParams) -> Layout:
@@ -162,8 +183,10 @@ class Layout:
     def split(self, x: jax.Array) -> dict[str, jax.Array]:
         """The named blocks of ``x`` f32[..., F], in the order ``features`` writes them."""
         a, n, s, v = self.num_apps, self.num_sources, self.num_sites, self.num_variants
-        sizes = {"app": a, "source": n, "backlog": s, "queue": s, "work": s, "rtt": s, "slack": s * v, "ok": v,
-                 "hint": len(HINT_POLICIES) * s * v, "rate": a, "success": a}
+        m = 1 if self.measured else 0
+        sizes = {"app": a, "source": n, "backlog": s, "queue": s, "work": s, "rtt": s, "m_queue": m * s,
+                 "m_net": m * s, "m_proc": m * s, "m_age": m * s, "slack": s * v, "m_slack": m * s * v, "ok": v,
+                 "hint": len(HINT_POLICIES) * s * v, "rate": a, "success": a, "app_slack": m * a}
         out, start = {}, 0
         for name, size in sizes.items():
             out[name] = x[..., start:start + size]
@@ -185,9 +208,10 @@ class QNetwork(nnx.Module):
     def __init__(self, layout: Layout, hidden: tuple[int, ...], width: int, *, rngs: nnx.Rngs):
         self.layout = layout
         a, n, s, v = layout.num_apps, layout.num_sources, layout.num_sites, layout.num_variants
-        sizes = (n + 3 * a + 4 * s, *hidden)
+        site_f, m = (SITE_FEATURES, 1) if layout.measured else (4, 0)
+        sizes = (n + (3 + m) * a + site_f * s, *hidden)
         self.glob = nnx.List([nnx.Linear(i, o, rngs=rngs) for i, o in zip(sizes[:-1], sizes[1:], strict=True)])
-        self.from_action = nnx.Linear(4 + 1 + 1 + len(HINT_POLICIES) + s + v, width, rngs=rngs)
+        self.from_action = nnx.Linear(site_f + 1 + m + 1 + len(HINT_POLICIES) + s + v, width, rngs=rngs)
         self.from_state = nnx.Linear(hidden[-1], width, use_bias=False, rngs=rngs)
         self.mix = nnx.Linear(width, width, rngs=rngs)
         self.out = nnx.Linear(width, 1, rngs=rngs)
@@ -196,15 +220,18 @@ class QNetwork(nnx.Module):
         lay = self.layout
         s, v = lay.num_sites, lay.num_variants
         b = lay.split(x)
-        site = jnp.stack([b["backlog"], b["queue"], b["work"], b["rtt"]], axis=-1)  # [..., S, 4]
-        h = jnp.concatenate([b["app"], b["source"], b["rate"], b["success"], site.reshape(*site.shape[:-2], 4 * s)], -1)
+        names = ("backlog", "queue", "work", "rtt") + (("m_queue", "m_net", "m_proc", "m_age") if lay.measured else ())
+        site = jnp.stack([b[k] for k in names], axis=-1)  # [..., S, SITE_FEATURES (4 unmeasured)]
+        h = jnp.concatenate([b["app"], b["source"], b["rate"], b["success"], b["app_slack"],
+                             site.reshape(*site.shape[:-2], len(names) * s)], -1)
         for layer in self.glob:
             h = jax.nn.relu(layer(h))
         batch = x.shape[:-1]
         ids = jnp.concatenate([jnp.repeat(jnp.eye(s), v, axis=0), jnp.tile(jnp.eye(v), (s, 1))], axis=-1)  # [S*V, S+V]
         per_action = jnp.concatenate([
-            jnp.repeat(site, v, axis=-2),  # [..., S*V, 4]
+            jnp.repeat(site, v, axis=-2),  # [..., S*V, SITE_FEATURES]
             b["slack"][..., None],
+            *([b["m_slack"][..., None]] if lay.measured else []),
             jnp.tile(b["ok"], (1,) * len(batch) + (s,))[..., None],
             jnp.swapaxes(b["hint"].reshape(*batch, len(HINT_POLICIES), s * v), -1, -2),  # [..., S*V, H]
             jnp.broadcast_to(ids, (*batch, s * v, s + v)),
@@ -243,6 +270,7 @@ class Carry:
     env: State  # [E] the environments (they continue across episodes)
     timestep: TimeStep  # [E] their last time step
     load: jax.Array  # f32[E] load multiplier of each environment's current trace
+    window: dict  # the last n_step transitions of every environment, oldest first ([E, n, ...] arrays)
     steps: jax.Array  # i32[] environment steps so far (of each env)
     updates: jax.Array  # i32[]
     key: jax.Array
@@ -270,13 +298,47 @@ def _insert(replay: Replay, batch: dict) -> Replay:
     return replay.replace(**updated, pos=(replay.pos + n) % capacity, size=jnp.minimum(replay.size + n, capacity))
 
 
+def n_step_target(reward: jax.Array, ongoing: jax.Array, gamma: float) -> tuple[jax.Array, jax.Array]:
+    """Multi-step return of the oldest of ``n`` consecutive steps: rewards f32[..., n], ``ongoing`` f32[..., n]
+    (1 where the episode went on after that step) -> ``(sum_k gamma^k r_k prod_{j<k} ongoing_j,
+    gamma^n prod_k ongoing_k)``; the target is ``return + discount * Q(next observation after the last step)``."""
+    n = reward.shape[-1]
+    alive = jnp.cumprod(ongoing, axis=-1)
+    before = jnp.concatenate([jnp.ones_like(alive[..., :1]), alive[..., :-1]], axis=-1)
+    powers = gamma ** jnp.arange(n, dtype=jnp.float32)
+    return jnp.sum(reward * before * powers, axis=-1), (gamma ** n) * alive[..., -1]
+
+
+def training_scenarios(scn: Scenario, cfg: DQNConfig) -> list[Scenario]:
+    """The main scenario and the presets of ``cfg.mixture`` (checked to have the main scenario's shapes and trace
+    settings but the horizon and Q)."""
+    from respect_jax.edge_cluster.scenarios import load_preset
+
+    out = [scn]
+    for name in cfg.mixture:
+        other = load_preset(name)
+        same = Layout.of(other.params) == Layout.of(scn.params)
+        if not same or other.params.slot_site.shape != scn.params.slot_site.shape:
+            raise ValueError(f"dqn.mixture: scenario {name!r} has other sources, sites, workers, apps or variants "
+                             f"than {scn.name!r}")
+        keep = ("pattern", "burst_factor", "mean_burst_s", "mean_calm_s", "amplitude", "period_s", "phase_spread",
+                "service_cv")
+        if any(getattr(other.trace, k) != getattr(scn.trace, k) for k in keep):
+            raise ValueError(f"dqn.mixture: scenario {name!r} has another arrival pattern or service noise than "
+                             f"{scn.name!r}")
+        out.append(other)
+    return out
+
+
 def training_trace_config(scn: Scenario, cfg: DQNConfig) -> TraceConfig:
     """Trace settings of training: ``trace_horizon_s`` (default: the scenario's), at least two
-    episodes' worth of queries at the lowest load."""
+    episodes' worth of queries at the lowest load (of every scenario of the mixture)."""
     loads = cfg.loads or tuple(scn.loads.values())
-    total = float(scn.base_rate.sum())
+    scenarios = training_scenarios(scn, cfg)
+    total = min(float(x.base_rate.sum()) for x in scenarios)
     horizon = max(cfg.trace_horizon_s or scn.trace.horizon_s, 2.5 * cfg.episode_steps / (total * min(loads)))
-    q = max(query_slots(scn.envelope_rate * max(loads) * horizon), cfg.episode_steps + 128)
+    envelope = max(x.envelope_rate for x in scenarios)
+    q = max(query_slots(envelope * max(loads) * horizon), cfg.episode_steps + 128)
     switches = 2 * int(math.ceil(horizon / (scn.trace.mean_burst_s + scn.trace.mean_calm_s) * 1.5)) + 16
     return TraceConfig(**{**scn.trace.__dict__, "horizon_s": horizon, "max_queries": q, "max_switches": switches})
 
@@ -297,24 +359,44 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
     graphdef, init_params = nnx.split(model)
     optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr))
     loads = jnp.asarray(cfg.loads or tuple(scn.loads.values()), jnp.float32)
-    base_rate = jnp.asarray(scn.base_rate, jnp.float32)
+    scenarios = training_scenarios(scn, cfg)
+    stack = lambda xs: jax.tree.map(lambda *x: jnp.stack([jnp.asarray(y) for y in x]), *xs)  # noqa: E731
+    all_params = stack([x.params for x in scenarios])  # [M, ...]
+    all_rates = jnp.stack([jnp.asarray(x.base_rate, jnp.float32) for x in scenarios])  # [M, N, A]
+    all_dyn = stack([x.dynamics for x in scenarios])
     total_steps = cfg.episodes * cfg.episode_steps
-    e = cfg.num_envs
+    e, n_step = cfg.num_envs, cfg.n_step
 
     def q_values(params, obs):
         return nnx.merge(graphdef, params)(obs)
 
-    batch_params = jax.tree.map(lambda x: jnp.broadcast_to(x, (e, *x.shape)), params_env)
-
     def fresh(key: jax.Array) -> tuple[State, TimeStep, jax.Array]:
-        """New traces for all E environments at loads drawn from ``loads``."""
-        k_load, k_trace = jax.random.split(key)
+        """New traces for all E environments: a scenario of the mixture and a load drawn from ``loads`` each."""
+        k_load, k_trace, k_scn = jax.random.split(key, 3)
         load = loads[jax.random.randint(k_load, (e,), 0, loads.shape[0])]
-        rates = load[:, None, None] * base_rate[None]
-        traces = jax.vmap(lambda k, rt: generate_trace(k, rt, env.trace_cfg, scn.dynamics))(
-            jax.random.split(k_trace, e), rates)
-        state, timestep = jax.vmap(env.reset_trace)(batch_params, traces)
+        which = jax.random.randint(k_scn, (e,), 0, len(scenarios))
+        params = jax.tree.map(lambda x: x[which], all_params)
+        dyn = jax.tree.map(lambda x: x[which], all_dyn)
+        rates = load[:, None, None] * all_rates[which]
+        traces = jax.vmap(lambda k, rt, d: generate_trace(k, rt, env.trace_cfg, d))(
+            jax.random.split(k_trace, e), rates, dyn)
+        state, timestep = jax.vmap(env.reset_trace)(params, traces)
         return state, timestep, load
+
+    def empty_window() -> dict:
+        return {"obs": jnp.zeros((e, n_step, obs_size), jnp.float32), "action": jnp.zeros((e, n_step), jnp.int32),
+                "reward": jnp.zeros((e, n_step), jnp.float32), "ongoing": jnp.zeros((e, n_step), jnp.float32),
+                "valid": jnp.zeros((e, n_step), bool)}
+
+    def push(window: dict, new: dict) -> tuple[dict, dict]:
+        """Append this step's transitions ([E] arrays) to the window; return it and the n-step transitions of its
+        oldest entries (``valid`` False until the window is full). Rewards after a trace's end are cut off by the
+        product of the ``ongoing`` flags before them."""
+        window = {k: jnp.concatenate([window[k][:, 1:], new[k][:, None]], axis=1) for k in window}
+        ret, discount = n_step_target(window["reward"], window["ongoing"], cfg.gamma)
+        out = {"obs": window["obs"][:, 0], "action": window["action"][:, 0], "reward": ret,
+               "discount": discount, "valid": window["valid"][:, 0]}
+        return window, out
 
     def init(key: jax.Array) -> Carry:
         # placeholder environments with empty traces (zeros): the first episode renews every one of
@@ -328,6 +410,7 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
             env=state,
             timestep=timestep,
             load=load,
+            window=empty_window(),
             steps=jnp.int32(0),
             updates=jnp.int32(0),
             key=key,
@@ -361,7 +444,8 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
         upd, opt_state = optimizer.update(grads, carry.opt_state, carry.params)
         params = optax.apply_updates(carry.params, upd)
         updates = carry.updates + 1
-        target = jax.tree.map(lambda t, p: jnp.where(updates % cfg.target_period == 0, p, t), carry.target, params)
+        due = updates % cfg.target_period == 0
+        target = jax.tree.map(lambda t, p: jnp.where(due, cfg.tau * p + (1.0 - cfg.tau) * t, t), carry.target, params)
         return carry.replace(params=params, target=target, opt_state=opt_state, updates=updates), loss
 
     def epsilon(steps):
@@ -384,16 +468,11 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
         action = jnp.where(jax.random.uniform(k_eps, (e,)) < eps, random_action, greedy)
         valid = state.index < state.trace.num_valid
         state, nxt = env.batch_step(state, action)
-        replay = _insert(carry.replay, {
-            "obs": obs.features,
-            "action": action,
-            "reward": nxt.reward,
-            "discount": cfg.gamma * nxt.discount,
-            "next_obs": nxt.observation.features,
-            "next_mask": nxt.observation.action_mask,
-            "valid": valid,
-        })
-        carry = carry.replace(replay=replay, steps=carry.steps + 1, key=key)
+        window, oldest = push(carry.window, {"obs": obs.features, "action": action, "reward": nxt.reward,
+                                             "ongoing": nxt.discount, "valid": valid})
+        replay = _insert(carry.replay, {**oldest, "next_obs": nxt.observation.features,
+                                        "next_mask": nxt.observation.action_mask})
+        carry = carry.replace(replay=replay, window=window, steps=carry.steps + 1, key=key)
 
         def do_updates(c):
             c, losses = jax.lax.scan(update, c, jax.random.split(k_upd, cfg.updates_per_step))
@@ -415,6 +494,8 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
         state = jax.tree.map(pick, new_state, carry.env)
         timestep = jax.tree.map(pick, new_timestep, carry.timestep)
         load = jnp.where(renew, new_load, carry.load)
+        # a renewed environment's pending n-step transitions lose their continuation: drop them
+        carry = carry.replace(window={**carry.window, "valid": carry.window["valid"] & ~renew[:, None]})
         (carry, state, timestep), (succ, count, loss, eps) = jax.lax.scan(
             env_step, (carry.replace(key=key), state, timestep), None, length=cfg.episode_steps
         )
@@ -438,10 +519,12 @@ def agent_policy(graphdef: nnx.GraphDef, params: Any) -> Policy:
     """The greedy (masked argmax) policy of trained Q-network parameters."""
 
     def policy(env_params: EdgeParams, sim: SimState, query: Trace) -> jax.Array:
-        q = nnx.merge(graphdef, params)(features(env_params, sim, query))
+        model = nnx.merge(graphdef, params)
+        q = model(features(env_params, sim, query, measured=model.layout.measured))
         return masked_argmax(q, action_mask(env_params, query) | ~query.valid)
 
     policy.needs_history = True  # simulate with the scenario's ring (features need it)
+    policy.graphdef, policy.params = graphdef, params  # evaluation compiles once for agents of one network
     return policy
 
 
@@ -673,11 +756,12 @@ def load_agent(path: str | Path, step: int | None = None) -> tuple[Agent, Scenar
     if not (run_dir / NETWORK_FILE).is_file():
         raise FileNotFoundError(f"{run_dir}: not an edge agent run folder (no {NETWORK_FILE})")
     doc = json.loads((run_dir / NETWORK_FILE).read_text())
-    if doc.get("format") != FORMAT:
+    if doc.get("format") not in (FORMAT, FORMAT_V3):
         raise ValueError(f"{run_dir}/{NETWORK_FILE}: unknown format {doc.get('format')!r} (expected {FORMAT})")
     cfg = DQNConfig.from_dict(doc["dqn"])
     scn = scenario_from_dict(doc["scenario"])
-    model = QNetwork(Layout(**doc["layout"]), cfg.hidden, cfg.action_width, rngs=nnx.Rngs(0))
+    layout = Layout(**{**doc["layout"], "measured": doc.get("format") == FORMAT})
+    model = QNetwork(layout, cfg.hidden, cfg.action_width, rngs=nnx.Rngs(0))
     graphdef, params = nnx.split(model)
     ckpt = Checkpointer(run_dir, max_to_keep=None)
     try:

@@ -29,31 +29,55 @@ def history_ring(scn: Scenario, policy: Policy) -> int:
     return scn.ring if getattr(policy, "needs_history", False) else 0
 
 
-def batched_counts(scn: Scenario, policy: Policy):
-    """Jitted ``Trace [B, Q] -> i32[B, A, 5]`` outcome counts of ``policy`` (vmap over traces)."""
-    params, ring = scn.params, history_ring(scn, policy)
+def phase_counts(outcome, trace: Trace, num_apps: int, phases: int, horizon_us: int) -> jax.Array:
+    """i32[P, A, 5] outcome counts per phase (the horizon cut into ``phases`` equal parts by dispatch time)."""
+    width = -(-horizon_us // phases)  # ceil: the last phase ends at the horizon
+    phase = jnp.clip(trace.time_us // width, 0, phases - 1).astype(jnp.int32)
+    hot_pa = (jax.nn.one_hot(phase, phases, dtype=jnp.int32)[:, :, None]
+              * jax.nn.one_hot(trace.app, num_apps, dtype=jnp.int32)[:, None, :] * trace.valid[:, None, None])
+    hot_code = jax.nn.one_hot(outcome.code, len(OUTCOMES), dtype=jnp.int32)
+    return jnp.einsum("qpa,qc->pac", hot_pa, hot_code)
 
-    def one(trace: Trace) -> jax.Array:
-        return simulate(params, trace, policy, ring)[0].counts  # per-query outcomes are dead code here
 
-    return jax.jit(jax.vmap(one))
+def _counts_of(scn: Scenario, trace: Trace, policy: Policy, ring: int, phases: int | None) -> jax.Array:
+    sim, out = simulate(scn.params, trace, policy, ring)
+    if phases is None:
+        return sim.counts  # per-query outcomes are dead code then
+    return phase_counts(out, trace, scn.params.num_apps, phases, int(round(scn.trace.horizon_s * 1e6)))
 
 
-def static_counts(scn: Scenario, names: Sequence[str]):
-    """Jitted ``Trace [B, Q] -> i32[P, B, A, 5]``: every named static policy in one compiled function.
+def batched_counts(scn: Scenario, policy: Policy, phases: int | None = None):
+    """Jitted ``Trace [B, Q] -> i32[B, A, 5]`` outcome counts of ``policy`` (vmap over traces); with ``phases``,
+    ``i32[B, P, A, 5]`` per phase of the horizon."""
+    ring = history_ring(scn, policy)
+    return jax.jit(jax.vmap(lambda trace: _counts_of(scn, trace, policy, ring, phases)))
+
+
+def static_counts(scn: Scenario, names: Sequence[str], phases: int | None = None):
+    """Jitted ``Trace [B, Q] -> i32[P, B, A, 5]`` (``i32[P, B, phases, A, 5]`` with ``phases``): every named
+    static policy in one compiled function.
 
     The policies are branches of a ``lax.switch`` vmapped over the policy index, so a comparison
     compiles once instead of once per policy (each step then evaluates every policy's rule).
     """
     branches = [get_policy(n) for n in names]
-    params = scn.params
 
     def one(trace: Trace, index: jax.Array) -> jax.Array:
         policy = lambda p, sim, q: jax.lax.switch(index, branches, p, sim, q)  # noqa: E731
-        return simulate(params, trace, policy, 0)[0].counts
+        return _counts_of(scn, trace, policy, 0, phases)
 
     run = jax.jit(jax.vmap(jax.vmap(one, in_axes=(0, None)), in_axes=(None, 0)))
     return lambda traces: run(traces, jnp.arange(len(branches)))
+
+
+def _agent_counts(scn: Scenario, graphdef, phases: int | None):
+    """Jitted ``(agent parameters, Trace [B, Q]) -> counts`` for agents of one network (see :func:`batched_counts`)."""
+    from respect_jax.edge_cluster.dqn import agent_policy
+
+    def one(params, trace: Trace) -> jax.Array:
+        return _counts_of(scn, trace, agent_policy(graphdef, params), scn.ring, phases)
+
+    return jax.jit(jax.vmap(one, in_axes=(None, 0)))
 
 
 def eval_traces(scn: Scenario, load: str | float, key: jax.Array, traces: int, fit: bool = False) -> Trace:
@@ -83,42 +107,70 @@ def compare(
     loads: Sequence[str] | None = None,
     key: jax.Array | None = None,
     traces: int = 4,
+    phases: int | None = None,
 ) -> dict:
     """Evaluate every policy at every load level on shared traces.
 
     Returns a JSON-friendly document: ``success[policy][load]`` (pooled), ``per_app[policy][load][app]``,
     ``counts[policy][load]`` (A x 5 lists, codes in :data:`OUTCOMES` order), ``std[policy][load]``
-    (standard deviation of the per-trace success ratios), ``queries[load]`` and ``eval_s``.
+    (standard deviation of the per-trace success ratios), ``per_trace[policy][load]`` (the per-trace success
+    ratios, trace order shared by every policy), ``mean``/``ci95[policy][load]`` (their mean and the half-width
+    of its 95 % Student-t confidence interval), ``per_app_ci95[policy][load][app]``, ``queries[load]``, ``eval_s``;
+    with ``phases``: ``phase_success[policy][load]`` (pooled success ratio in each phase of the horizon).
     """
     loads = list(loads or scn.loads)
     key = jax.random.key(12345) if key is None else key
     doc = {"scenario": scn.name, "loads": {name: scn.load_factor(name) for name in loads}, "traces": traces,
            "apps": list(scn.app_names), "outcomes": list(OUTCOMES), "policies": list(policies),
-           "success": {}, "std": {}, "per_app": {}, "counts": {}, "queries": {}, "eval_s": {}}
+           "success": {}, "std": {}, "per_app": {}, "counts": {}, "queries": {}, "eval_s": {},
+           "per_trace": {}, "mean": {}, "ci95": {}, "per_app_ci95": {}}
     trace_sets = {load: eval_traces(scn, load, jax.random.fold_in(key, i), traces) for i, load in enumerate(loads)}
     static = [n for n, p in policies.items() if p is STATIC_POLICIES.get(n)]
     runs = {}
     if static:
-        fn = static_counts(scn, static)
+        fn = static_counts(scn, static, phases)
         t0 = time.perf_counter()
-        per_load = {load: np.asarray(fn(trace_sets[load])) for load in loads}  # [P, T, A, 5]
+        per_load = {load: np.asarray(fn(trace_sets[load])) for load in loads}  # [P, T, (phases,) A, 5]
         for i, name in enumerate(static):
             runs[name] = ({load: per_load[load][i] for load in loads}, (time.perf_counter() - t0) / len(static))
+    agent_fns = {}
+    for name, policy in policies.items():
+        if name not in runs and hasattr(policy, "graphdef"):  # trained agents: one compilation per network
+            key_ = id(policy.graphdef)
+            if key_ not in agent_fns:
+                agent_fns[key_] = _agent_counts(scn, policy.graphdef, phases)
+            t0 = time.perf_counter()
+            counts = {load: np.asarray(agent_fns[key_](policy.params, trace_sets[load])) for load in loads}
+            runs[name] = (counts, time.perf_counter() - t0)
     for name, policy in policies.items():
         if name not in runs:
-            fn = batched_counts(scn, policy)
+            fn = batched_counts(scn, policy, phases)
             t0 = time.perf_counter()
             counts = {load: np.asarray(fn(trace_sets[load])) for load in loads}
             runs[name] = (counts, time.perf_counter() - t0)
+    if phases is not None:
+        doc["phases"], doc["phase_success"] = phases, {}
+        for name, (counts_by_load, _) in runs.items():
+            doc["phase_success"][name] = {
+                load: (c.sum(axis=0)[:, :, SUCCESS].sum(axis=1) / np.maximum(c.sum(axis=(0, 2, 3)), 1)).tolist()
+                for load, c in counts_by_load.items()}
+            runs[name] = ({load: c.sum(axis=1) for load, c in counts_by_load.items()}, runs[name][1])
     for name in policies:
         counts_by_load, seconds = runs[name]
-        doc["success"][name], doc["std"][name], doc["per_app"][name], doc["counts"][name] = {}, {}, {}, {}
+        for k in ("success", "std", "per_app", "counts", "per_trace", "mean", "ci95", "per_app_ci95"):
+            doc[k][name] = {}
         for load in loads:
             counts = counts_by_load[load]  # [T, A, 5]
             pooled = counts.sum(axis=0)
             per_trace = counts[:, :, SUCCESS].sum(axis=1) / np.maximum(counts.sum(axis=(1, 2)), 1)
             doc["success"][name][load] = float(pooled[:, SUCCESS].sum() / max(pooled.sum(), 1))
             doc["std"][name][load] = float(per_trace.std())
+            doc["per_trace"][name][load] = per_trace.tolist()
+            doc["mean"][name][load], doc["ci95"][name][load] = mean_ci(per_trace)
+            app_trace = counts[:, :, SUCCESS] / np.maximum(counts.sum(axis=2), 1)  # [T, A] (0 where none arrived)
+            doc["per_app_ci95"][name][load] = {
+                app: mean_ci(app_trace[counts[:, a].sum(axis=1) > 0, a])[1] for a, app in enumerate(scn.app_names)
+            }
             doc["per_app"][name][load] = {
                 app: float(pooled[a, SUCCESS] / max(pooled[a].sum(), 1)) for a, app in enumerate(scn.app_names)
             }
@@ -126,6 +178,23 @@ def compare(
             doc["queries"][load] = int(pooled.sum())
         doc["eval_s"][name] = seconds
     return doc
+
+
+def mean_ci(values) -> tuple[float, float]:
+    """Mean of per-trace values f[T] and the half-width of its 95 % Student-t confidence interval (0 if T < 2)."""
+    x = np.asarray(values, np.float64)
+    if x.size == 0:
+        return 0.0, 0.0
+    if x.size < 2:
+        return float(x.mean()), 0.0
+    from scipy.stats import t as student_t
+
+    return float(x.mean()), float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+
+
+def paired_difference(doc: dict, a: str, b: str, load: str) -> tuple[float, float]:
+    """Mean and 95 % CI half-width of the per-trace difference ``a - b`` at a load (same traces: a paired test)."""
+    return mean_ci(np.asarray(doc["per_trace"][a][load]) - np.asarray(doc["per_trace"][b][load]))
 
 
 def best_static(doc: dict, load: str, learned: Sequence[str] = ("aset",)) -> tuple[str, float]:
@@ -142,8 +211,8 @@ def markdown_table(doc: dict, tie: float = 0.005) -> str:
     """
     loads = list(doc["loads"])
     lines = [f"Success ratio on scenario `{doc['scenario']}` "
-             f"({doc['traces']} traces per load, same traces for every policy; ± is the standard deviation of the "
-             "per-trace success ratios)",
+             f"({doc['traces']} traces per load, same traces for every policy; pooled over the traces; ± is the "
+             "half-width of the 95 % Student-t confidence interval of the mean per-trace success ratio)",
              "", "| policy | " + " | ".join(f"{ld} (x{doc['loads'][ld]:g})" for ld in loads) + " |",
              "|---|" + "---|" * len(loads)]
     for p in doc["policies"]:
@@ -151,14 +220,15 @@ def markdown_table(doc: dict, tie: float = 0.005) -> str:
         for ld in loads:
             best = max(doc["success"][q][ld] for q in doc["policies"])
             v = doc["success"][p][ld]
-            text = f"{v:.3f} ± {doc['std'][p][ld]:.3f}"
+            text = f"{v:.3f} ± {doc['ci95'][p][ld]:.3f}"
             cells.append(f"**{text}**" if v >= best - tie else text)
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     lines += ["", "Per application:", "", "| policy | app | " + " | ".join(loads) + " |",
               "|---|---|" + "---|" * len(loads)]
     for p in doc["policies"]:
         for app in doc["apps"]:
-            lines.append(f"| {p} | {app} | " + " | ".join(f"{doc['per_app'][p][ld][app]:.3f}" for ld in loads) + " |")
+            lines.append(f"| {p} | {app} | " + " | ".join(
+                f"{doc['per_app'][p][ld][app]:.3f} ± {doc['per_app_ci95'][p][ld][app]:.3f}" for ld in loads) + " |")
     lines += ["", "Queries per load: " + ", ".join(f"{ld} {doc['queries'][ld]:,}" for ld in loads)]
     return "\n".join(lines)
 

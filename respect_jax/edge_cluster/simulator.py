@@ -244,12 +244,49 @@ HINT_POLICIES = ("closest", "fastest_expected", "most_accurate", "least_loaded")
 """Deterministic static rules whose choice is part of the agent's observation (one hot per rule)."""
 
 
-def num_features(params: EdgeParams) -> int:
+SITE_FEATURES = 8  # per-site features (4 from the dispatcher's bookkeeping, 4 measured), see features()
+
+
+def num_features(params: EdgeParams, measured: bool = True) -> int:
+    """F of :func:`features` (``measured=False``: the feature set of agents saved before the measured blocks)."""
     s, v, a, n = params.num_sites, params.num_variants, params.num_apps, params.num_sources
-    return a + n + 4 * s + s * v + v + len(HINT_POLICIES) * s * v + 2 * a
+    if not measured:
+        return a + n + 4 * s + s * v + v + len(HINT_POLICIES) * s * v + 2 * a
+    return a + n + SITE_FEATURES * s + 2 * s * v + v + len(HINT_POLICIES) * s * v + 3 * a
 
 
-def features(params: EdgeParams, sim: SimState, query: Trace) -> jax.Array:
+def measurements(sim: SimState, t: jax.Array) -> dict[str, jax.Array]:
+    """What the dispatcher has measured by time ``t`` from answers (or removal notices) already back.
+
+    Returns f32 arrays: ``queue_us`` [S] mean wait at each site of its last L queries known by ``t``
+    (0 if none), ``net_ratio`` [S] their mean round trip over the nominal one (1 if none), ``proc_ratio`` [S]
+    their mean processing time over the nominal one (1 if none), ``age_us`` [S] time since the newest of them
+    came back (NEVER if none), ``app_slack_us`` [A] mean slack of each app's last L queries known by ``t``
+    (deadline minus answer time, minus the deadline if removed; 0 if none), ``app_known`` [A] how many.
+    """
+    known = sim.ring_resolve_us <= t
+    n = jnp.sum(known, axis=1)
+    some = n > 0
+    div = jnp.maximum(n, 1).astype(jnp.float32)
+
+    def mean(x, default):
+        return jnp.where(some, jnp.sum(jnp.where(known, x, 0).astype(jnp.float32), axis=1) / div, default)
+
+    newest = jnp.max(jnp.where(known, sim.ring_resolve_us, -NEVER), axis=1)
+    app_known = sim.app_resolve_us <= t
+    app_n = jnp.sum(app_known, axis=1)
+    app_slack = jnp.sum(jnp.where(app_known, sim.app_slack_us, 0).astype(jnp.float32), axis=1)
+    return {
+        "queue_us": mean(sim.ring_queue_us, 0.0),
+        "net_ratio": mean(sim.ring_net_pct, 100.0) / 100.0,
+        "proc_ratio": mean(sim.ring_proc_pct, 100.0) / 100.0,
+        "age_us": jnp.where(some, (t - newest).astype(jnp.float32), float(NEVER)),
+        "app_slack_us": jnp.where(app_n > 0, app_slack / jnp.maximum(app_n, 1).astype(jnp.float32), 0.0),
+        "app_known": app_n,
+    }
+
+
+def features(params: EdgeParams, sim: SimState, query: Trace, measured: bool = True) -> jax.Array:
     """f32[F] the agent's continuous state before dispatching ``query`` (F = :func:`num_features`).
 
     Everything is known to a central dispatcher at time ``t`` (no future information):
@@ -265,7 +302,13 @@ def features(params: EdgeParams, sim: SimState, query: Trace) -> jax.Array:
       query (the rules use the same causal information, so the agent can learn when to follow
       which rule, and where to deviate from all of them);
     * per app [A]: recent arrival rate (last L arrivals) / nominal rate at load 1, and the success
-      ratio of its last L queries whose outcome is already known (1 when none is).
+      ratio of its last L queries whose outcome is already known (1 when none is);
+    * measured, from answers already back (what adapting to conditions the static rules do not know about
+      needs; :func:`measurements`): per site [S] the recent wait at the site / deadline, round trip and processing
+      time relative to the nominal ones, age of the newest measurement / deadline; per action [S*V] the slack
+      re-estimated with them ``(deadline - rtt*net_ratio - max(backlog*proc_ratio, wait) - proc*proc_ratio) /
+      deadline`` clipped to [-2, 1]; per app [A] the mean measured slack of its recent queries / its deadline.
+      ``measured=False`` leaves these blocks out (the observation of agents saved in format 3).
     """
     if sim.ring_done_us.shape[-1] == 0:
         raise ValueError("features() needs a history ring: simulate with ring > 0")
@@ -294,6 +337,18 @@ def features(params: EdgeParams, sim: SimState, query: Trace) -> jax.Array:
     from respect_jax.edge_cluster.policies import STATIC_POLICIES  # policies import this module
 
     hints = [jax.nn.one_hot(STATIC_POLICIES[h](params, sim, query), params.num_actions) for h in HINT_POLICIES]
+    if not measured:
+        parts = [jax.nn.one_hot(query.app, params.num_apps), jax.nn.one_hot(query.source, params.num_sources),
+                 jnp.clip(backlog / d, 0.0, 4.0), jnp.clip(queue / 4.0, 0.0, 4.0), jnp.clip(work / d, 0.0, 4.0),
+                 jnp.clip(rtt.astype(jnp.float32) / d, 0.0, 4.0), slack, ok_variant.astype(jnp.float32), *hints,
+                 jnp.clip(rate, 0.0, 8.0), success.astype(jnp.float32)]
+        return jnp.concatenate(parts).astype(jnp.float32)
+    m = measurements(sim, t)
+    net_est = rtt.astype(jnp.float32) * m["net_ratio"]
+    wait_est = jnp.maximum(wait_at_site * m["proc_ratio"], m["queue_us"])
+    est_m = (net_est + wait_est)[:, None] + params.proc_us.astype(jnp.float32) * m["proc_ratio"][:, None]
+    slack_m = jnp.clip((d - est_m) / d, -2.0, 1.0).reshape(-1)
+    app_d = params.deadline_us.astype(jnp.float32)
     parts = [
         jax.nn.one_hot(query.app, params.num_apps),
         jax.nn.one_hot(query.source, params.num_sources),
@@ -301,11 +356,17 @@ def features(params: EdgeParams, sim: SimState, query: Trace) -> jax.Array:
         jnp.clip(queue / 4.0, 0.0, 4.0),
         jnp.clip(work / d, 0.0, 4.0),
         jnp.clip(rtt.astype(jnp.float32) / d, 0.0, 4.0),
+        jnp.clip(m["queue_us"] / d, 0.0, 4.0),
+        jnp.clip(m["net_ratio"], 0.0, 8.0) / 2.0,
+        jnp.clip(m["proc_ratio"], 0.0, 8.0) / 2.0,
+        jnp.clip(m["age_us"] / d, 0.0, 4.0),
         slack,
+        slack_m,
         ok_variant.astype(jnp.float32),
         *hints,
         jnp.clip(rate, 0.0, 8.0),
         success.astype(jnp.float32),
+        jnp.where(m["app_known"] > 0, jnp.clip(m["app_slack_us"] / app_d, -1.0, 1.0), 1.0),
     ]
     return jnp.concatenate(parts).astype(jnp.float32)
 

@@ -1,0 +1,219 @@
+"""ASET under conditions that change over time (issue 30): static policies (and trained agents) per scenario,
+load level and phase of the trace, with 95 % confidence intervals.
+
+Every policy sees the same seeded traces (``--traces`` per scenario and load, common random numbers); a cell is
+the mean of the per-trace success ratios and the half-width of its 95 % Student-t interval. "Best static" of a cell
+is the static policy with the highest mean; static policies whose paired per-trace difference to it has a 95 %
+interval containing 0 are listed as tied. The phase table splits each trace into ``--phases`` equal parts by
+dispatch time (pooled success ratio per part) and names the best static policy of each part.
+
+    python experiments/edge_dynamic.py --static-only                      # -> dynamic_static.{md,json}
+    python experiments/edge_dynamic.py --train --seeds 0 1 2              # train agents/dynamic/s<seed>, then evaluate
+    python experiments/edge_dynamic.py --scenarios isp_diurnal isp_netdrift isp_failure isp_nearsat \
+        --agents experiments/results/edge/agents/dynamic                  # + the agents -> dynamic_aset.{md,json}
+
+Training (``--train``): one agent per seed on the four time-varying presets at once (``dqn.mixture``: every
+environment draws a preset and a load level with each new trace), with the settings of :data:`AGENT`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from respect_jax.cli.common import machine_description
+from respect_jax.edge_cluster.evaluation import compare, mean_ci, paired_difference
+from respect_jax.edge_cluster.policies import STATIC_POLICIES
+from respect_jax.edge_cluster.scenarios import load_preset
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ("isp", "isp_diurnal", "isp_netdrift", "isp_failure", "isp_nearsat")
+STATIC = ("closest", "fastest_expected", "most_accurate", "least_loaded", "random")
+
+
+DYNAMIC = ("isp_diurnal", "isp_netdrift", "isp_failure", "isp_nearsat")
+AGENT = dict(hidden=(128, 128), action_width=32, num_envs=16, episode_steps=256, episodes=48, n_step=3,
+             target_period=250, mixture=DYNAMIC[1:])
+
+
+def train_agents(agents_dir: Path, seeds, episodes: int | None) -> list[dict]:
+    """Train one mixture agent per seed into ``agents_dir/s<seed>`` (parameters only kept); their wall times."""
+    from respect_jax.edge_cluster.dqn import DQNConfig, keep_parameters_only, train_dqn
+
+    rows = []
+    for seed in seeds:
+        cfg = DQNConfig(**{**AGENT, **({"episodes": episodes} if episodes else {}), "seed": seed})
+        run_dir = agents_dir / f"s{seed}"
+        agent = train_dqn(load_preset(DYNAMIC[0]), cfg, run_dir, chunk=8, overwrite=True,
+                          log=lambda m, s=seed: print(f"[seed {s}] {m}", flush=True))
+        keep_parameters_only(run_dir)
+        rows.append({"seed": seed, "episodes": cfg.episodes,
+                     "transitions": cfg.episodes * cfg.episode_steps * cfg.num_envs,
+                     "train_time_s": agent.train_time_s, "load_average": os.getloadavg()[0]})
+        print(f"[seed {seed}] trained in {agent.train_time_s:.0f} s", flush=True)
+    return rows
+
+
+def best_and_tied(doc: dict, load: str, names) -> tuple[str, list[str]]:
+    """Best policy of ``names`` by mean per-trace success, and the others statistically tied with it (paired)."""
+    best = max(names, key=lambda p: doc["mean"][p][load])
+    tied = []
+    for p in names:
+        if p != best:
+            diff, ci = paired_difference(doc, best, p, load)
+            if diff - ci <= 0.0:
+                tied.append(p)
+    return best, tied
+
+
+def agent_policies(agents_dir: Path | None) -> dict:
+    """``{aset_s<seed>: policy}`` for every seed folder of ``agents_dir`` (empty without one)."""
+    if agents_dir is None:
+        return {}
+    from respect_jax.edge_cluster.dqn import NETWORK_FILE, load_agent
+
+    out = {}
+    for run in sorted(p for p in agents_dir.iterdir() if (p / NETWORK_FILE).is_file()):
+        agent, _ = load_agent(run)
+        out[f"aset_{run.name}"] = agent
+    return out
+
+
+def agent_section(docs: dict, learned: list[str]) -> list[str]:
+    """Per cell: the agents (one per training seed) against the best static policy (paired 95 % intervals), their
+    spread across seeds; then every policy's average over all cells."""
+    lines = ["", "## Agents per cell (issue 30 targets)", "",
+             "Agent columns: mean over the training seeds of their per-cell means; spread = max - min across seeds; "
+             "paired difference of each seed's agent to the best static policy (mean ± 95 % half-width over the "
+             "shared traces); verdict: *above* if every seed's interval is above 0, *tied* if every seed's interval "
+             "reaches 0 or above, else *below*.", "",
+             "| scenario | load | agents (mean) | spread across seeds | best static | paired difference per seed | "
+             "verdict |", "|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for name, doc in docs.items():
+        for ld in doc["loads"]:
+            best, _ = best_and_tied(doc, ld, STATIC)
+            means = [doc["mean"][a][ld] for a in learned]
+            diffs = [paired_difference(doc, a, best, ld) for a in learned]
+            if all(d - c > 0 for d, c in diffs):
+                verdict = "above"
+            elif all(d + c >= 0 for d, c in diffs):
+                verdict = "tied"
+            else:
+                verdict = "below"
+            verdicts.append(verdict)
+            lines.append(f"| {name} | {ld} | {np.mean(means):.3f} | {max(means) - min(means):.3f} | {best} "
+                         f"{doc['mean'][best][ld]:.3f} | " + ", ".join(f"{d:+.3f} ± {c:.3f}" for d, c in diffs)
+                         + f" | {verdict} |")
+    lines += ["", f"Cells: {verdicts.count('above')} above, {verdicts.count('tied')} tied, "
+              f"{verdicts.count('below')} below the best static policy (of {len(verdicts)}).", "",
+              "Average over every (scenario, load) cell (trace i of every cell averaged: mean ± 95 % half-width over "
+              "the traces):", "", "| policy | average success |", "|---|---|"]
+    for p in list(STATIC) + learned:
+        per_trace = np.mean([np.asarray(doc["per_trace"][p][ld]) for doc in docs.values() for ld in doc["loads"]],
+                            axis=0)
+        m, c = mean_ci(per_trace)
+        lines.append(f"| {p} | {m:.4f} ± {c:.4f} |")
+    return lines
+
+
+def cell(doc: dict, p: str, load: str) -> str:
+    return f"{doc['mean'][p][load]:.3f} ± {doc['ci95'][p][load]:.3f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenarios", nargs="+", default=list(SCENARIOS))
+    ap.add_argument("--traces", type=int, default=16)
+    ap.add_argument("--phases", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=2030)
+    ap.add_argument("--agents", default=None, help="folder of agent run folders (one per training seed)")
+    ap.add_argument("--static-only", action="store_true")
+    ap.add_argument("--train", action="store_true", help="train one agent per --seeds first (into --agents)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--episodes", type=int, default=None)
+    ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "edge"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    if args.train:
+        agents_dir = Path(args.agents or out / "agents" / "dynamic")
+        rows = train_agents(agents_dir, args.seeds, args.episodes)
+        (out / "dynamic_training.json").write_text(json.dumps({"agent": {k: list(v) if isinstance(v, tuple) else v
+                                                                         for k, v in AGENT.items()}, "runs": rows,
+                                                               "machine": machine_description()}, indent=1))
+        args.agents = str(agents_dir)
+        if args.scenarios == list(SCENARIOS):
+            args.scenarios = list(DYNAMIC)
+    agents = {} if args.static_only else agent_policies(Path(args.agents) if args.agents else None)
+    stem = "dynamic_static" if not agents else "dynamic_aset"
+    docs, t_start = {}, time.perf_counter()
+    for name in args.scenarios:
+        scn = load_preset(name)
+        t0 = time.perf_counter()
+        policies = {**{p: STATIC_POLICIES[p] for p in STATIC}, **{k: a.policy for k, a in agents.items()}}
+        doc = compare(scn, policies, key=jax.random.key(args.seed), traces=args.traces, phases=args.phases)
+        doc["wall_s"] = time.perf_counter() - t0
+        docs[name] = doc
+        print(f"[{name}] {doc['wall_s']:.0f}s " + " ".join(
+            f"{ld}: " + ",".join(f"{p[:7]}={doc['mean'][p][ld]:.3f}" for p in policies) for ld in doc["loads"]),
+            flush=True)
+
+    learned = list(agents)
+    lines = ["# Static dispatch policies under conditions that change over time" if not learned else
+             "# ASET agents vs static dispatch policies under conditions that change over time", "",
+             f"Generated by `python experiments/edge_dynamic.py{' --static-only' if not learned else ''}` "
+             f"({args.traces} traces per scenario and load, the same traces for every policy, seed {args.seed}; "
+             f"cells: mean of the per-trace success ratios ± half-width of its 95 % Student-t interval; shared "
+             f"{os.cpu_count()}-core CPU, load average {os.getloadavg()[0]:.1f} at the end, "
+             f"{time.perf_counter() - t_start:.0f} s in all).", "",
+             "Best static: highest mean; *tied*: static policies whose paired per-trace difference to the best has a "
+             "95 % interval reaching 0.", "",
+             "| scenario | load | " + " | ".join(list(STATIC) + learned) + " | best static | tied with it |",
+             "|---|---|" + "---|" * (len(STATIC) + len(learned)) + "---|---|"]
+    winners = {}
+    for name, doc in docs.items():
+        for ld in doc["loads"]:
+            best, tied = best_and_tied(doc, ld, STATIC)
+            winners[(name, ld)] = {best, *tied}
+            cells = [f"**{cell(doc, p, ld)}**" if p == best else cell(doc, p, ld) for p in list(STATIC) + learned]
+            lines.append(f"| {name} | {ld} | " + " | ".join(cells) + f" | {best} | {', '.join(tied) or '-'} |")
+    always = set(STATIC)
+    for s in winners.values():
+        always &= s
+    counts = {p: sum(p in s for s in winners.values()) for p in STATIC}
+    lines += ["", f"Cells where each static policy is best or tied with the best (of {len(winners)}): "
+              + ", ".join(f"{p} {n}" for p, n in counts.items() if n) + ".",
+              "A single static policy best (or tied) in every cell: " + (", ".join(sorted(always)) if always else
+                                                                         "**none**") + ".", ""]
+    lines += [f"## Per phase ({args.phases} equal parts of each trace by dispatch time; pooled success ratio)", "",
+              "| scenario | load | " + " | ".join(f"phase {i + 1}: best static (success)" for i in range(args.phases))
+              + " |", "|---|---|" + "---|" * args.phases]
+    phase_best = set()
+    for name, doc in docs.items():
+        for ld in doc["loads"]:
+            row = []
+            for i in range(args.phases):
+                scores = {p: doc["phase_success"][p][ld][i] for p in STATIC}
+                b = max(scores, key=scores.get)
+                phase_best.add(b)
+                runner = max((p for p in STATIC if p != b), key=scores.get)
+                row.append(f"{b} {scores[b]:.3f} (next {runner} {scores[runner]:.3f})")
+            lines.append(f"| {name} | {ld} | " + " | ".join(row) + " |")
+    lines += ["", f"Static policies best in at least one (scenario, load, phase): {', '.join(sorted(phase_best))}."]
+    if learned:
+        lines += agent_section(docs, learned)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    slim = {n: {k: v for k, v in d.items()} for n, d in docs.items()}
+    (out / f"{stem}.json").write_text(json.dumps({"machine": machine_description(), "docs": slim}, indent=1))
+    print(f"wrote {out / stem}.md")
+
+
+if __name__ == "__main__":
+    main()
