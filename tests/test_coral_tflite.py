@@ -336,6 +336,31 @@ def test_a_stage_xnnpack_refuses_runs_on_litert_kernels(int8_models, tmp_path):
 
 
 @pytest.mark.coral
+def test_keras_int8_pipeline_compares_the_tensor_before_the_softmax(tmp_path):
+    """The Keras segmenter's int8 files (re-converted per stage): the softmax's input is found in the whole
+    file and in the stage computing the output, and compared within the int8 bound."""
+    from respect_jax.cli.coral import pipeline_report
+    from respect_jax.coral._deps import import_keras
+    from respect_jax.coral.keras_export import graph_from_keras
+    from respect_jax.coral.segment import segment_keras_model
+
+    keras = import_keras()
+    L = keras.layers
+    keras.utils.set_random_seed(1)
+    x = keras.Input((8, 8, 3), name="img")
+    h = L.Conv2D(6, 3, activation="relu", name="c1")(x)
+    h = L.GlobalAveragePooling2D(name="gap")(L.Conv2D(6, 3, activation="relu", name="c2")(h))
+    model = keras.Model(x, L.Softmax(name="prob")(L.Dense(4, name="fc")(h)), name="soft")
+    n = graph_from_keras(model).num_nodes
+    segment_keras_model(model, [0, 0] + [1] * (n - 2), tmp_path / "seg", variants=("int8",), samples=4,
+                        compile_edgetpu_segments=False)
+    eq = pipeline_report(str(tmp_path / "seg"), "int8", num_inputs=6, profile=False)["equality"]
+    (probe,) = eq["pre_activation"]
+    assert probe["output"] == "prob" and probe["stage"] == 1 and probe["constant_reference"] is False
+    assert probe["ok"] is True and eq["ok"] is not False, eq
+
+
+@pytest.mark.coral
 def test_cli_segment_tflite_and_pipeline(int8_models, tmp_path):
     """respect-segment model=<int8>.tflite schedule=result.json, then respect-pipeline: OK, backend printed."""
     result = tmp_path / "result.json"
