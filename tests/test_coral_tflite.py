@@ -95,6 +95,51 @@ def test_backend_choice_order_and_explicit_refusals(monkeypatch):
     assert choose_backend(manifest, "int8")[0] == "pycoral"
 
 
+def test_edgetpu_route_loads_one_delegate_per_stage_on_its_own_tpu(monkeypatch, tmp_path):
+    """backend=edgetpu: stage k runs its compiled file with load_delegate("libedgetpu.so.1", {"device": ":k"});
+    under auto, a delegate that cannot open its TPU falls back to LiteRT on CPU and the note says why."""
+    calls, made = [], []
+
+    def fake_load_delegate(library, options):
+        calls.append((library, options["device"]))
+        if options["device"] == ":1" and fail:
+            raise ValueError("Failed to load delegate from libedgetpu.so.1")
+        return f"delegate{options['device']}"
+
+    class FakeStage:
+        def __init__(self, path, num_threads=1, delegate=None):
+            made.append((Path(path).name, delegate))
+
+    monkeypatch.setattr(runner, "litert_load_delegate", lambda: fake_load_delegate)
+    monkeypatch.setattr(runner, "LiteRTStage", FakeStage)
+    stages = [{"files": {"int8": f"m_segment_{k}_of_2.tflite"},
+               "edgetpu": {"status": "compiled", "file": f"m_segment_{k}_of_2_edgetpu.tflite"}} for k in range(2)]
+    manifest = {"num_stages": 2, "stages": stages}
+    fail = False
+    runner.litert_stages(manifest, tmp_path, "int8", edgetpu=True)
+    assert calls == [("libedgetpu.so.1", ":0"), ("libedgetpu.so.1", ":1")]
+    assert made == [(f"m_segment_{k}_of_2_edgetpu.tflite", f"delegate:{k}") for k in range(2)]
+    fail = True
+    with pytest.raises(ValueError, match="cannot open Edge TPU :1 for stage 1 through libedgetpu.so.1"):
+        runner.litert_stages(manifest, tmp_path, "int8", edgetpu=True)
+
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "format": "respect-jax-segments/1"}))
+    monkeypatch.setattr(runner, "choose_backend", lambda m, v, b: ("edgetpu", "LiteRT with load_delegate"))
+    ran = []
+
+    def fake_pipeline(manifest, root, inputs, variant, queue_size, num_threads, warmup, edgetpu=False):
+        ran.append(edgetpu)
+        runner.litert_stages(manifest, root, variant, num_threads, edgetpu)
+        return runner.PipelineResult(outputs=[], report={"backend": "edgetpu" if edgetpu else "litert"})
+
+    monkeypatch.setattr(runner, "run_litert_pipeline", fake_pipeline)
+    result = runner.run_manifest(tmp_path, [], "int8", backend="auto")
+    assert ran == [True, False] and result.report["backend"] == "litert"
+    assert result.report["backend_note"].startswith("LiteRT on CPU threads (the Edge TPU delegate failed: cannot open")
+    with pytest.raises(ValueError, match="cannot open Edge TPU :1"):
+        runner.run_manifest(tmp_path, [], "int8", backend="edgetpu")
+
+
 def test_segment_file_names_follow_the_edgetpu_compiler():
     from respect_jax.coral.tflite_segment import segment_file_name
 
