@@ -1,16 +1,17 @@
-"""Regenerate the results sections of ``README.md`` and ``experiments/RESULTS.md`` from
+"""Regenerate the generated parts of ``README.md`` and ``experiments/RESULTS.md`` from
 ``experiments/results/`` (no number typed by hand).
 
     .venv/bin/python experiments/readme_results.py           # rewrites both files between their markers
     .venv/bin/python experiments/readme_results.py --check   # exit 1 if either is out of date
 
-``experiments/RESULTS.md`` gets every entry of ``ENTRIES`` (the full record: model selection,
-runs that did not improve, superseded checkpoints); ``README.md`` only the entries whose title is
-in ``README_TITLES`` (the current figures) and a link to the full record. The text between
-``<!-- results:begin -->`` and ``<!-- results:end -->`` of each file is replaced by, for every
-selected entry whose result file exists: a heading, the command that produced it, the selected part
-of its Markdown (tables and the machine line) and its figures. Entries whose file does not exist
-yet are listed as "not yet run" with their command. The text outside the markers is kept.
+``README.md`` gets the headline figures: one line per entry of ``HEADLINES``, each value read from a table
+cell (or a line) of a result file and linked to it. ``experiments/RESULTS.md`` gets an index of the
+current figures (the entries named in ``CURRENT_TITLES``) and then every entry of ``ENTRIES`` (the full
+record: model selection, runs that did not improve, superseded checkpoints): a heading, the command that
+produced it, the selected part of its Markdown (tables and the machine line) and its figures. Entries
+whose file does not exist yet are listed as "not yet run" with their command. The text between
+``<!-- results:begin -->`` and ``<!-- results:end -->`` of each file is replaced; the text outside the
+markers is kept.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import os
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -330,8 +332,8 @@ ENTRIES = [
      "--out-dir experiments/results/bench_gumbel_700", None, []),
 ]
 
-# the entries README.md shows (the current figures); experiments/RESULTS.md shows them all
-README_TITLES = {
+# the entries of the current figures (indexed at the top of experiments/RESULTS.md, which shows every entry)
+CURRENT_TITLES = {
     'Simulator and generator speed',
     'The default checkpoint (respect_k4_paper_cut, the cut-attention network): quality, with beam search (issue 4)',
     "The default checkpoint with 64 distinct samples (`sbs_64`, stochastic beam search) next to best-of-64 and "
@@ -358,6 +360,45 @@ README_TITLES = {
     'Exact oracles and baselines (issue 3)',
     'Batched Gumbel-softmax solver, 300-node DNN graphs (issue 3)',
 }
+
+
+# README.md's headline figures: (what, result file, template, cells). A cell is (row, column): the
+# ``column`` of the first table row whose cells equal every item of ``row``; or a regular expression
+# whose first group is the value, searched in the whole file. ``{0}``, ``{1}``, ... in the template are
+# the cells in order (Markdown emphasis stripped).
+QUALITY = "experiments/results/bench_policy_quality_cut.md"
+QUALITY_SBS = "experiments/results/bench_policy_quality_cut_sbs.md"
+SOLVERS = "experiments/results/bench_solvers.md"
+HEADLINES = [
+    ("Learned policy (default checkpoint), 500 held-out 50-node graphs: mean gap to the proven optimum",
+     QUALITY, "greedy {0} %, beam-64 {1} %",
+     [({"decoding": "greedy"}, "mean gap %"), ({"decoding": "beam_64"}, "mean gap %")]),
+    ("... with 64 distinct samples + local search + pair-move escapes", QUALITY_SBS,
+     "optimal on {0} % of them, mean gap {1} %",
+     [({"decoding": "sbs_64+ls+pairs_top8"}, "optimal %"), ({"decoding": "sbs_64+ls+pairs_top8"}, "mean gap %")]),
+    ("Best contiguous split of the node order (the floor of compiler-style partitioners), same graphs",
+     "experiments/results/contiguous_optimum_respect50.md", "mean gap {0} % (the compiler's split: {1} %)",
+     [({}, "best contiguous split: gap mean %"), ({}, "compiler split: gap mean %")]),
+    ("Greedy schedule of ResNet-101 (345 nodes) by the default checkpoint, after compilation, CPU",
+     "experiments/results/bench_policy_speed_cut.md", "{0} ms", [r"resnet101 \(345 nodes.*?: ([\d.]+) ms best"]),
+    ("Exact oracles, 100-node random graphs, paper objective: CP-SAT proves the optimum",
+     SOLVERS, "on {0} % of them, median {1} s",
+     [({"graphs": "random100", "objective": "paper", "solver": "cpsat"}, "proven %"),
+      ({"graphs": "random100", "objective": "paper", "solver": "cpsat"}, "median time (s)")]),
+    ("Batched Gumbel-softmax solver, 300-node DNN-like graphs: mean ratio to the best known",
+     "experiments/results/bench_gumbel.md", "paper {0}, latency {1}",
+     [({"objective": "paper", "solver": "gumbel"}, "mean ratio"),
+      ({"objective": "latency", "solver": "gumbel"}, "mean ratio")]),
+    ("Scheduling environment: JAX (jit + vmap + scan) against a Python loop", "experiments/results/bench_env.md",
+     "{0} the env steps/s", [({"environment": "**ratio**"}, "env steps/s")]),
+    ("ASET query dispatch, ISP-like scenario, overload: success ratio", "experiments/results/edge/success_isp.md",
+     "DQN agent {0}, best static policy {1}",
+     [({"load": "overload"}, "ASET"), ({"load": "overload"}, "best static")]),
+    ("Real-time scheduler at utilisation 0.9: hard-deadline task sets met", "experiments/results/rt/rt_eval.md",
+     "RL + safety layer {0} %, EDF {1} %",
+     [({"preset": "u90_balanced", "method": "rl+safety"}, "HRT sched. %"),
+      ({"preset": "u90_balanced", "method": "edf"}, "HRT sched. %")]),
+]
 
 
 def sections(markdown: str, keep: list[str] | None) -> str:
@@ -410,14 +451,28 @@ def relink_images(markdown: str, source: Path, at: Path) -> str:
     return re.sub(r"!\[([^\]]*)\]\(([^)\s]+)\)", relink, markdown)
 
 
-def render(entries: list[tuple], at: Path, note: str = "") -> str:
-    """The marked block of ``entries`` for a Markdown file in folder ``at`` (figure links relative to it)."""
+def display_title(title: str) -> str:
+    """An entry's title as printed: without the tracker references (``(issue 4)``) a reader cannot follow."""
+    return re.sub(r" \(issue \d+\)", "", title)
+
+
+def anchor(title: str) -> str:
+    """The GitHub anchor of a Markdown heading ``title`` (lower case, punctuation dropped, spaces -> -)."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
+def render(entries: list[tuple], at: Path, current: set[str] = frozenset()) -> str:
+    """The marked block of ``entries`` for a Markdown file in folder ``at`` (figure links relative to it),
+    headed by an index of the entries whose title is in ``current``."""
     out = [BEGIN, "", "*Generated by `experiments/readme_results.py` from `experiments/results/`; "
            "every number comes from a result file written by the command above it.*", ""]
-    if note:
-        out += [note, ""]
+    index = [display_title(entry[0]) for entry in entries if entry[0] in current]
+    if index:
+        out += ["The current figures:", ""]
+        out += [f"- [{title}](#{anchor(title)})" for title in index]
+        out += ["", "Every result, in the order measured:", ""]
     for title, rel, command, keep, figures in entries:
-        out.append(f"### {title}")
+        out.append(f"### {display_title(title)}")
         out.append("")
         out.append(f"`{command}` → `{rel}`")
         out.append("")
@@ -431,6 +486,57 @@ def render(entries: list[tuple], at: Path, note: str = "") -> str:
             link = os.path.relpath(ROOT / fig, at)
             if (ROOT / fig).is_file() and f"]({link})" not in text:
                 out += [f"![{Path(fig).stem}]({link})", ""]
+    out.append(END)
+    return "\n".join(out)
+
+
+def markdown_tables(markdown: str) -> list[list[dict[str, str]]]:
+    """Every pipe table of ``markdown`` as a list of rows (column name -> cell text, both stripped)."""
+    tables, lines = [], markdown.splitlines()
+    i = 0
+    while i + 1 < len(lines):
+        if lines[i].startswith("|") and re.match(r"\|[\s:|-]+\|\s*$", lines[i + 1]):
+            header = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+            rows, i = [], i + 2
+            while i < len(lines) and lines[i].startswith("|"):
+                cells = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+                rows.append(dict(zip(header, cells, strict=False)))
+                i += 1
+            tables.append(rows)
+        else:
+            i += 1
+    return tables
+
+
+def cell(markdown: str, lookup: tuple[dict, str] | str) -> str | None:
+    """The value ``lookup`` names in ``markdown`` (see ``HEADLINES``), or None when it is not there."""
+    if isinstance(lookup, str):
+        match = re.search(lookup, markdown)
+        return match.group(1) if match else None
+    row, column = lookup
+    for table in markdown_tables(markdown):
+        for cells in table:
+            if column in cells and all(cells.get(k) == v for k, v in row.items()):
+                return cells[column].replace("**", "")
+    return None
+
+
+def render_headlines(headlines: list[tuple], at: Path) -> str:
+    """The marked block of README.md: one list item per headline (wrapped to 120 characters), its values
+    read from its result file and the file linked relative to folder ``at``. Exits with a one-line message
+    when a value is not found (a result file or row renamed)."""
+    out = [BEGIN]
+    for what, rel, template, lookups in headlines:
+        path = ROOT / rel
+        text = path.read_text() if path.is_file() else ""
+        values = [cell(text, lookup) for lookup in lookups]
+        if None in values:
+            missing = [lookup for lookup, value in zip(lookups, values, strict=True) if value is None]
+            sys.exit(f"HEADLINES: {rel} has no {missing} (file or table row renamed?); update HEADLINES")
+        figure = template.format(*values)
+        link = f"[{Path(rel).name}]({os.path.relpath(path, at)})"
+        out += textwrap.wrap(f"- {what}: **{figure}** ({link})", width=120, subsequent_indent="  ",
+                             break_long_words=False, break_on_hyphens=False)
     out.append(END)
     return "\n".join(out)
 
@@ -454,18 +560,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if either file is out of date")
     args = ap.parse_args(argv)
-    unknown = README_TITLES - {entry[0] for entry in ENTRIES}
+    unknown = CURRENT_TITLES - {entry[0] for entry in ENTRIES}
     if unknown:
-        sys.exit(f"README_TITLES names no entry: {sorted(unknown)}")
+        sys.exit(f"CURRENT_TITLES names no entry: {sorted(unknown)}")
     readme, full = ROOT / "README.md", ROOT / "experiments" / "RESULTS.md"
     for path in (readme, full):  # check both before writing either
         if BEGIN not in path.read_text() or END not in path.read_text():
             sys.exit(f"{path}: markers {BEGIN} / {END} not found; add them where the results go")
-    headline = [entry for entry in ENTRIES if entry[0] in README_TITLES]
-    note = ("The current figures only; `experiments/RESULTS.md` holds every result "
-            "(model selection, superseded checkpoints, the runs that did not improve).")
-    fresh = [rewrite(readme, render(headline, readme.parent, note), args.check),
-             rewrite(full, render(ENTRIES, full.parent), args.check)]
+    fresh = [rewrite(readme, render_headlines(HEADLINES, readme.parent), args.check),
+             rewrite(full, render(ENTRIES, full.parent, CURRENT_TITLES), args.check)]
     return 0 if all(fresh) else 1
 
 
