@@ -161,3 +161,49 @@ def test_learning_beats_untrained_and_contiguous_on_held_out_graphs(tmp_path):
     learned, random_init = mean_gap(trained), mean_gap(untrained)
     assert learned < contiguous - 0.005, (learned, contiguous)
     assert learned < random_init - 0.005, (learned, random_init)
+
+
+@pytest.mark.parametrize("objective", ["paper", "latency"])
+def test_dense_split_programmes_equal_the_sparse_ones(objective, monkeypatch):
+    """The dense O(K n^2) twins used below DENSE_SPLIT_MAX_NODES give the same float as the O(K n log n) programmes
+    on random topological orders (graphs with many equal segment costs included), and valid boundaries."""
+    from respect_jax.solvers import partitioners
+
+    rng = np.random.default_rng(7)
+    graphs = [generate_numpy(GeneratorConfig(mode="arch", min_nodes=40, max_nodes=120), np.random.default_rng(i))
+              for i in range(4)]
+    graphs.append(load_graph(ROOT / "data" / "models" / "vgg16.json"))
+    for graph in graphs:
+        for k in (1, 2, 5, 8):
+            hw = Hardware(stages=k, sram_bytes=float(rng.choice([2e5, 8e6])), param_bytes=1, act_bytes=1,
+                          macs_per_s=2.4e11, host_bw=4.7e8, link_bw=2.35e8, stage_overhead_s=2e-4)
+            order = order_from_scores(graph, rng.random(graph.num_nodes))
+            monkeypatch.setattr(partitioners, "DENSE_SPLIT_MAX_NODES", 10**9)
+            dense_cuts, dense_value, _ = partitioners.contiguous_search(graph, hw, objective, 0.5, order)
+            monkeypatch.setattr(partitioners, "DENSE_SPLIT_MAX_NODES", 0)
+            sparse_cuts, sparse_value, _ = partitioners.contiguous_search(graph, hw, objective, 0.5, order)
+            assert dense_value == sparse_value
+            assignment = partitioners.contiguous_assignment(graph, dense_cuts, order)
+            metrics = evaluate_assignment(graph, assignment, hw, objective, 0.5)
+            assert metrics["valid"] and metrics["objective"] == pytest.approx(dense_value, rel=1e-6)
+
+
+def test_shipped_order_policy_schedules_every_bundled_model_at_k2_and_k8():
+    """solver=order_policy (shipped checkpoint, one network) on every bundled model at K = 2 (paper) and K = 8 (latency):
+    valid, scored by the shared evaluator, never below the analytic lower bound, and its own split value agrees."""
+    import respect_jax.policy.order_solver  # noqa: F401  (registers the solver)
+    from respect_jax.solvers import run_solver
+    from respect_jax.solvers.bounds import analytic_lower_bound
+
+    base = {"sram_bytes": 8388608.0, "param_bytes": 1.0, "act_bytes": 1.0, "macs_per_s": 2.4e11, "host_bw": 4.7e8,
+            "link_bw": 2.35e8, "stage_overhead_s": 2e-4}
+    for path in sorted((ROOT / "data" / "models").glob("*.json")):
+        graph = load_graph(path)
+        for k, objective in ((2, "paper"), (8, "latency")):
+            hw = Hardware(stages=k, **base)
+            doc = run_solver("order_policy", graph, hw, objective, 1.0, samples=0)
+            metrics = evaluate_assignment(graph, np.asarray(doc["assignment"]), hw, objective)
+            assert metrics["valid"] and doc["objective"] == pytest.approx(metrics["objective"], rel=1e-9)
+            assert doc["objective"] == pytest.approx(doc["info"]["split_objective"], rel=1e-6)
+            assert doc["objective"] >= analytic_lower_bound(graph, hw, objective, 1.0) * (1 - 1e-9)
+            assert max(doc["assignment"]) < k

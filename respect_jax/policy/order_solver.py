@@ -20,9 +20,10 @@ from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import bucket_shape
 from respect_jax.policy.order import decode_scores, load_order_policy, predict_scores
+from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 
-DEFAULT_ORDER_CHECKPOINT = Path(__file__).resolve().parents[2] / "data" / "checkpoints" / "order_policy"
+DEFAULT_ORDER_CHECKPOINT = data_path("checkpoints", "order_policy")
 _compiled_shapes: set[tuple] = set()
 
 
@@ -57,8 +58,8 @@ def solve_order_policy(
     objective: str = "paper",
     lam: float = 1.0,
     checkpoint: str | None = None,
-    samples: int = 0,
-    noise: float = 0.05,
+    samples: int = 16,
+    noise: float = 0.1,
     seed: int = 0,
 ) -> SolveResult:
     """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality)."""
@@ -83,8 +84,8 @@ def _many(
     lam: float = 1.0,
     batch_size: int = 256,
     checkpoint: str | None = None,
-    samples: int = 0,
-    noise: float = 0.05,
+    samples: int = 16,
+    noise: float = 0.1,
     seed: int = 0,
 ) -> list[SolveResult]:
     """Every graph of ``graphs``: one forward pass per batch of a size bucket, then one split per graph.

@@ -421,7 +421,55 @@ def _least_comm(par: np.ndarray, weight: np.ndarray, cap: float, k_stages: int) 
     return comm, cuts[::-1]
 
 
+#: graphs of at most this many nodes take the dense O(K n^2) twins of the two programmes (vectorised, no Python loop
+#: per position: several times faster than the O(K n log n) ones below a few hundred nodes; same values)
+DENSE_SPLIT_MAX_NODES = 384
+
+
+def _min_max_split_dense(first, cost, n: int, k_stages: int) -> tuple[list[int], float]:
+    """:func:`_min_max_split` by the dense programme ``D_k[j] = min_{i <= j} max(D_{k-1}[i], cost(i, j))``
+    (``D_0[j] = first(j)``): the same value (min and max are exact); boundaries: the last feasible start per
+    stage. O(K n^2) time and O(n^2) memory."""
+    idx = np.arange(n + 1)
+    seg = np.where(idx[:, None] <= idx[None, :], cost(idx[:, None], idx[None, :]), np.inf)  # [i, j]
+    stages = [np.asarray(first(idx), dtype=np.float64)]
+    for _ in range(1, k_stages):
+        stages.append(np.min(np.maximum(stages[-1][:, None], seg), axis=0))
+    value = float(stages[-1][n])
+    cuts, end = [], n
+    for k in range(k_stages - 1, 0, -1):
+        ok = np.flatnonzero((np.maximum(stages[k - 1], seg[:, end]) <= value) & (idx <= end))
+        end = int(ok[-1])
+        cuts.append(end)
+    return cuts[::-1], value
+
+
+def _least_comm_dense(par: np.ndarray, weight: np.ndarray, cap: float, k_stages: int) -> tuple[float, list[int]]:
+    """:func:`_least_comm` by a dense O(K n^2) programme: the same sums in the same order, so the same float and
+    the same boundaries (the first start of the window reaching each stage's value)."""
+    n = len(par) - 1
+    g = np.where(par <= cap, 0.0, np.inf)
+    if k_stages == 1:
+        return float(g[n]), []
+    if cap < 0:
+        return np.inf, []
+    idx = np.arange(n + 1)
+    fit = (idx[:, None] <= idx[None, :]) & (par[None, :] - par[:, None] <= cap)  # [i, j]
+    stages = [g]
+    for _ in range(1, k_stages):
+        stages.append(np.min(np.where(fit, (stages[-1] + weight)[:, None], np.inf), axis=0))
+    comm = float(stages[-1][n])
+    if not np.isfinite(comm):
+        return comm, []
+    cuts, end = [], n
+    for k in range(k_stages - 1, 0, -1):
+        end = int(np.flatnonzero(fit[:, end] & (stages[k - 1] + weight == stages[k][end]))[0])
+        cuts.append(end)
+    return comm, cuts[::-1]
+
+
 ZOOM_ROUNDS, ZOOM_POINTS = 3, 8  # the paper walk's warm start (speed only: the result is exact either way)
+DENSE_ZOOM_ROUNDS, DENSE_ZOOM_POINTS = 1, 4  # the same with the dense programmes (measured: 2.6x faster there)
 
 
 def best_contiguous_cuts(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0) -> tuple[list[int], float]:
@@ -464,6 +512,9 @@ def contiguous_search(
         raise ValueError(f"unknown objective {objective!r}")
     k_stages, n = hw.stages, graph.num_nodes
     par, macs, cut_b = _segment_terms(graph, hw, order)
+    dense = n <= DENSE_SPLIT_MAX_NODES
+    min_max = _min_max_split_dense if dense else _min_max_split
+    least_comm = _least_comm_dense if dense else _least_comm
     if objective == "latency":
         tau, rate, sram = float(hw.stage_overhead_s), float(hw.macs_per_s), float(hw.sram_bytes)
         host, link = float(hw.host_bw), float(hw.link_bw)
@@ -474,17 +525,17 @@ def contiguous_search(
         def first(j: np.ndarray) -> np.ndarray:  # stage 0: in_0 = 0
             return time(np.zeros_like(j), j) - cut_b[0] / link
 
-        cuts, value = _min_max_split(first, time, n, k_stages)
+        cuts, value = min_max(first, time, n, k_stages)
         return cuts, value, 0
 
-    floor_cap = _min_max_split(lambda j: par[j] - par[0], lambda i, j: par[j] - par[i], n, k_stages)[1]
+    floor_cap = min_max(lambda j: par[j] - par[0], lambda i, j: par[j] - par[i], n, k_stages)[1]
     weight = lam * cut_b
     best_value, best_cuts, caps = np.inf, None, 0
 
     def visit(cap: float) -> tuple[float, float]:
         """Least communication under ``cap`` and the largest segment of its split (a candidate)."""
         nonlocal best_value, best_cuts, caps
-        comm, cuts = _least_comm(par, weight, cap, k_stages)
+        comm, cuts = least_comm(par, weight, cap, k_stages)
         caps += 1
         if not np.isfinite(comm):
             return comm, -np.inf
@@ -497,11 +548,12 @@ def contiguous_search(
     # A near-optimal first candidate makes the walk's jumps long (any visiting order is exact): the best of a
     # grid of caps between the smallest feasible one and the total memory, zooming in on the best point.
     low, high = floor_cap, float(par[n])
-    for _ in range(ZOOM_ROUNDS):
-        grid = np.linspace(low, high, ZOOM_POINTS)
+    rounds, points = (DENSE_ZOOM_ROUNDS, DENSE_ZOOM_POINTS) if dense else (ZOOM_ROUNDS, ZOOM_POINTS)
+    for _ in range(rounds):
+        grid = np.linspace(low, high, points)
         values = [comm + largest if np.isfinite(comm) else np.inf for comm, largest in map(visit, grid.tolist())]
         best = int(np.argmin(values))
-        low, high = float(grid[max(best - 1, 0)]), float(grid[min(best + 1, ZOOM_POINTS - 1)])
+        low, high = float(grid[max(best - 1, 0)]), float(grid[min(best + 1, points - 1)])
     cap = np.inf
     while cap >= floor_cap:
         comm, largest = visit(cap)
