@@ -207,3 +207,18 @@ def test_shipped_order_policy_schedules_every_bundled_model_at_k2_and_k8():
             assert doc["objective"] == pytest.approx(doc["info"]["split_objective"], rel=1e-6)
             assert doc["objective"] >= analytic_lower_bound(graph, hw, objective, 1.0) * (1 - 1e-9)
             assert max(doc["assignment"]) < k
+
+
+def test_auto_runs_the_order_policy_as_a_member():
+    import respect_jax.policy.order_solver  # noqa: F401  (registers the solver)
+    from respect_jax.solvers import run_solver
+
+    graph = generate_numpy(GeneratorConfig(mode="respect", min_nodes=40, max_nodes=40), np.random.default_rng(2))
+    hw = Hardware(stages=4, sram_bytes=8388608.0, param_bytes=1, act_bytes=1, macs_per_s=2.4e11, host_bw=4.7e8,
+                  link_bw=2.35e8, stage_overhead_s=2e-4)
+    result = run_solver("auto", graph, hw, "paper", time_budget_s=30.0, exact="none", progress=False,
+                        members=["contiguous", "order_policy"], member_options={"order_policy": {"samples": 4}})
+    portfolio = result["info"]["portfolio"]
+    alone = run_solver("order_policy", graph, hw, "paper", samples=4)["objective"]
+    assert portfolio["order_policy"]["objective"] == pytest.approx(alone, rel=1e-9)
+    assert result["objective"] <= alone * (1 + 1e-9)

@@ -8,12 +8,13 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    line) starts in a thread with the incumbent as its complete hint / warm start and runs until the deadline
    or a proof of optimality; it runs alone for ``head_start_s`` first.
 3. **Meanwhile, the other fast members** run in the main thread, cheapest first (local search on the
-   contiguous split, then ``policy`` and ``gumbel``, which polish with their own ``local_search`` option, so
-   the policy's figure is its own decoding plus local search, never seeded by another solver). A member is
+   contiguous split, then ``order_policy`` (its own sampled orders, exactly split), ``policy`` and ``gumbel``,
+   which polish with their own ``local_search`` option, so a learned member's figure is its own decoding
+   (plus local search), never seeded by another solver). A member is
    not started once ``fast_share`` of the budget is spent, once the exact solver has proved the optimum, or
-   when the graph is larger than its ``max_nodes`` (``member_options.<name>.max_nodes``); ``policy`` is
-   skipped when the learned solvers are not registered (importing ``respect_jax.policy.solver`` registers
-   them; the CLI does it). Running them beside the exact solver, not before it, keeps a cold JAX
+   when the graph is larger than its ``max_nodes`` (``member_options.<name>.max_nodes``); the learned members
+   are skipped when they are not registered (:func:`respect_jax.api.register_solvers` registers them; the CLI
+   and the API do it). Running them beside the exact solver, not before it, keeps a cold JAX
    compilation from eating the exact solver's budget; the price is that the exact solver's hint is the
    contiguous split, not the members' schedules (which still win when they are better).
 4. **Bound**: the best of the exact solver's proven bound and the analytic bounds of
@@ -42,7 +43,7 @@ from respect_jax.solvers.base import SolveResult, available_solvers, check_solve
 from respect_jax.solvers.bounds import analytic_lower_bound
 from respect_jax.solvers.local_search import improve
 
-FAST_MEMBERS = ("contiguous", "policy", "gumbel")
+FAST_MEMBERS = ("contiguous", "order_policy", "policy", "gumbel")
 EXACT = ("cpsat", "milp")
 #: Relative gap under which a bound is taken to meet the objective (float noise of the evaluator).
 OPTIMAL_RTOL = 1e-6
@@ -131,7 +132,7 @@ def solve_auto(
         graph, hw, objective, lam: the problem.
         time_budget_s: wall-clock budget (s) of the whole call (> 0); the exact solver stops at it, a fast
             member already running is not interrupted (the call then ends with that member).
-        members: fast members, in the order they run (a subset of contiguous, policy, gumbel).
+        members: fast members, in the order they run (a subset of contiguous, order_policy, policy, gumbel).
         exact: ``auto`` | ``cpsat`` | ``milp`` | ``none``.
         polish_moves: local-search moves on the contiguous split (the policy and Gumbel members take their
             own ``local_search`` option, default this value).
@@ -187,8 +188,8 @@ def solve_auto(
 
     def skip_reason(name: str, o: dict) -> str | None:
         max_nodes = o.pop("max_nodes", None)
-        if name == "policy" and "policy" not in available_solvers():
-            return "the learned solvers are not registered (import respect_jax.policy.solver)"
+        if name in ("policy", "order_policy") and name not in available_solvers():
+            return "the learned solvers are not registered (respect_jax.api.register_solvers())"
         if max_nodes is not None and graph.num_nodes > int(max_nodes):
             return f"{graph.num_nodes} nodes > max_nodes {int(max_nodes)}"
         if exact_run.get("optimal"):
