@@ -38,8 +38,8 @@ STATIC = ("closest", "fastest_expected", "most_accurate", "least_loaded", "rando
 
 
 DYNAMIC = ("isp_diurnal", "isp_netdrift", "isp_failure", "isp_nearsat")
-AGENT = dict(hidden=(128, 128), action_width=32, num_envs=16, episode_steps=256, episodes=48, n_step=3,
-             target_period=250, mixture=DYNAMIC[1:])
+AGENT = dict(hidden=(128, 128), action_width=32, num_envs=16, episode_steps=256, episodes=24, n_step=3,
+             target_period=250, rules_only=True, mixture=DYNAMIC[1:])
 
 
 def train_agents(agents_dir: Path, seeds, episodes: int | None) -> list[dict]:
@@ -153,12 +153,26 @@ def main() -> None:
     agents = {} if args.static_only else agent_policies(Path(args.agents) if args.agents else None)
     stem = "dynamic_static" if not agents else "dynamic_aset"
     docs, t_start = {}, time.perf_counter()
+    static_docs = {}
+    if agents and (out / "dynamic_static.json").is_file():  # the static policies' cells on the same traces
+        saved = json.loads((out / "dynamic_static.json").read_text())["docs"]
+        static_docs = {n: d for n, d in saved.items()
+                       if d["traces"] == args.traces and d.get("phases") == args.phases and d.get("seed") == args.seed}
     for name in args.scenarios:
         scn = load_preset(name)
         t0 = time.perf_counter()
-        policies = {**{p: STATIC_POLICIES[p] for p in STATIC}, **{k: a.policy for k, a in agents.items()}}
+        policies = {k: a.policy for k, a in agents.items()}
+        if name not in static_docs:
+            policies = {**{p: STATIC_POLICIES[p] for p in STATIC}, **policies}
         doc = compare(scn, policies, key=jax.random.key(args.seed), traces=args.traces, phases=args.phases)
-        doc["wall_s"] = time.perf_counter() - t0
+        doc["seed"], doc["wall_s"] = args.seed, time.perf_counter() - t0
+        if name in static_docs:  # merge: static cells reused (same seed, traces and phases), agents evaluated now
+            old = static_docs[name]
+            for k, v in doc.items():
+                if isinstance(v, dict) and isinstance(old.get(k), dict) and set(v) <= set(agents):
+                    doc[k] = {**old[k], **v}
+            doc["policies"] = list(STATIC) + list(agents)
+            policies = {p: None for p in doc["policies"]}
         docs[name] = doc
         print(f"[{name}] {doc['wall_s']:.0f}s " + " ".join(
             f"{ld}: " + ",".join(f"{p[:7]}={doc['mean'][p][ld]:.3f}" for p in policies) for ld in doc["loads"]),

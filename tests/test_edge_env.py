@@ -171,3 +171,26 @@ def test_features_are_causal():
     assert float(back["m_proc"][0]) == pytest.approx(1.5) and float(back["m_age"][0]) == pytest.approx(100 / d)
     assert np.all(np.asarray(back["m_slack"]).reshape(2, -1)[0] < np.asarray(empty["m_slack"]).reshape(2, -1)[0])
     np.testing.assert_array_equal(np.asarray(back["m_queue"])[1:], np.asarray(empty["m_queue"])[1:])
+
+
+def test_rules_only_mask_is_the_union_of_the_static_rules_choices():
+    """``Layout.rule_mask``: exactly the actions the deterministic static rules would take for the query (after a
+    run of dispatches to the edge, so the load-aware rules disagree with ``closest``)."""
+    from respect_jax.edge_cluster.policies import STATIC_POLICIES
+    from respect_jax.edge_cluster.simulator import HINT_POLICIES, dispatch
+
+    scn = small()
+    tr = jax.tree.map(lambda x: x[0], make_traces(jax.random.key(2), scn.rate("high")[None], scn.trace, scn.dynamics))
+    step = jax.jit(lambda s, q: dispatch(scn.params, s, q, jnp.int32(0))[0])
+    sim, layout, sizes = init_sim(scn.params, scn.ring), Layout.of(scn.params), set()
+    for i in range(40):
+        sim = step(sim, jax.tree.map(lambda x, i=i: x[i], tr))
+        nxt = jax.tree.map(lambda x, i=i: x[i + 1], tr)
+        mask = np.asarray(layout.rule_mask(features(scn.params, sim, nxt)))
+        want = np.zeros(scn.params.num_actions, bool)
+        for h in HINT_POLICIES:
+            want[int(STATIC_POLICIES[h](scn.params, sim, nxt))] = True
+        np.testing.assert_array_equal(mask, want)
+        sizes.add(int(mask.sum()))
+    assert max(sizes) >= 2, "the rules disagreed at least once"
+    assert not layout.rules_only

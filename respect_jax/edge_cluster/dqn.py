@@ -37,7 +37,7 @@ import math
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,9 @@ class DQNConfig:
     target_period: updates between hard target-network copies (``tau`` = 1), or between soft updates
         ``target <- tau * online + (1 - tau) * target`` (``tau`` < 1).
     n_step: length of the multi-step return of every replayed transition (1: one-step TD).
+    rules_only: the agent chooses, for every query, among the actions the deterministic static rules would take
+        (:data:`~respect_jax.edge_cluster.simulator.HINT_POLICIES`; ASET's "which policy now" choice) instead of
+        among every (site, variant): it cannot herd queries onto actions no rule would take.
     mixture: further scenario presets trained on together with the main scenario (same sources, sites, apps and
         variants): every environment draws one of them (uniformly) with every new trace, so one agent learns
         over the distribution of conditions of all of them.
@@ -116,6 +119,7 @@ class DQNConfig:
     eps_end: float = 0.02
     eps_fraction: float = 0.5
     explore_rules: float = 0.8
+    rules_only: bool = False
     double: bool = True
     max_grad_norm: float = 10.0
     seed: int = 0
@@ -175,6 +179,17 @@ class Layout:
     num_sites: int
     num_variants: int
     measured: bool = True  # the measured blocks of the observation (False: agents saved in format 3)
+    rules_only: bool = False  # the agent chooses among the static rules' choices only (DQNConfig.rules_only)
+
+    def rule_mask(self, x: jax.Array) -> jax.Array:
+        """bool[..., S*V] the actions some static rule of the observation ``x`` f32[..., F] would take."""
+        hint = self.split(x)["hint"]
+        h = len(HINT_POLICIES)
+        return jnp.any(hint.reshape(*hint.shape[:-1], h, hint.shape[-1] // h) > 0.5, axis=-2)
+
+    def allowed(self, x: jax.Array, mask: jax.Array) -> jax.Array:
+        """The action mask the agent chooses within: ``mask``, restricted to the rules' choices if ``rules_only``."""
+        return mask & self.rule_mask(x) if self.rules_only else mask
 
     @classmethod
     def of(cls, params: EdgeParams) -> Layout:
@@ -354,7 +369,7 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
     params_env: EdgeParams = scn.params
     env = EdgeEnv(training_trace_config(scn, cfg), scn.ring)
     obs_size, num_actions = num_features(params_env), params_env.num_actions
-    layout = Layout.of(params_env)
+    layout = replace(Layout.of(params_env), rules_only=cfg.rules_only)
     model = QNetwork(layout, cfg.hidden, cfg.action_width, rngs=nnx.Rngs(cfg.seed))
     graphdef, init_params = nnx.split(model)
     optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr))
@@ -456,9 +471,10 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
         carry, state, timestep = inner
         key, k_eps, k_rand, k_rule, k_mix, k_upd = jax.random.split(carry.key, 6)
         obs = timestep.observation
-        greedy = masked_argmax(q_values(carry.params, obs.features), obs.action_mask)
-        random_action = jax.random.categorical(k_rand, jnp.where(obs.action_mask, 0.0, -jnp.inf), axis=-1)
-        random_action = jnp.where(jnp.any(obs.action_mask, axis=-1), random_action, 0).astype(jnp.int32)
+        allowed = layout.allowed(obs.features, obs.action_mask)
+        greedy = masked_argmax(q_values(carry.params, obs.features), allowed)
+        random_action = jax.random.categorical(k_rand, jnp.where(allowed, 0.0, -jnp.inf), axis=-1)
+        random_action = jnp.where(jnp.any(allowed, axis=-1), random_action, 0).astype(jnp.int32)
         hints = layout.split(obs.features)["hint"].reshape(e, len(HINT_POLICIES), num_actions)
         rule = jax.random.randint(k_rule, (e,), 0, len(HINT_POLICIES))
         rule_action = jnp.argmax(jnp.sum(jnp.where((jnp.arange(len(HINT_POLICIES)) == rule[:, None])[..., None],
@@ -471,7 +487,8 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
         window, oldest = push(carry.window, {"obs": obs.features, "action": action, "reward": nxt.reward,
                                              "ongoing": nxt.discount, "valid": valid})
         replay = _insert(carry.replay, {**oldest, "next_obs": nxt.observation.features,
-                                        "next_mask": nxt.observation.action_mask})
+                                        "next_mask": layout.allowed(nxt.observation.features,
+                                                                    nxt.observation.action_mask)})
         carry = carry.replace(replay=replay, window=window, steps=carry.steps + 1, key=key)
 
         def do_updates(c):
@@ -520,8 +537,8 @@ def agent_policy(graphdef: nnx.GraphDef, params: Any) -> Policy:
 
     def policy(env_params: EdgeParams, sim: SimState, query: Trace) -> jax.Array:
         model = nnx.merge(graphdef, params)
-        q = model(features(env_params, sim, query, measured=model.layout.measured))
-        return masked_argmax(q, action_mask(env_params, query) | ~query.valid)
+        x = features(env_params, sim, query, measured=model.layout.measured)
+        return masked_argmax(model(x), model.layout.allowed(x, action_mask(env_params, query)) | ~query.valid)
 
     policy.needs_history = True  # simulate with the scenario's ring (features need it)
     policy.graphdef, policy.params = graphdef, params  # evaluation compiles once for agents of one network
@@ -745,7 +762,7 @@ def _is_key(x) -> bool:
 
 def _network_doc(scn: Scenario, cfg: DQNConfig, obs_size: int) -> dict:
     return {"format": FORMAT, "dqn": cfg.to_dict(), "obs_size": obs_size, "num_actions": scn.params.num_actions,
-            "layout": asdict(Layout.of(scn.params)), "scenario": scn.doc}
+            "layout": asdict(replace(Layout.of(scn.params), rules_only=cfg.rules_only)), "scenario": scn.doc}
 
 
 def load_agent(path: str | Path, step: int | None = None) -> tuple[Agent, Scenario]:
@@ -760,7 +777,7 @@ def load_agent(path: str | Path, step: int | None = None) -> tuple[Agent, Scenar
         raise ValueError(f"{run_dir}/{NETWORK_FILE}: unknown format {doc.get('format')!r} (expected {FORMAT})")
     cfg = DQNConfig.from_dict(doc["dqn"])
     scn = scenario_from_dict(doc["scenario"])
-    layout = Layout(**{**doc["layout"], "measured": doc.get("format") == FORMAT})
+    layout = Layout(**{**doc["layout"], "measured": doc.get("format") == FORMAT, "rules_only": cfg.rules_only})
     model = QNetwork(layout, cfg.hidden, cfg.action_width, rngs=nnx.Rngs(0))
     graphdef, params = nnx.split(model)
     ckpt = Checkpointer(run_dir, max_to_keep=None)

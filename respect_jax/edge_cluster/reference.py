@@ -11,7 +11,9 @@ After every ``ARRIVE``, ``FINISH`` and ``REMOVE`` the site starts queries from t
 while the head has arrived and a worker is idle (the idle worker that has been free longest,
 lowest index on ties). At equal times, finishes and arrivals come before removals (a query may
 still start at its exact limit), removals of earlier-dispatched queries first, and dispatches
-last (a policy sees every change up to and including its own time). Times are integer
+last (a policy sees every change up to and including its own time). Conditions that change over time
+reach a query through its trace's per-site factors at dispatch (``net_pct`` on its round trip, ``slow_pct`` on
+its processing time), applied with the same integer arithmetic as the JAX simulator. Times are integer
 microseconds, as in the JAX simulator, so the two give identical per-query outcomes on a shared
 trace (tests/test_edge_reference.py).
 """
