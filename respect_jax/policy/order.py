@@ -350,15 +350,26 @@ def decode_scores(
 DENSE_MAX_NODES = 1024
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "aggregation"))
-def _forward(graphdef, state, graphs, feats, context, aggregation):
-    return nnx.merge(graphdef, state)(graphs, feats, context, aggregation)
+_FORWARD: dict[int, tuple] = {}  # id(model) -> (model, state, {aggregation: jitted forward}); the model is kept alive
+
+
+def _forward(model: OrderPolicy, aggregation: str):
+    """(parameters, jitted ``(state, graphs, feats, context) -> scores``) of ``model``, split once per model (a
+    split walks the whole module tree: ~20 ms each call otherwise)."""
+    entry = _FORWARD.get(id(model))
+    if entry is None:
+        graphdef, state = nnx.split(model)
+        fns = {agg: jax.jit(lambda st, g, f, c, agg=agg: nnx.merge(graphdef, st)(g, f, c, agg))
+               for agg in ("dense", "segment")}
+        if len(_FORWARD) >= 8:
+            _FORWARD.pop(next(iter(_FORWARD)))
+        entry = _FORWARD[id(model)] = (model, state, fns)
+    return entry[1], entry[2][aggregation]
 
 
 def predict_scores(model: OrderPolicy, graphs: list[Graph], hws: list[Hardware], objectives: list[str],
                    batch_size: int = 64) -> list[np.ndarray]:
     """f32[n_i] scores (SPEC order) of every graph, batched by size bucket (one compiled call per bucket shape)."""
-    graphdef, state = nnx.split(model)
     out: list[np.ndarray | None] = [None] * len(graphs)
     groups: dict[int, list[int]] = {}
     for i, g in enumerate(graphs):
@@ -370,7 +381,8 @@ def predict_scores(model: OrderPolicy, graphs: list[Graph], hws: list[Hardware],
             chunk = idx[start : start + batch_size]
             rows = chunk + [chunk[-1]] * (batch_size - len(chunk)) if len(idx) > batch_size else chunk
             batch = make_batch([graphs[i] for i in rows], [hws[i] for i in rows], [objectives[i] for i in rows], shape)
-            scores = np.asarray(_forward(graphdef, state, batch.graphs, batch.feats, batch.context, aggregation))
+            state, forward = _forward(model, aggregation)
+            scores = np.asarray(forward(state, batch.graphs, batch.feats, batch.context))
             for row, i in enumerate(chunk):
                 out[i] = scores[row, : graphs[i].num_nodes]
     return out  # type: ignore[return-value]
