@@ -48,9 +48,7 @@ SHORT = _tpl("short", [[20, 20]], [()], [[0]])
 P_AFF = _tpl("p", [[10, 40]], [()], [[0]])  # affine to a only
 Q_AFF = _tpl("q", [[30, 32]], [()], [[0]])  # affine to both
 R_ANY = _tpl("r", [[10, 10]], [()], [[0]])
-DIAMOND = _tpl(
-    "diamond", [[4, 6], [8, 5], [7, 9], [3, 3]], [(), (0,), (0,), (1, 2)], [[0] * 16]
-)
+DIAMOND = _tpl("diamond", [[4, 6], [8, 5], [7, 9], [3, 3]], [(), (0,), (0,), (1, 2)], [[0] * 16])
 
 
 def _srt(templates, jobs, groups=2) -> Scenario:
@@ -158,8 +156,15 @@ def test_both_baselines_behind_the_safety_layer_meet_every_hrt_deadline_and_matc
         }
     )
     cfg = ScenarioConfig(
-        utilisation=0.9, hrt_share=0.6, groups=3, horizon_ms=10, max_hrt_jobs=4, max_srt_jobs=4,
-        hrt_models=("mobilenet", "mobilenetv2", "resnet50"), qos_factor=(1.2, 2.5), max_tries=500,
+        utilisation=0.9,
+        hrt_share=0.6,
+        groups=3,
+        horizon_ms=10,
+        max_hrt_jobs=4,
+        max_srt_jobs=4,
+        hrt_models=("mobilenet", "mobilenetv2", "resnet50"),
+        qos_factor=(1.2, 2.5),
+        max_tries=500,
     )
     scs, _ = generate(cfg, platform, 10, seed=11)
     sizes = Sizes(4, 4, 3, 3, 3)

@@ -79,7 +79,7 @@ def test_evaluation_never_redraws_a_training_pool():
 
 def test_usage_without_command(monkeypatch, capsys):
     code, err = _main(monkeypatch, capsys)
-    assert code == 2 and "usage: respect-rt {train,eval}" in err
+    assert code == 2 and "usage: respect-rt {train,eval,grid}" in err
 
 
 def _run(args, cwd):

@@ -35,8 +35,8 @@ from respect_jax.cli.common import (
 from respect_jax.graphs.graph import write_json_atomic
 
 PROG = "respect-rt"
-COMMANDS = ("train", "eval")
-USAGE = f"usage: {PROG} {{train,eval}} [key=value ...]   ({PROG} train --help: options, groups, examples)"
+COMMANDS = ("train", "eval", "grid")
+USAGE = f"usage: {PROG} {{train,eval,grid}} [key=value ...]   ({PROG} train --help: options, groups, examples)"
 
 
 def preset(name: str):
@@ -50,11 +50,23 @@ def preset(name: str):
     return ScenarioConfig.from_dict(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
 
 
+def grid_presets(cfg: DictConfig) -> list:
+    """The presets of the ``grid`` node: ``grid.base`` at every (utilisation, HRT share)."""
+    from respect_jax.realtime.generator import grid_configs
+
+    g = cfg.grid
+    return grid_configs(preset(str(g.base)), list(g.utilisations), list(g.hrt_shares), g.max_tries)
+
+
 def _presets(cfg: DictConfig, names) -> list:
     from respect_jax.realtime.generator import ScenarioConfig
 
     if names is None:
         return [ScenarioConfig.from_dict(OmegaConf.to_container(cfg.rt_scenario, resolve=True))]
+    if isinstance(names, str):
+        if names != "grid":
+            raise ValueError(f"presets must be a list of rt_scenario names, null or 'grid', got {names!r}")
+        return grid_presets(cfg)
     return [preset(str(n)) for n in names]
 
 
@@ -106,7 +118,7 @@ def train(cfg: DictConfig) -> dict:
     refuse_multi_process("respect-rt train")
     platform = _platform(cfg)
     tcfg = OmegaConf.to_container(cfg.train, resolve=True)
-    names = tcfg.pop("presets")
+    names = tcfg.pop("presets")  # a list, null or "grid"
     per = int(tcfg.pop("scenarios_per_preset"))
     presets = _presets(cfg, names)
     sizes = common_sizes(presets, platform)
@@ -218,11 +230,119 @@ def evaluate(cfg: DictConfig) -> dict:
     return doc
 
 
+def _load_rl(run: str, platform) -> tuple:
+    from respect_jax.realtime.train import load_policy
+
+    if not (Path(run) / "network.json").is_file():
+        raise FileNotFoundError(
+            f"method rl needs a trained policy in {run}: run `{PROG} train run_dir={run}` or set the policy key"
+        )
+    model, doc = load_policy(run)
+    if int(doc["policy"]["machines"]) != platform.num_machines:
+        raise ValueError(
+            f"policy {run} was trained for {doc['policy']['machines']} accelerators, the platform has "
+            f"{platform.num_machines}"
+        )
+    return model, doc
+
+
+def grid(cfg: DictConfig) -> dict:
+    """Every ``grid.methods`` on every grid cell (the same ``grid.scenarios`` task sets for every method): means
+    with 95% CIs, paired differences to ``grid.reference``, issue 31's targets; JSON, Markdown, one PNG per metric."""
+    import numpy as np
+
+    from respect_jax.realtime.evaluate import (
+        Runner,
+        grid_row,
+        grid_targets,
+        learner_vs_best,
+        parse_method,
+        per_scenario,
+        summarise,
+    )
+    from respect_jax.realtime.generator import generate
+    from respect_jax.realtime.report import grid_markdown, learner_markdown, plot_grid
+    from respect_jax.realtime.tasks import pack, stack
+
+    g = cfg.grid
+    check_counts(g, "grid", ("scenarios", "max_steps"))
+    platform = _platform(cfg)
+    presets = grid_presets(cfg)
+    methods = [parse_method(str(m)) for m in g.methods]
+    reference = str(g.reference)
+    if reference not in [m.name for m in methods]:
+        raise ValueError(f"grid.reference={reference} is not one of grid.methods")
+    out = job_path(cfg, "grid.out_dir")
+    tic = time.perf_counter()
+    drawn = [generate(p, platform, int(g.scenarios), seed=eval_seed(int(g.seed), i)) for i, p in enumerate(presets)]
+    draw_s = time.perf_counter() - tic
+    model, policy_doc = None, None
+    if any(m.policy == "rl" for m in methods):
+        model, policy_doc = _load_rl(g.policy if g.policy is not None else cfg.run_dir, platform)
+    sizes = common_sizes(presets, platform)
+    runner = Runner([m.policy for m in methods], int(g.max_steps), model)
+    rows, per = [], {}
+    for p, (scs, st) in zip(presets, drawn, strict=True):
+        batch = stack([pack(s, sizes) for s in scs])
+        raw = {}
+        for m in methods:
+            _, raw[m.name] = runner.run(batch, m.policy, m.safety, seed=int(g.seed))
+            per[(p.name, m.name)] = per_scenario(raw[m.name])
+        for m in methods:
+            s = summarise(raw[m.name])
+            row = {
+                "preset": p.name,
+                "utilisation_target": p.utilisation,
+                "hrt_share": p.hrt_share,
+                "method": m.name,
+                "rejected_draws": st["rejected_draws"],
+                **{k: s[k] for k in ("scenarios", "hrt_jobs", "hrt_missed", "unfinished", "violations")},
+                **grid_row(per[(p.name, m.name)], None if m.name == reference else per[(p.name, reference)]),
+            }
+            rows.append(row)
+        best = max(rows[-len(methods) :], key=lambda r: r["srt_satisfaction"]["mean"])
+        print(f"{p.name}: {len(scs)} task sets, best SRT {best['method']}", file=sys.stderr)
+    learner = next((m.name for m in methods if m.policy == "rl" and m.safety), "rl+safety")
+    targets = grid_targets(rows, per, learner=learner, reference=reference)
+    summary = learner_vs_best(rows, per, learner, reference)
+    doc = {
+        "command": "respect-rt grid",
+        "config": OmegaConf.to_container(cfg, resolve=True),
+        "machine": machine_description(),
+        "policy": policy_doc and {k: policy_doc[k] for k in ("policy", "step", "train", "presets") if k in policy_doc},
+        "wall_s": {"draw": draw_s, "total": time.perf_counter() - tic},
+        "rows": rows,
+        "targets": targets,
+        "learner_vs_best": summary,
+        "per_scenario": {
+            f"{cell}|{method}": {k: [None if np.isnan(v) else float(v) for v in vals[k]] for k in vals}
+            for (cell, method), vals in per.items()
+        },
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(doc, out / "rt_grid.json")
+    (out / "rt_grid.md").write_text(
+        "# Real-time scheduling on a utilisation x HRT-share grid (respect-rt grid)\n\n"
+        f"{int(g.scenarios)} task sets per cell, the same for every method; mean ± 95% CI (Student t) over them; "
+        f"Δ = paired difference to {reference} on the same task sets.\n\n"
+        + (f"## {learner} vs the best other method of each cell\n\n" + learner_markdown(summary, learner, reference))
+        * bool(summary)
+        + "\n## Every method\n\n"
+        + grid_markdown(rows, reference)
+    )
+    if g.plots:
+        doc["plots"] = plot_grid(rows, out)
+    return doc
+
+
 @hydra.main(config_path=CONF_DIR, config_name="rt", version_base="1.3")
 @user_errors_exit(PROG)
 def _main(cfg: DictConfig) -> None:
     if cfg.command == "train":
         print(dump_json(train(cfg)))
+    elif cfg.command == "grid":
+        doc = grid(cfg)
+        print(dump_json({"targets": doc["targets"], "wall_s": doc["wall_s"], "out_dir": str(cfg.grid.out_dir)}))
     elif cfg.command == "eval":
         doc = evaluate(cfg)
         print(
@@ -253,7 +373,8 @@ def main() -> None:
         print(f"{PROG}: error: unknown command {cmd!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
     check_group_choices(PROG, ("rt_scenario",), rest, config="rt")
-    sys.argv = [sys.argv[0], *hydra_argv(rest, f"command={cmd}", *scenario_only(cmd, rest))]
+    only = scenario_only(cmd, rest) if cmd != "grid" else []  # the grid draws its own presets
+    sys.argv = [sys.argv[0], *hydra_argv(rest, f"command={cmd}", *only)]
     _main()
 
 

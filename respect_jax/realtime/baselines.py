@@ -19,6 +19,9 @@ ones; the environment never reserves a busy accelerator).
   ``AFFINITY_TOL`` of its fastest time (the dataflow that suits its layers). Sub-jobs with an idle affine
   accelerator go first, in EDF order, then the others in EDF order; always on the fastest idle accelerator.
   So an urgent sub-job waits for its fast accelerator while work that suits the idle one runs there.
+* ``cpls_cert`` (safety-aware ablation, not a state-of-the-art baseline): cpls proposing only pairs the
+  safety layer certifies (``Observation.certifiable``) when one exists -- what the safety-aware RL policy's
+  prior decodes to before training.
 * ``random`` uniform random priorities and preferences (fresh each decision).
 * ``static_random`` fixed pseudo-random priorities (key 0) and preferences (key 1): seeded traces
   shared with the plain-Python simulator.
@@ -89,6 +92,20 @@ def edf_affinity(obs: Observation, state: RTState | None = None, key: jax.Array 
     return Action(priority=prio, machine_pref=_fastest(obs))
 
 
+def certified_only(policy):
+    """``policy`` restricted to the pairs the safety layer certifies now, when one exists."""
+
+    def wrapped(obs: Observation, state: RTState | None = None, key: jax.Array | None = None) -> Action:
+        mask = jnp.where(jnp.any(obs.certifiable), obs.certifiable, obs.pair_mask)
+        act = policy(obs.replace(pair_mask=mask), state, key)
+        return Action(
+            priority=jnp.where(jnp.any(mask, axis=1), act.priority, -1e30),
+            machine_pref=jnp.where(mask, act.machine_pref, -1e30),
+        )
+
+    return wrapped
+
+
 def random_policy(obs: Observation, state: RTState | None, key: jax.Array) -> Action:
     k1, k2 = jax.random.split(key)
     return Action(
@@ -130,6 +147,7 @@ POLICIES = {
     "fcfs": fcfs,
     "cpls": cpls,
     "edf_aff": edf_affinity,
+    "cpls_cert": certified_only(cpls),
     "random": random_policy,
     "static_random": static_random,
     "adversarial": adversarial,

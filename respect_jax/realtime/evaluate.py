@@ -124,6 +124,237 @@ def summarise(metrics: dict) -> dict:
     }
 
 
+# per-scenario metrics of the grid evaluation (each a mean over the scenarios, with a 95% CI)
+GRID_METRICS = ("srt_satisfaction", "jain", "utilisation", "override_rate")
+
+
+def per_scenario(metrics: dict) -> dict[str, np.ndarray]:
+    """f64[B] per-scenario values of :data:`GRID_METRICS` (NaN: a scenario without SRT jobs has no SRT rate).
+
+    ``srt_satisfaction`` = SRT jobs met / SRT jobs of the scenario; ``override_rate`` = rejected proposals /
+    decisions of the scenario; ``jain`` and ``utilisation`` as in :func:`.environment.episode_metrics`.
+    """
+    srt = metrics["srt_jobs"].astype(np.float64)
+    dec = metrics["decisions"].astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {
+            "srt_satisfaction": np.where(srt > 0, metrics["srt_met"] / srt, np.nan),
+            "jain": metrics["jain"].astype(np.float64),
+            "utilisation": metrics["utilisation"].astype(np.float64),
+            "override_rate": np.where(dec > 0, metrics["overrides"] / np.maximum(dec, 1), 0.0),
+        }
+
+
+def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, int]:
+    """Mean, half-width of the Student-t ``level`` confidence interval and n over the finite entries of ``x``.
+
+    The half-width is 0 for n = 1 and NaN for n = 0 (mean NaN too).
+    """
+    from scipy import stats
+
+    x = np.asarray(x, np.float64)
+    x = x[np.isfinite(x)]
+    n = int(x.size)
+    if n == 0:
+        return float("nan"), float("nan"), 0
+    if n == 1:
+        return float(x[0]), 0.0, 1
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * x.std(ddof=1) / np.sqrt(n))
+    return float(x.mean()), half, n
+
+
+def grid_row(values: dict[str, np.ndarray], reference: dict[str, np.ndarray] | None) -> dict:
+    """Means and 95% CIs of one method on one cell; with ``reference`` (another method's per-scenario values on
+    the same scenarios) also the paired difference ``method - reference`` with its CI."""
+    row = {}
+    for k in GRID_METRICS:
+        mean, half, n = mean_ci(values[k])
+        row[k] = {"mean": mean, "ci95": half, "n": n}
+        if reference is not None:
+            dm, dh, dn = mean_ci(values[k] - reference[k])
+            row[k]["diff"] = {"mean": dm, "ci95": dh, "n": dn}
+    return row
+
+
+def grid_targets(rows: list[dict], per: dict, learner: str = "rl+safety", reference: str = "edf+safety") -> dict:
+    """Issue 31's targets on a grid evaluation.
+
+    Args:
+        rows: :func:`grid_row` rows with ``preset`` and ``method``.
+        per: ``{(preset, method): per_scenario values}`` (the same scenarios for every method).
+    Returns:
+        per baseline ``b`` (every other ``+safety`` method but ``learner``): the cells where the learner's SRT
+        satisfaction is below ``b``'s beyond the 95% CI of the paired difference (``losses``), and the paired
+        difference over every scenario of the grid (``grid_diff``: mean, ci95; "strictly better" = its CI
+        above 0); the cells where the learner's override rate is not below ``reference``'s
+        (``override_not_below``) and where its Jain or utilisation is below ``reference``'s beyond the paired
+        CI (``jain_worse``, ``utilisation_worse``).
+    """
+    cells = list(dict.fromkeys(r["preset"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    out: dict = {"learner": learner, "reference": reference, "baselines": {}}
+    if learner not in methods:
+        return out
+
+    def diff(cell, other, key):
+        return per[(cell, learner)][key] - per[(cell, other)][key]
+
+    for b in methods:
+        if b == learner or not b.endswith("+safety"):
+            continue
+        losses = []
+        for c in cells:
+            m, h, _ = mean_ci(diff(c, b, "srt_satisfaction"))
+            if m + h < 0:
+                losses.append(c)
+        pooled = np.concatenate([diff(c, b, "srt_satisfaction") for c in cells])
+        gm, gh, gn = mean_ci(pooled)
+        out["baselines"][b] = {"losses": losses, "grid_diff": {"mean": gm, "ci95": gh, "n": gn}}
+    if reference in methods:
+        out["override_not_below"] = [c for c in cells if not mean_ci(diff(c, reference, "override_rate"))[0] < 0]
+        for key in ("jain", "utilisation"):
+            worse = []
+            for c in cells:
+                m, h, _ = mean_ci(diff(c, reference, key))
+                if m + h < 0:
+                    worse.append(c)
+            out[f"{key}_worse"] = worse
+    return out
+
+
+def safety_at_scale(
+    configs: Sequence,
+    platform,
+    count: int,
+    policies: Sequence[str],
+    seed: int = 0,
+    chunk: int = 500,
+    max_steps: int = 400,
+    model: RTPolicy | None = None,
+    validate_every: int = 50,
+    log=None,
+) -> dict:
+    """The certified-safety property on ``count`` random certified scenarios, every policy behind the layer.
+
+    Scenarios cycle through ``configs`` (e.g. a utilisation x HRT-share grid), drawn from the SeedSequence
+    ``(seed, chunk index)`` in chunks of ``chunk`` (one compiled rollout serves every chunk and policy). Per
+    policy: HRT jobs, HRT misses, invariant violations, unfinished episodes, overrides/decisions; every
+    ``validate_every``-th executed schedule is re-checked by :func:`.reference.validate_schedule`.
+
+    Returns:
+        ``{"scenarios", "rejected_draws", "policies": {name: counts}, "validated", "invalid"}``.
+    """
+    from respect_jax.realtime.generator import generate
+    from respect_jax.realtime.reference import validate_schedule
+    from respect_jax.realtime.tasks import Sizes, pack, stack
+
+    sizes = Sizes(
+        hrt_jobs=max(c.max_hrt_jobs for c in configs),
+        srt_jobs=max(c.max_srt_jobs for c in configs),
+        groups=configs[0].groups,
+        machines=platform.num_machines,
+        clients=max(max(c.num_clients for c in configs), 1),
+    )
+    runner = Runner(policies, max_steps, model)
+    keys = ("hrt_jobs", "hrt_missed", "overrides", "decisions")
+    totals = {p: {k: 0 for k in (*keys, "violations", "unfinished")} for p in policies}
+    done = rejected = validated = 0
+    invalid: list[str] = []
+    k = 0
+    while done < count:
+        n = min(chunk, count - done)
+        scs = []
+        for j, cfg in enumerate(configs):  # an equal share of the chunk per config (the first ones get the rest)
+            m = n // len(configs) + (j < n % len(configs))
+            if m:
+                drawn, st = generate(cfg, platform, m, seed=(seed, k, j))
+                scs += drawn
+                rejected += st["rejected_draws"]
+        packed = [pack(s, sizes) for s in scs]
+        batch = stack(packed)
+        for p in policies:
+            state, met = runner.run(batch, p, True, seed=seed + k)
+            t = totals[p]
+            for key in keys:
+                t[key] += int(met[key].sum())
+            t["violations"] += int(met["violation"].sum())
+            t["unfinished"] += int((~met["finished"]).sum())
+            for i in range(0, len(packed), validate_every):
+                errs = validate_schedule(packed[i], state.start[i], state.finish[i], state.machine[i])
+                validated += 1
+                invalid += [f"{p} chunk {k} scenario {i}: {e}" for e in errs]
+        done += len(scs)
+        k += 1
+        if log:
+            log(f"{done}/{count} scenarios: " + ", ".join(f"{p} {totals[p]['hrt_missed']} missed" for p in policies))
+    return {
+        "scenarios": done,
+        "rejected_draws": rejected,
+        "policies": totals,
+        "validated": validated,
+        "invalid": invalid[:20],
+    }
+
+
+def fuzz_redrawn_adversary(scenarios: Sequence, seed: int = 0) -> dict:
+    """The counterexample search that found the held-accelerator bug: plain-Python episodes in which every step
+    proposes a pair the layer rejects whenever one exists (else random priorities); after every decision no
+    reference start may lie in the past. Returns episodes, decisions, HRT misses and the first violations."""
+    import random
+
+    from respect_jax.realtime.reference import py_certify
+    from respect_jax.realtime.tasks import pack, sizes_for
+
+    rng = random.Random(seed)
+    out = {"episodes": 0, "decisions": 0, "hrt_missed": 0, "violations": []}
+    for i, s in enumerate(scenarios):
+        sim = PySim(pack(s, sizes_for([s])), safety=True)
+        while not sim.done:
+            priority = [rng.random() for _ in range(sim.sc.S)]
+            pref = [[rng.random() for _ in range(sim.sc.M)] for _ in range(sim.sc.S)]
+            rejected = [(x, m) for x, m in sim.pairs() if not py_certify(sim.sc, sim.t, sim.plan, x, m)]
+            if rejected:
+                x, m = rng.choice(rejected)
+                priority[x], pref[x][m] = 10.0, 10.0
+            sim.step(priority, pref)
+            if any(start < sim.t for start, _ in sim.plan.values()) and len(out["violations"]) < 10:
+                out["violations"].append(f"scenario {i}: a reference start before t={sim.t}")
+        m = sim.metrics()
+        out["episodes"] += 1
+        out["decisions"] += m["decisions"]
+        out["hrt_missed"] += m["hrt_missed"]
+        if m["violation"] and len(out["violations"]) < 10:
+            out["violations"].append(f"scenario {i}: invariant violation flagged")
+    return out
+
+
+def learner_vs_best(rows: list[dict], per: dict, learner: str, reference: str) -> list[dict]:
+    """Per cell: the learner's SRT satisfaction, the best other ``+safety`` method's (by mean), the paired
+    difference learner - best with its 95% CI and a verdict (``win``: CI above 0, ``loss``: below, else
+    ``tie``), and both override rates (learner, ``reference``)."""
+    out = []
+    for cell in dict.fromkeys(r["preset"] for r in rows):
+        here = {r["method"]: r for r in rows if r["preset"] == cell}
+        if learner not in here:
+            continue
+        others = [m for m in here if m != learner and m.endswith("+safety")]
+        best = max(others, key=lambda m: here[m]["srt_satisfaction"]["mean"])
+        d, h, _ = mean_ci(per[(cell, learner)]["srt_satisfaction"] - per[(cell, best)]["srt_satisfaction"])
+        out.append(
+            {
+                "cell": cell,
+                "learner_srt": here[learner]["srt_satisfaction"],
+                "best": best,
+                "best_srt": here[best]["srt_satisfaction"],
+                "diff": {"mean": d, "ci95": h},
+                "verdict": "win" if d - h > 0 else ("loss" if d + h < 0 else "tie"),
+                "learner_overrides": here[learner]["override_rate"]["mean"],
+                "reference_overrides": here[reference]["override_rate"]["mean"] if reference in here else None,
+            }
+        )
+    return out
+
+
 def safety_overhead_py(packed: Sequence[RTParams], policy: str = "edf", refresh: bool = True) -> dict:
     """Per-decision wall time of the plain-Python safety layer (certify + fallback + refresh).
 

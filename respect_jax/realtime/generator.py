@@ -196,3 +196,22 @@ def generate(
                 f"(hrt_share {cfg.hrt_share:g}) passed the feasibility check; lower the utilisation or the HRT share"
             )
     return out, {"generated": count, "rejected_draws": rejected, "reasons": reasons}
+
+
+def grid_name(utilisation: float, hrt_share: float) -> str:
+    """Preset name of one grid cell, e.g. ``u85_h25``."""
+    return f"u{round(100 * utilisation):02d}_h{round(100 * hrt_share):02d}"
+
+
+def grid_configs(
+    base: ScenarioConfig, utilisations: list[float], hrt_shares: list[float], max_tries: int | None = None
+) -> list[ScenarioConfig]:
+    """One preset per (utilisation, HRT share), every other field from ``base`` (row-major: shares inner)."""
+    if not utilisations or not hrt_shares:
+        raise ValueError("grid: utilisations and hrt_shares must be non-empty lists")
+    extra = {} if max_tries is None else {"max_tries": int(max_tries)}
+    return [
+        dataclasses.replace(base, name=grid_name(u, h), utilisation=float(u), hrt_share=float(h), **extra)
+        for u in utilisations
+        for h in hrt_shares
+    ]

@@ -1,4 +1,5 @@
-"""Markdown table and PNG plots of real-time evaluation rows (host side, matplotlib Agg)."""
+"""Markdown tables and PNG plots of real-time evaluation rows (host side; matplotlib's object-oriented API, no
+global backend switch)."""
 
 from __future__ import annotations
 
@@ -53,11 +54,8 @@ def overhead_table(overheads: list[dict]) -> str:
 
 def plot_figures(rows: list[dict], overheads: list[dict], out_dir: str | Path, prefix: str = "rt") -> list[str]:
     """Grouped bar charts (x: preset, bars: methods), one PNG per figure; returns the paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -67,7 +65,8 @@ def plot_figures(rows: list[dict], overheads: list[dict], out_dir: str | Path, p
     paths = []
     width = 0.8 / max(len(methods), 1)
     for key, label, scale in FIGURES:
-        fig, ax = plt.subplots(figsize=(max(7.0, 1.3 * len(presets) + 3), 3.6))
+        fig = Figure(figsize=(max(7.0, 1.3 * len(presets) + 3), 3.6))
+        ax = fig.subplots()
         for k, method in enumerate(methods):
             vals = [index.get((p, method), {}).get(key) for p in presets]
             vals = [np.nan if v is None else scale * v for v in vals]
@@ -79,10 +78,10 @@ def plot_figures(rows: list[dict], overheads: list[dict], out_dir: str | Path, p
         fig.tight_layout()
         path = out_dir / f"{prefix}_{key}.png"
         fig.savefig(path, dpi=110)
-        plt.close(fig)
         paths.append(str(path))
     if overheads:
-        fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(overheads) + 2), 3.4))
+        fig = Figure(figsize=(max(6.0, 1.3 * len(overheads) + 2), 3.4))
+        ax = fig.subplots()
         x = np.arange(len(overheads))
         ax.bar(x - 0.2, [o["py"]["p50_us"] for o in overheads], 0.4, label="plain Python, median")
         ax.bar(x + 0.2, [o["jax"]["us_per_decision"] for o in overheads], 0.4, label="JAX, batched, per decision")
@@ -93,6 +92,87 @@ def plot_figures(rows: list[dict], overheads: list[dict], out_dir: str | Path, p
         fig.tight_layout()
         path = out_dir / f"{prefix}_safety_overhead.png"
         fig.savefig(path, dpi=110)
-        plt.close(fig)
         paths.append(str(path))
     return paths
+
+
+GRID_FIGURES = (
+    ("srt_satisfaction", "SRT deadline satisfaction (%)", 100.0),
+    ("jain", "Jain fairness over clients", 1.0),
+    ("utilisation", "accelerator utilisation (%)", 100.0),
+    ("override_rate", "override rate (% decisions)", 100.0),
+)
+
+
+def _cell(stat: dict, scale: float) -> str:
+    return f"{scale * stat['mean']:.1f} ± {scale * stat['ci95']:.1f}" if stat["n"] else "n/a"
+
+
+def grid_markdown(rows: list[dict], reference: str) -> str:
+    """Per cell and method: mean ± 95% CI of every grid metric, and the paired difference to ``reference``."""
+    head = (
+        f"| cell | U | HRT share | method | SRT sat. % | Jain x100 | util. % | overrides % | ΔSRT vs {reference} "
+        f"| Δoverrides vs {reference} | HRT missed |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = []
+    for r in rows:
+        d_srt, d_ovr = r["srt_satisfaction"].get("diff"), r["override_rate"].get("diff")
+        lines.append(
+            f"| {r['preset']} | {r['utilisation_target']:.2f} | {r['hrt_share']:.2f} | {r['method']} "
+            f"| {_cell(r['srt_satisfaction'], 100)} | {_cell(r['jain'], 100)} | {_cell(r['utilisation'], 100)} "
+            f"| {_cell(r['override_rate'], 100)} | {_cell(d_srt, 100) if d_srt else '-'} "
+            f"| {_cell(d_ovr, 100) if d_ovr else '-'} | {r['hrt_missed']} |"
+        )
+    return head + "\n".join(lines) + "\n"
+
+
+def plot_grid(rows: list[dict], out_dir: str | Path, prefix: str = "rt_grid") -> list[str]:
+    """One PNG per grid metric: a panel per HRT share, utilisation on x, a line per method with 95% CI bars."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shares = sorted({r["hrt_share"] for r in rows})
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    paths = []
+    for key, label, scale in GRID_FIGURES:
+        fig = Figure(figsize=(4.2 * len(shares) + 1.5, 3.6))
+        axes = np.atleast_1d(fig.subplots(1, len(shares), sharey=True))
+        for ax, h in zip(axes, shares, strict=True):
+            for k, method in enumerate(methods):
+                pts = sorted(
+                    (r["utilisation_target"], r[key]) for r in rows if r["method"] == method and r["hrt_share"] == h
+                )
+                x = np.array([u for u, _ in pts]) + (k - (len(methods) - 1) / 2) * 0.004
+                y = np.array([scale * st["mean"] for _, st in pts])
+                e = np.array([scale * st["ci95"] for _, st in pts])
+                ax.errorbar(
+                    x, y, yerr=e, marker="o", ms=3, lw=1.2 if method.startswith("rl") else 0.8, capsize=2, label=method
+                )
+            ax.set_title(f"HRT share {h:g}", fontsize=9)
+            ax.set_xlabel("offered utilisation U", fontsize=8)
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel(label + " (mean, 95% CI)", fontsize=8)
+        axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        fig.tight_layout()
+        path = out_dir / f"{prefix}_{key}.png"
+        fig.savefig(path, dpi=110)
+        paths.append(str(path))
+    return paths
+
+
+def learner_markdown(summary: list[dict], learner: str, reference: str) -> str:
+    """:func:`.evaluate.learner_vs_best` as a table (percent)."""
+    head = (
+        f"| cell | {learner} SRT % | best other method | its SRT % | Δ paired (95% CI) | verdict "
+        f"| overrides % {learner} | overrides % {reference} |\n|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = [
+        f"| {s['cell']} | {_cell(s['learner_srt'], 100)} | {s['best']} | {_cell(s['best_srt'], 100)} "
+        f"| {100 * s['diff']['mean']:+.1f} ± {100 * s['diff']['ci95']:.1f} | {s['verdict']} "
+        f"| {100 * s['learner_overrides']:.1f} | "
+        f"{'-' if s['reference_overrides'] is None else format(100 * s['reference_overrides'], '.1f')} |"
+        for s in summary
+    ]
+    return head + "\n".join(lines) + "\n"

@@ -108,8 +108,9 @@ def sampled_returns(model: RTPolicy, env: RTEnv, params: RTParams, key: jax.Arra
         state, obs, ret, logp, ent = carry
         active = ~state.done
         prio, pair = jax.vmap(model)(obs)
-        action, _, _, lp = jax.vmap(choose)(prio, pair, obs.pair_mask, jax.random.split(k, b))
-        pm = jnp.where(obs.pair_mask, pair, -1e9)
+        mask = jax.vmap(model.mask)(obs)
+        action, _, _, lp = jax.vmap(choose)(prio, pair, mask, jax.random.split(k, b))
+        pm = jnp.where(mask, pair, -1e9)
         p_pair = jax.nn.softmax(pm, axis=-1)
         ent_step = -jnp.sum(p_pair * jax.nn.log_softmax(pm, axis=-1), axis=(-1, -2)) / pair.shape[-1]
         state, ts = env.batch_step(state, jax.lax.stop_gradient(action))
