@@ -93,6 +93,14 @@ def from_tflite(path: str | os.PathLike, name: str | None = None) -> Graph:
     return import_tflite(path, name=name)
 
 
+def from_onnx(path: str | os.PathLike, name: str | None = None) -> Graph:
+    """The SPEC graph of an ONNX model (needs the ``onnx`` extra): parameters from its initializers, output sizes
+    from ONNX shape inference (:func:`respect_jax.graphs.onnx_import.graph_from_onnx`)."""
+    from respect_jax.graphs.onnx_import import graph_from_onnx
+
+    return graph_from_onnx(path, name=name)
+
+
 def hardware_presets() -> list[str]:
     """The names of the shipped hardware presets (``conf/hardware/<name>.yaml``)."""
     from respect_jax.resources import conf_path

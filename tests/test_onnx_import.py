@@ -242,3 +242,15 @@ def test_initializers_listed_as_graph_inputs_are_weights_not_inputs(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     g = graph_from_onnx(path)
     assert g.node_names == ("x", "mm") and g.params.tolist() == [0, 24] and g.macs.tolist() == [0, 24]
+
+
+def test_the_python_api_imports_onnx(tmp_path):
+    """``rj.from_onnx`` is the importer: a MatMul with a 3 x 4 initializer has 12 parameters and 12 MACs."""
+    import respect_jax as rj
+
+    node = helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")
+    path = _save(tmp_path, [node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [_init("W", (3, 4))])
+    graph = rj.from_onnx(path)
+    assert graph.to_dict() == graph_from_onnx(path).to_dict()
+    assert _by_name(graph, "params")["mm"] == 12 and _by_name(graph, "macs")["mm"] == 12

@@ -22,6 +22,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from respect_jax.cli.common import CONF_DIR, user_errors_exit
@@ -32,7 +33,7 @@ console = Console(stderr=True)
 
 def run_step(args: list[str]) -> None:
     """Run one project command (from this venv), echoing it; a failure stops the job."""
-    console.print(f"[bold]$ {shlex.join(args)}[/bold]")
+    console.print(f"[bold]$ {escape(shlex.join(args))}[/bold]")
     proc = subprocess.run([str(BIN / args[0]), *args[1:]])
     if proc.returncode != 0:
         console.print(f"make run: error: step failed with exit code {proc.returncode}: {shlex.join(args)}")
