@@ -427,3 +427,18 @@ def test_schedule_defaults_to_auto_with_a_certified_result(tmp_path):
     milp = run_solver("milp", graph, hw, "paper", time_limit_s=60)
     assert milp["optimal"] and result["objective"] == pytest.approx(milp["objective"], rel=1e-6)
     assert reference_objective(graph, result["assignment"], hw, "paper") == pytest.approx(result["objective"], rel=2e-6)
+
+
+def test_hardware_presets_named_reads_conf_hardware_and_names_the_option():
+    """The trainers' preset lists (conditioning.presets, algorithm.presets) go through one helper."""
+    import yaml
+
+    from respect_jax.cli.common import hardware_presets_named
+    from respect_jax.costs import hardware_from_dict
+
+    names = ["coral_usb", "coral_pcie"]
+    expected = [hardware_from_dict(yaml.safe_load((ROOT / "conf" / "hardware" / f"{n}.yaml").read_text()))
+                for n in names]
+    assert hardware_presets_named(names, "x") == expected
+    with pytest.raises(ValueError, match=r"^algorithm.presets: no hardware preset 'nope' in conf/hardware$"):
+        hardware_presets_named(["coral_usb", "nope"], "algorithm.presets")

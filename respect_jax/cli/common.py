@@ -344,6 +344,18 @@ def setup_compilation_cache(cfg: DictConfig) -> Path | None:
         return enable_compilation_cache(None)
 
 
+def hardware_presets_named(names, option: str) -> list[Hardware]:
+    """The :class:`Hardware` of each name in ``names`` (conf/hardware/<name>.yaml); one-line ValueError naming the
+    config ``option`` for an unknown one."""
+    presets = []
+    for name in names:
+        path = Path(CONF_DIR) / "hardware" / f"{name}.yaml"
+        if not path.is_file():
+            raise ValueError(f"{option}: no hardware preset {name!r} in conf/hardware")
+        presets.append(hardware_from_cfg(OmegaConf.load(path)))
+    return presets
+
+
 def hardware_from_cfg(node: DictConfig) -> Hardware:
     """Resolved :class:`Hardware` from a ``hardware`` config group node."""
     return hardware_from_dict(OmegaConf.to_container(node, resolve=True))

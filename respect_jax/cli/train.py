@@ -33,6 +33,7 @@ from respect_jax.cli.common import (
     CONF_DIR,
     check_group_choices,
     hardware_from_cfg,
+    hardware_presets_named,
     job_path,
     shipped_path,
     user_errors_exit,
@@ -133,13 +134,7 @@ def _conditioning(cfg: DictConfig) -> tuple:
     node = OmegaConf.to_container(cfg.get("conditioning") or {}, resolve=True)
     names = node.pop("presets", None) or []
     conditioning = ConditioningConfig.from_dict(node)
-    presets = []
-    for name in names if conditioning.enabled else []:
-        path = Path(CONF_DIR) / "hardware" / f"{name}.yaml"
-        if not path.is_file():
-            raise ValueError(f"conditioning.presets: no hardware preset {name!r} in conf/hardware")
-        presets.append(hardware_from_cfg(OmegaConf.load(path)))
-    return conditioning, presets
+    return conditioning, hardware_presets_named(names if conditioning.enabled else [], "conditioning.presets")
 
 
 def train(cfg: DictConfig) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, hardware_from_cfg, job_path, shipped_path
+from respect_jax.cli.common import hardware_from_cfg, hardware_presets_named, job_path, shipped_path
 
 VAL_KEYS = ("val_models", "val_stages", "val_max_nodes", "val_labels", "val_label_limit")
 
@@ -27,12 +27,7 @@ def train_order(cfg: DictConfig) -> dict:
     if cfg.get("init_from") or cfg.get("init_feature_version") is not None:
         raise ValueError("policy=order starts fresh (init_from and init_feature_version are for the GNN policy)")
     policy = OrderPolicyConfig.from_dict({k: v for k, v in OmegaConf.to_container(cfg.policy).items() if k != "name"})
-    presets = []
-    for name in algo.pop("presets"):
-        path = Path(CONF_DIR) / "hardware" / f"{name}.yaml"
-        if not path.is_file():
-            raise ValueError(f"algorithm.presets: no hardware preset {name!r} in conf/hardware")
-        presets.append(hardware_from_cfg(OmegaConf.load(path)))
+    presets = hardware_presets_named(algo.pop("presets"), "algorithm.presets")
     limit = algo.pop("dataset_limit")
     val = {key: algo.pop(key) for key in VAL_KEYS}
     algo["generators"] = tuple(algo["generators"])

@@ -156,23 +156,25 @@ def _check_edges(name: str, n: int, edges: np.ndarray) -> None:
         raise GraphError(f"graph {name!r}: has a cycle through node {on_cycle}")
 
 
-def topological_order_kahn(graph: Graph) -> list[int]:
-    """Any topological order (Kahn's algorithm, smallest id first)."""
+def topological_order_kahn(graph: Graph, priority: np.ndarray | None = None) -> list[int]:
+    """A topological order by Kahn's algorithm: among the ready nodes, the one of least ``priority`` (int[N] by
+    node id, distinct values) first; default: the smallest id. O((N + E) log N)."""
     import heapq
 
     n = graph.num_nodes
+    key = list(range(n)) if priority is None else np.asarray(priority).tolist()
     indeg = np.bincount(graph.edges[:, 1], minlength=n).tolist() if graph.num_edges else [0] * n
     succs = graph.successors()
-    heap = [i for i in range(n) if indeg[i] == 0]
+    heap = [(key[i], i) for i in range(n) if indeg[i] == 0]
     heapq.heapify(heap)
     order = []
     while heap:
-        u = heapq.heappop(heap)
+        _, u = heapq.heappop(heap)
         order.append(u)
         for v in succs[u]:
             indeg[v] -= 1
             if indeg[v] == 0:
-                heapq.heappush(heap, v)
+                heapq.heappush(heap, (key[v], v))
     return order
 
 

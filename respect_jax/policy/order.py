@@ -21,7 +21,6 @@ up to the split, which the programme then optimises.
 from __future__ import annotations
 
 import functools
-import heapq
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -33,7 +32,7 @@ from flax import nnx
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.features import to_graphs_tuple
-from respect_jax.graphs.graph import Graph, write_json_atomic
+from respect_jax.graphs.graph import Graph, topological_order_kahn, write_json_atomic
 from respect_jax.graphs.padded import PaddedGraph, bucket_shape, bucket_size, pad_graph
 from respect_jax.policy.encoder import MessagePassingLayer, adjacency
 from respect_jax.solvers.partitioners import _segment_terms, contiguous_assignment, contiguous_search
@@ -114,18 +113,6 @@ class OrderPolicyConfig:
 # ----------------------------------------------------------------------------- inputs (NumPy, O(N + E))
 
 
-def _levels(graph: Graph, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(depth, height) int64[n] by node id: longest path from a source / to a sink."""
-    n = graph.num_nodes
-    depth = graph.depth()
-    height = np.zeros(n, dtype=np.int64)
-    succs = graph.successors()
-    for v in order[::-1].tolist():
-        if succs[v]:
-            height[v] = 1 + max(height[w] for w in succs[v])
-    return depth, height
-
-
 def order_inputs(graph: Graph, hw: Hardware, objective: str) -> tuple[np.ndarray, np.ndarray]:
     """(f32[n, NUM_ORDER_FEATURES] node features in SPEC order, f32[NUM_ORDER_CONTEXT] context).
 
@@ -144,7 +131,7 @@ def order_inputs(graph: Graph, hw: Hardware, objective: str) -> tuple[np.ndarray
     t_star = max(float(hw.stage_overhead_s) + max(total_macs / k, float(macs.max(initial=0.0))) / float(hw.macs_per_s),
                  1e-12)
     mean_cut = max(float(np.mean(cut_b[1:n])) if n > 1 else float(cut_b[-1]), 1.0)
-    depth, height = _levels(graph, order)
+    depth, height = graph.depth(), graph.height()
     levels = max(int(depth.max(initial=0)), 1)
     in_deg = np.bincount(graph.edges[:, 1], minlength=n) if graph.num_edges else np.zeros(n, np.int64)
     out_deg = np.bincount(graph.edges[:, 0], minlength=n) if graph.num_edges else np.zeros(n, np.int64)
@@ -294,22 +281,11 @@ def order_from_scores(graph: Graph, scores: np.ndarray) -> np.ndarray:
     n = graph.num_nodes
     key = np.empty(n, dtype=np.float64)
     key[spec] = np.asarray(scores, dtype=np.float64)[:n]
-    rank = np.empty(n, dtype=np.int64)
-    rank[spec] = np.arange(n)
-    indeg = np.bincount(graph.edges[:, 1], minlength=n).tolist() if graph.num_edges else [0] * n
-    succs = graph.successors()
-    key_list, rank_list = key.tolist(), rank.tolist()
-    heap = [(key_list[v], rank_list[v], v) for v in range(n) if indeg[v] == 0]
-    heapq.heapify(heap)
-    out = []
-    while heap:
-        _, _, u = heapq.heappop(heap)
-        out.append(u)
-        for w in succs[u]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, (key_list[w], rank_list[w], w))
-    return np.asarray(out, dtype=np.int64)
+    position = np.empty(n, dtype=np.int64)
+    position[spec] = np.arange(n)
+    priority = np.empty(n, dtype=np.int64)
+    priority[np.lexsort((position, key))] = np.arange(n)  # by score, ties by SPEC position
+    return np.asarray(topological_order_kahn(graph, priority), dtype=np.int64)
 
 
 def split_order(graph: Graph, hw: Hardware, objective: str, lam: float, order: np.ndarray) -> tuple[np.ndarray, float]:
