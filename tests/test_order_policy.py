@@ -220,3 +220,20 @@ def test_auto_runs_the_order_policy_as_a_member():
     alone = run_solver("order_policy", graph, hw, "paper", samples=4)["objective"]
     assert portfolio["order_policy"]["objective"] == pytest.approx(alone, rel=1e-9)
     assert result["objective"] <= alone * (1 + 1e-9)
+
+
+def test_the_order_training_preset_sets_every_option():
+    """conf/algorithm/order_expert_iteration.yaml holds every field of OrderTrainConfig (so each can be overridden on
+    the command line) plus the command's own keys, and nothing else."""
+    import yaml
+
+    from respect_jax.cli.train_order import VAL_KEYS
+    from respect_jax.train.order import OrderTrainConfig
+
+    doc = yaml.safe_load((ROOT / "conf" / "algorithm" / "order_expert_iteration.yaml").read_text())
+    fields = {f.name for f in dataclasses.fields(OrderTrainConfig)}
+    assert set(doc) == fields | set(VAL_KEYS) | {"name", "presets", "dataset_limit"}
+    doc.pop("name")
+    for key in (*VAL_KEYS, "presets", "dataset_limit"):
+        doc.pop(key)
+    OrderTrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in doc.items()})
