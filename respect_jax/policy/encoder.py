@@ -136,11 +136,14 @@ class MessagePassingLayer(nnx.Module):
 class GraphEncoder(nnx.Module):
     """Node features -> node embeddings f32[B, N, d] and a graph embedding f32[B, d]."""
 
-    def __init__(self, width: int, layers: int, kind: str, heads: int, aggregation: str, *, rngs: nnx.Rngs):
+    def __init__(
+        self, width: int, layers: int, kind: str, heads: int, aggregation: str, *, rngs: nnx.Rngs,
+        in_features: int = NUM_FEATURES,
+    ):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"policy.aggregation must be one of {', '.join(AGGREGATIONS)}, got {aggregation!r}")
         self.aggregation = aggregation
-        self.embed1 = nnx.Linear(NUM_FEATURES, width, rngs=rngs)
+        self.embed1 = nnx.Linear(in_features, width, rngs=rngs)
         self.embed2 = nnx.Linear(width, width, rngs=rngs)
         self.layers = nnx.List([MessagePassingLayer(width, kind, heads, rngs=rngs) for _ in range(layers)])
         self.readout = nnx.Linear(2 * width, width, rngs=rngs)
@@ -148,7 +151,7 @@ class GraphEncoder(nnx.Module):
     def __call__(
         self, graphs: PaddedGraph, feats: jax.Array, aggregation: str | None = None
     ) -> tuple[jax.Array, jax.Array]:
-        """Args: graphs: B padded graphs; feats f32[B, N, NUM_FEATURES]; aggregation overrides the config.
+        """Args: graphs: B padded graphs; feats f32[B, N, in_features]; aggregation overrides the config.
 
         Returns (h f32[B, N, d], g f32[B, d]); padding rows of h are 0.
         """

@@ -31,10 +31,9 @@ import numpy as np
 from flax import nnx
 
 from respect_jax.costs import OBJECTIVES, Hardware
-from respect_jax.graphs.features import to_graphs_tuple
 from respect_jax.graphs.graph import Graph, topological_order_kahn, write_json_atomic
 from respect_jax.graphs.padded import PaddedGraph, bucket_shape, bucket_size, pad_graph
-from respect_jax.policy.encoder import MessagePassingLayer, adjacency
+from respect_jax.policy.encoder import GraphEncoder
 from respect_jax.solvers.partitioners import _segment_terms, contiguous_assignment, contiguous_search
 
 ORDER_FEATURE_NAMES = (
@@ -219,12 +218,8 @@ class OrderPolicy(nnx.Module):
     def __init__(self, config: OrderPolicyConfig, *, rngs: nnx.Rngs):
         width = config.width
         self.config = config
-        self.embed1 = nnx.Linear(NUM_ORDER_FEATURES + NUM_ORDER_CONTEXT, width, rngs=rngs)
-        self.embed2 = nnx.Linear(width, width, rngs=rngs)
-        self.layers = nnx.List(
-            [MessagePassingLayer(width, config.encoder, config.heads, rngs=rngs) for _ in range(config.layers)]
-        )
-        self.readout = nnx.Linear(2 * width, width, rngs=rngs)
+        self.encoder = GraphEncoder(width, config.layers, config.encoder, config.heads, "dense", rngs=rngs,
+                                    in_features=NUM_ORDER_FEATURES + NUM_ORDER_CONTEXT)
         sizes = [3 * width] + [width] * config.head_layers
         self.head = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
         self.out = nnx.Linear(sizes[-1], 1, rngs=rngs)
@@ -238,19 +233,7 @@ class OrderPolicy(nnx.Module):
         b, n, _ = feats.shape
         fmask = graphs.node_mask[:, :, None].astype(jnp.float32)
         x = jnp.concatenate([feats, jnp.broadcast_to(context[:, None, :], (b, n, context.shape[-1]))], axis=-1)
-        h = self.embed2(jax.nn.relu(self.embed1(x.reshape(b * n, -1)))).reshape(b, n, -1) * fmask
-        graph_tuple = adj = None
-        if len(self.layers):
-            if aggregation == "dense":
-                adj = jax.vmap(adjacency)(graphs)
-            else:
-                graph_tuple = to_graphs_tuple(graphs, feats)
-        for layer in self.layers:
-            h = layer(h, graph_tuple, adj) * fmask
-        count = jnp.maximum(jnp.sum(fmask, axis=1), 1.0)
-        mean = jnp.sum(h, axis=1) / count
-        top = jnp.max(jnp.where(fmask > 0, h, -1e9), axis=1)
-        g = self.readout(jnp.concatenate([mean, top], axis=-1))
+        h, g = self.encoder(graphs, x, aggregation)
         gb = jnp.broadcast_to(g[:, None, :], h.shape)
         z = jnp.concatenate([h, gb, h * gb], axis=-1)
         z = z.reshape(b * n, -1)
