@@ -102,6 +102,18 @@ def has_tflite_identifier(head: bytes) -> bool:
     return len(head) >= 8 and head[4:8] == TFLITE_IDENTIFIER
 
 
+def read_tflite_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes of a ``.tflite`` file; one-line ValueError when it cannot be read or is not a TFLite flatbuffer."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read ({err.strerror})") from None
+    if not has_tflite_identifier(data):
+        raise ValueError(f"{path}: not a .tflite model (no {TFLITE_IDENTIFIER.decode()} flatbuffer identifier)")
+    return data
+
+
 def unknown_mac_operators(graph: Graph) -> list[str]:
     """``"node (OP)"`` for every node of an imported graph whose operator has no MAC rule (0 MACs
     recorded: custom ops such as ``edgetpu-custom-op``, LSTM, transcendental functions...)."""
@@ -191,12 +203,7 @@ def import_tflite(path: str | os.PathLike, name: str | None = None) -> Graph:
     """Read ``path`` (a ``.tflite`` flatbuffer) and return its operator graph as a SPEC graph."""
     tfl = import_tflite_parser()
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read ({err.strerror})") from None
-    if not has_tflite_identifier(data):
-        raise ValueError(f"{path}: not a .tflite model (no {TFLITE_IDENTIFIER.decode()} flatbuffer identifier)")
+    data = read_tflite_bytes(path)
     try:
         model = tfl.Model.GetRootAs(data, 0)
         if model.SubgraphsLength() < 1:

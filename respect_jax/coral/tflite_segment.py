@@ -86,16 +86,11 @@ def segment_file_name(model: str, k: int, num_stages: int, compiled: bool = Fals
 def read_tflite_model(path: str | os.PathLike):
     """The mutable flatbuffer object (``ModelT``) of a ``.tflite`` file; ``ValueError`` if it is not one
     or cannot be cut (several subgraphs, variable tensors)."""
-    from respect_jax.coral.tflite_import import TFLITE_IDENTIFIER, has_tflite_identifier
+    from respect_jax.coral.tflite_import import read_tflite_bytes
 
     fbu, _ = litert_flatbuffers()
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read ({err.strerror})") from None
-    if not has_tflite_identifier(data):
-        raise ValueError(f"{path}: not a .tflite model (no {TFLITE_IDENTIFIER.decode()} flatbuffer identifier)")
+    data = read_tflite_bytes(path)
     try:
         model = fbu.read_model_from_bytearray(bytearray(data))
     except Exception as err:  # the flatbuffer reader raises assorted errors on garbage
