@@ -187,9 +187,10 @@ def test_dense_split_programmes_equal_the_sparse_ones(objective, monkeypatch):
 
 
 def test_shipped_order_policy_schedules_every_bundled_model_at_k2_and_k8():
-    """solver=order_policy (shipped checkpoint, one network) on every bundled model at K = 2 (paper) and K = 8
-    (latency): valid, scored by the shared evaluator, never below the analytic lower bound, its split value agrees."""
-    import respect_jax.policy.order_solver  # noqa: F401  (registers the solver)
+    """solver=policy's default family (the shipped order policy, one network) on every bundled model at K = 2
+    (paper, greedy: solver=order_policy's schedule) and K = 8 (latency, the default sampled decoding): valid,
+    scored by the shared evaluator, never below the analytic lower bound, its split value agrees."""
+    import respect_jax.policy.solver  # noqa: F401  (registers the solvers)
     from respect_jax.solvers import run_solver
     from respect_jax.solvers.bounds import analytic_lower_bound
 
@@ -199,7 +200,13 @@ def test_shipped_order_policy_schedules_every_bundled_model_at_k2_and_k8():
         graph = load_graph(path)
         for k, objective in ((2, "paper"), (8, "latency")):
             hw = Hardware(stages=k, **base)
-            doc = run_solver("order_policy", graph, hw, objective, 1.0, samples=0)
+            if k == 2:
+                doc = run_solver("policy", graph, hw, objective, 1.0, decoding="greedy")
+                assert doc["info"]["family"] == "order" and doc["info"]["decoding"] == "greedy"
+                assert doc["assignment"] == run_solver("order_policy", graph, hw, objective, samples=0)["assignment"]
+            else:
+                doc = run_solver("policy", graph, hw, objective, 1.0)
+                assert doc["info"]["family"] == "order" and doc["info"]["decoding"] == "sample_16"
             metrics = evaluate_assignment(graph, np.asarray(doc["assignment"]), hw, objective)
             assert metrics["valid"] and doc["objective"] == pytest.approx(metrics["objective"], rel=1e-9)
             assert doc["objective"] == pytest.approx(doc["info"]["split_objective"], rel=1e-6)

@@ -15,6 +15,7 @@ from conftest import make_hw, random_graphs
 import respect_jax.policy.solver  # noqa: F401  (registers solver=policy)
 from respect_jax.compile_cache import default_cache_dir, resolve_cache_dir
 from respect_jax.graphs import bucket_shape
+from respect_jax.policy.solver import DEFAULT_CHECKPOINT
 from respect_jax.reference import reference_objective
 from respect_jax.solvers import run_solver
 from respect_jax.solvers.base import run_solver_many
@@ -33,13 +34,16 @@ def graphs():
     return [small[0], large[0], small[1], large[1], small[2]]
 
 
+STEP = {"checkpoint": str(DEFAULT_CHECKPOINT)}  # the step-by-step policy (solver=policy's default is the order policy)
+
+
 def test_batched_policy_gives_each_graph_its_own_greedy_schedule(graphs):
     hw = make_hw(3)
-    batched = run_solver_many("policy", graphs, hw, "paper", 1.0, batch_size=2)  # a partial last batch: padded
+    batched = run_solver_many("policy", graphs, hw, "paper", 1.0, batch_size=2, **STEP)  # partial last batch: padded
     assert len(batched) == len(graphs)
     first_of_bucket = set()
     for graph, result in zip(graphs, batched, strict=True):
-        alone = run_solver("policy", graph, hw, "paper", 1.0)
+        alone = run_solver("policy", graph, hw, "paper", 1.0, **STEP)
         assert result["graph"] == graph.name and result["num_nodes"] == graph.num_nodes
         assert result["assignment"] == alone["assignment"], graph.name
         assert result["objective"] == pytest.approx(reference_objective(graph, result["assignment"], hw, "paper"))
@@ -64,13 +68,26 @@ def test_batched_policy_gives_each_graph_its_own_greedy_schedule(graphs):
 
 def test_batched_local_search_matches_one_graph_at_a_time(graphs):
     hw = make_hw(4)
-    options = {"decoding": "greedy", "local_search": 20}
+    options = {"decoding": "greedy", "local_search": 20, **STEP}
     small = [graphs[0], graphs[2], graphs[4]]  # one padded shape: two compilations (batch of 3, batch of 1)
     batched = run_solver_many("policy", small, hw, "latency", 1.0, batch_size=4, **options)
     for graph, result in zip(small, batched, strict=True):
         alone = run_solver("policy", graph, hw, "latency", 1.0, **options)
         assert result["assignment"] == alone["assignment"]
         assert result["info"]["decoding"] == "greedy+ls"
+
+
+def test_default_policy_is_the_order_policy_batched_as_alone(graphs):
+    """solver=policy's default family is the order policy; its batched form gives each graph the schedule a
+    call for that graph alone gives (sampled orders seeded per graph), and its objective is the evaluator's."""
+    hw = make_hw(3)
+    batched = run_solver_many("policy", graphs, hw, "latency", 1.0, batch_size=2)
+    for graph, result in zip(graphs, batched, strict=True):
+        alone = run_solver("policy", graph, hw, "latency", 1.0)
+        assert result["info"]["family"] == alone["info"]["family"] == "order"
+        assert result["info"]["decoding"] == "sample_16"
+        assert result["assignment"] == alone["assignment"], graph.name
+        assert result["objective"] == pytest.approx(reference_objective(graph, result["assignment"], hw, "latency"))
 
 
 def test_solvers_without_a_batched_form_run_one_graph_at_a_time(graphs):

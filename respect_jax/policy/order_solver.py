@@ -6,8 +6,9 @@ orders of the scores plus Gaussian noise (``noise``, in stage units 1/K) and kee
 never seeded with another solver's schedule. One network serves every K, hardware and objective.
 
 Options (conf/solver/order_policy.yaml): ``checkpoint`` (default: the shipped one), ``samples``, ``noise``,
-``seed``. ``info`` holds ``compile_s`` / ``load_s`` apart from the scheduling time and the winning
-candidate (``candidate``: 0 the greedy order, i >= 1 sample i).
+``seed``, ``local_search`` (hill-climbing moves on the best split, 0: none; never worse). ``info`` holds
+``compile_s`` / ``load_s`` apart from the scheduling time and the winning candidate (``candidate``: 0 the
+greedy order, i >= 1 sample i). This is also ``solver=policy``'s default (:mod:`respect_jax.policy.solver`).
 """
 
 from __future__ import annotations
@@ -16,24 +17,41 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import bucket_shape
 from respect_jax.policy.order import decode_scores, load_order_policy, predict_scores
 from respect_jax.resources import data_path
+from respect_jax.solvers.auto import polish
 from respect_jax.solvers.base import SolveResult, register_solver
 
 DEFAULT_ORDER_CHECKPOINT = data_path("checkpoints", "order_policy")
 _compiled_shapes: set[tuple] = set()
 
 
-def _checked(objective: str, samples: int, noise: float) -> None:
+def _checked(objective: str, samples: int, noise: float, local_search: int) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if int(samples) < 0:
         raise ValueError(f"samples must be >= 0, got {samples}")
     if not float(noise) >= 0:
         raise ValueError(f"noise must be >= 0, got {noise}")
+    if int(local_search) < 0:
+        raise ValueError(f"local_search must be >= 0, got {local_search}")
+
+
+def _decode(graph: Graph, hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float, seed: int,
+            local_search: int) -> tuple[np.ndarray, dict]:
+    """(int64[n] assignment, info entries): the best split of the sampled orders, then ``local_search``
+    hill-climbing moves on it (:func:`respect_jax.solvers.auto.polish`; never worse)."""
+    assignment, value, candidate = decode_scores(graph, hw, objective, lam, scores, int(samples), float(noise), seed)
+    if int(local_search) > 0:
+        assignment = polish(graph, hw, objective, lam, assignment, int(local_search))
+    label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
+    return assignment, {"decoding": label, "samples": int(samples), "noise": float(noise),
+                        "local_search": int(local_search), "candidate": candidate, "split_objective": value}
 
 
 def _scores(model, graphs: Sequence[Graph], hw: Hardware, objective: str, batch_size: int):
@@ -61,19 +79,19 @@ def solve_order_policy(
     samples: int = 16,
     noise: float = 0.1,
     seed: int = 0,
+    local_search: int = 0,
 ) -> SolveResult:
     """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality)."""
-    _checked(objective, samples, noise)
+    _checked(objective, samples, noise, local_search)
     start = time.perf_counter()
     path = str(Path(checkpoint if checkpoint else DEFAULT_ORDER_CHECKPOINT).resolve())
     model, doc = load_order_policy(path)
     load_s = time.perf_counter() - start
     # compile on a first call, measured apart (the forward pass of the graph's bucket shape)
     (scores,), compile_s, _ = _scores(model, [graph], hw, objective, 1)
-    assignment, value, candidate = decode_scores(graph, hw, objective, lam, scores, int(samples), float(noise), seed)
-    info = {"checkpoint": path, "samples": int(samples), "noise": float(noise), "candidate": candidate,
-            "split_objective": value, "load_s": load_s, "compile_s": compile_s, "bucket": list(bucket_shape([graph])),
-            "trained": doc.get("best")}
+    assignment, decoded = _decode(graph, hw, objective, lam, scores, samples, noise, seed, local_search)
+    info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
+            "bucket": list(bucket_shape([graph])), "trained": doc.get("best")}
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
 
 
@@ -87,12 +105,15 @@ def _many(
     samples: int = 16,
     noise: float = 0.1,
     seed: int = 0,
+    local_search: int = 0,
 ) -> list[SolveResult]:
     """Every graph of ``graphs``: one forward pass per batch of a size bucket, then one split per graph.
     ``info.schedule_s``: the graph's share of the forward passes plus its own orders and splits."""
     if not graphs:
         raise ValueError("no graphs to schedule")
-    _checked(objective, samples, noise)
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    _checked(objective, samples, noise, local_search)
     start = time.perf_counter()
     path = str(Path(checkpoint if checkpoint else DEFAULT_ORDER_CHECKPOINT).resolve())
     model, doc = load_order_policy(path)
@@ -102,9 +123,8 @@ def _many(
     out = []
     for graph, s in zip(graphs, scores, strict=True):
         start = time.perf_counter()
-        assignment, value, candidate = decode_scores(graph, hw, objective, lam, s, int(samples), float(noise), seed)
-        info = {"checkpoint": path, "samples": int(samples), "noise": float(noise), "candidate": candidate,
-                "split_objective": value, "load_s": load_s, "compile_s": compile_s,
+        assignment, decoded = _decode(graph, hw, objective, lam, s, samples, noise, seed, local_search)
+        info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
                 "schedule_s": share + time.perf_counter() - start, "batch_graphs": len(graphs)}
         out.append(SolveResult(assignment=assignment, optimal=None, gap=None, info=info))
     return out

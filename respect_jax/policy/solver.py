@@ -1,17 +1,23 @@
 """``solver=policy``: the learned scheduler behind the common solver signature.
 
 Importing this module registers it (``respect_jax.solvers`` never imports the policy; the CLI
-imports this module before looking solvers up). Options (conf/solver/policy.yaml):
+imports this module before looking solvers up). ``checkpoint`` names a run folder of either learned family,
+recognised by its ``network.json``:
 
-* ``checkpoint``: a run folder written by ``respect-train`` (default: the shipped checkpoint);
-* ``decoding``: ``greedy`` | ``sample`` | ``best_of`` | ``beam`` | ``sbs``; ``samples`` (best_of and sbs
-  candidates, beam width); ``temperature``; ``seed``;
-  ``local_search`` (hill-climbing moves on every candidate, 0: none); ``pair_escapes`` (pair moves
-  out of the local optima of the best ``pair_candidates`` candidates, 0: none; see
-  :mod:`respect_jax.solvers.local_search`).
+* the **order policy** (the default, ``data/checkpoints/order_policy``; :mod:`respect_jax.policy.order_solver`):
+  one network for every K, hardware and objective scores the nodes, the scores give topological orders and the
+  exact contiguous programme splits them. ``decoding``: ``sample`` (the default: the greedy order and
+  ``samples`` = 16 orders of the scores plus Gaussian noise of deviation ``noise``, the best kept) or ``greedy``
+  (the greedy order alone); ``local_search`` hill-climbing moves polish the best split (0: none).
+* the **step-by-step GNN policy** of ``respect-train`` (e.g. ``data/checkpoints/respect_k4_paper_cut``, the
+  earlier default): ``decoding`` ``greedy`` (its default) | ``sample`` | ``best_of`` | ``beam`` | ``sbs``;
+  ``samples`` (best_of and sbs candidates, beam width; default 64); ``temperature``; ``local_search``
+  (hill-climbing moves on every candidate, 0: none); ``pair_escapes`` (pair moves out of the local optima of
+  the best ``pair_candidates`` candidates, 0: none; see :mod:`respect_jax.solvers.local_search`).
 
-The policy runs under the caller's hardware and objective (its features are normalised per
-graph and hardware), even when they differ from those it was trained on; ``info`` records both.
+The step policy runs under the caller's hardware and objective (its features are normalised per graph and
+hardware), even when they differ from those it was trained on; ``info.trained_on`` records both. The order
+policy takes K, the hardware and the objective as inputs. ``info.family`` says which family scheduled.
 """
 
 from __future__ import annotations
@@ -37,7 +43,10 @@ from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, make_decoder
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 
+# the step policy's shipped run: what ``checkpoint_solver`` falls back to (``solver=policy`` passes a folder)
 DEFAULT_CHECKPOINT = data_path("checkpoints", "respect_k4_paper_cut")
+ORDER_DECODINGS = ("sample", "greedy")
+STEP_DEFAULT_SAMPLES = 64
 
 
 @functools.lru_cache(maxsize=8)
@@ -220,11 +229,87 @@ def checkpoint_solver(default_checkpoint: Path, load: Callable, decoder: Callabl
     return solve
 
 
-solve_policy = register_solver("policy")(
-    checkpoint_solver(
-        DEFAULT_CHECKPOINT,
-        _load,
-        _decoder,
-        "Schedule ``graph`` with a trained policy (valid by construction; not a proof of optimality).",
-    )
+solve_step_policy = checkpoint_solver(
+    DEFAULT_CHECKPOINT,
+    _load,
+    _decoder,
+    "Schedule ``graph`` with a trained step-by-step policy (valid by construction; not a proof of optimality).",
 )
+
+
+def _route(checkpoint, decoding, samples, noise, temperature, local_search, pair_escapes, pair_candidates,
+           seed) -> tuple[Callable, dict]:
+    """(solver function of the checkpoint's family, its options) for ``solver=policy``'s options."""
+    from respect_jax.policy.order import is_order_checkpoint
+    from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT, solve_order_policy
+
+    path = checkpoint if checkpoint else DEFAULT_ORDER_CHECKPOINT
+    if not Path(path).exists():
+        raise ValueError(f"checkpoint {path} does not exist")
+    if is_order_checkpoint(path):
+        decoding = decoding or "sample"
+        if decoding not in ORDER_DECODINGS:
+            raise ValueError(f"decoding={decoding} needs a step-policy checkpoint (e.g. checkpoint="
+                             f"{DEFAULT_CHECKPOINT}); the order policy decodes {' or '.join(ORDER_DECODINGS)}")
+        if int(pair_escapes) > 0:
+            raise ValueError("pair_escapes needs a step-policy checkpoint; the order policy takes local_search only")
+        order_samples = 0 if decoding == "greedy" else (16 if samples is None else int(samples))
+        return solve_order_policy, {"checkpoint": str(path), "samples": order_samples, "noise": noise, "seed": seed,
+                                    "local_search": local_search}
+    return solve_step_policy, {
+        "checkpoint": str(path), "decoding": decoding or "greedy",
+        "samples": STEP_DEFAULT_SAMPLES if samples is None else samples, "temperature": temperature, "seed": seed,
+        "local_search": local_search, "pair_escapes": pair_escapes, "pair_candidates": pair_candidates}
+
+
+@register_solver("policy")
+def solve_policy(
+    graph: Graph,
+    hw: Hardware,
+    objective: str = "paper",
+    lam: float = 1.0,
+    checkpoint: str | None = None,
+    decoding: str | None = None,
+    samples: int | None = None,
+    noise: float = 0.1,
+    temperature: float = 1.0,
+    seed: int = 0,
+    local_search: int = 0,
+    pair_escapes: int = 0,
+    pair_candidates: int = 1,
+) -> SolveResult:
+    """Schedule ``graph`` with a trained policy of either family (valid by construction; not a proof of
+    optimality). ``decoding`` / ``samples`` None: the family's default (see the module docstring)."""
+    solve, options = _route(checkpoint, decoding, samples, noise, temperature, local_search, pair_escapes,
+                            pair_candidates, seed)
+    result = solve(graph, hw, objective, lam, **options)
+    result.info["family"] = "order" if solve is not solve_step_policy else "step"
+    return result
+
+
+def _many_policy(
+    graphs: Sequence[Graph],
+    hw: Hardware,
+    objective: str = "paper",
+    lam: float = 1.0,
+    batch_size: int = 256,
+    checkpoint: str | None = None,
+    decoding: str | None = None,
+    samples: int | None = None,
+    noise: float = 0.1,
+    temperature: float = 1.0,
+    seed: int = 0,
+    local_search: int = 0,
+    pair_escapes: int = 0,
+    pair_candidates: int = 1,
+) -> list[SolveResult]:
+    """Every graph of ``graphs`` in batches of one size bucket (the family's ``many`` form)."""
+    solve, options = _route(checkpoint, decoding, samples, noise, temperature, local_search, pair_escapes,
+                            pair_candidates, seed)
+    results = solve.many(graphs, hw, objective, lam, batch_size=batch_size, **options)
+    for result in results:
+        result.info["family"] = "order" if solve is not solve_step_policy else "step"
+    return results
+
+
+solve_policy.many = _many_policy
