@@ -36,6 +36,21 @@ class SolveResult:
     info: dict = field(default_factory=dict)
 
 
+#: relative tolerance of "as good as the reference": the float rounding of the shared evaluator, not a quality
+#: margin. Every "% optimal" of the project counts the schedules that :func:`matches_reference` their reference.
+OPTIMAL_RTOL = 1e-6
+
+
+def matches_reference(objective, reference, rtol: float = OPTIMAL_RTOL):
+    """Whether ``objective`` (lower is better) is as good as ``reference``: ``objective <= reference * (1 + rtol)``.
+
+    Floats or NumPy arrays (elementwise; a NaN reference never matches). "% optimal" is the share of graphs
+    whose schedule matches its reference: the oracle label (a proven optimum where the label says so, as every
+    shipped label set is), else the best schedule any compared method found, or a proven lower bound.
+    """
+    return objective <= reference * (1.0 + rtol)
+
+
 SolverFn = Callable[..., SolveResult]
 _REGISTRY: dict[str, SolverFn] = {}
 

@@ -1,4 +1,8 @@
-"""Decode padded batches with a policy and score them (used by the training loop and respect-eval)."""
+"""Decode padded batches with a policy and score them (used by the training loop and respect-eval).
+
+"% optimal" here is the one definition of the project (:func:`respect_jax.solvers.base.matches_reference`):
+the share of graphs whose decoded objective is within ``OPTIMAL_RTOL`` (relative) of the reference objective.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +16,8 @@ import numpy as np
 from respect_jax.costs import Hardware, objective_lower_bound
 from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy
+from respect_jax.solvers.base import matches_reference
 from respect_jax.train.data import LabelledBatch
-
-OPTIMAL_RTOL = 1e-6  # a schedule whose objective is within this of the reference counts as optimal
 
 
 @dataclass
@@ -39,7 +42,7 @@ class DecodedSet:
 
     @property
     def optimal(self) -> np.ndarray:
-        return self.objective <= self.reference * (1.0 + OPTIMAL_RTOL)
+        return matches_reference(self.objective, self.reference)
 
 
 def _take(tree, idx):
@@ -111,6 +114,6 @@ def summarise(decoded: list[DecodedSet]) -> dict:
         out.update(
             gap_mean_pct=float(100.0 * gap.mean()),
             gap_max_pct=float(100.0 * gap.max()),
-            optimal_pct=float(100.0 * np.mean(obj[has_ref] <= ref[has_ref] * (1 + OPTIMAL_RTOL))),
+            optimal_pct=float(100.0 * np.mean(matches_reference(obj[has_ref], ref[has_ref]))),
         )
     return out
