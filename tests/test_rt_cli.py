@@ -69,11 +69,13 @@ def test_evaluation_never_redraws_a_training_pool():
     ``numpy.random.default_rng(seed)``, so distinct streams are what keeps the two sets apart."""
     import numpy as np
 
+    from respect_jax.realtime.experiment import eval_seed, train_pool_seed
+
     def stream(seed):
         return tuple(np.random.default_rng(seed).integers(0, 2**62, 4))
 
-    train = {stream(rt.train_pool_seed(seed, i)) for seed in range(4) for i in range(8)}
-    evals = {stream(rt.eval_seed(seed, i)) for seed in (0, 1, 1000, 1001, 2000) for i in range(8)}
+    train = {stream(train_pool_seed(seed, i)) for seed in range(4) for i in range(8)}
+    evals = {stream(eval_seed(seed, i)) for seed in (0, 1, 1000, 1001, 2000) for i in range(8)}
     assert len(train) == 32 and len(evals) == 40 and not train & evals
 
 
