@@ -16,7 +16,7 @@ from conftest import make_hw
 from respect_jax.cli.label import parse_shards
 from respect_jax.graphs import GeneratorConfig
 from respect_jax.labels import load_labelled_dataset, read_manifest
-from respect_jax.labels.pipeline import LabelError, label_dataset
+from respect_jax.labels.pipeline import LabelError, LabelRun, LabelSpec, label_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = GeneratorConfig(mode="respect", min_nodes=8, max_nodes=10)
@@ -24,8 +24,8 @@ SMALL = GeneratorConfig(mode="respect", min_nodes=8, max_nodes=10)
 
 def _run(out: Path, shards=None, count: int = 10) -> dict:
     """A cheap dataset (compiler heuristic, 10 graphs in 5 shards of 2)."""
-    return label_dataset(out, generator_cfg=SMALL, count=count, seed=3, shard_size=2, solver="compiler",
-                         hw=make_hw(3), workers=1, progress=False, shards=shards)
+    spec = LabelSpec(generator=SMALL, count=count, seed=3, shard_size=2, solver="compiler", hw=make_hw(3))
+    return label_dataset(out, spec, LabelRun(workers=1, progress=False, shards=shards))
 
 
 def _records(out: Path) -> list[tuple]:

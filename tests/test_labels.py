@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -22,6 +23,8 @@ from respect_jax.labels import load_labelled_dataset, read_manifest
 from respect_jax.labels.dataset import LabelledGraph, write_shard
 from respect_jax.labels.pipeline import (
     LabelError,
+    LabelRun,
+    LabelSpec,
     build_manifest,
     check_manifest,
     dataset_graph,
@@ -38,13 +41,18 @@ HW = make_hw(3)
 COUNT = 48  # graphs of the reference run
 
 
+SPEC_FIELDS = {f.name for f in dataclasses.fields(LabelSpec)}
+
+
 def small_run(out: Path, workers: int = 1, count: int = 24, seed: int = 0, **kw) -> dict:
+    """``label_dataset`` of a small dataset; ``kw`` overrides fields of its LabelSpec or LabelRun."""
     args = dict(
-        generator_cfg=SMALL, count=count, seed=seed, shard_size=4, solver=ORACLE, solver_options=OPTIONS,
+        generator=SMALL, count=count, seed=seed, shard_size=4, solver=ORACLE, solver_options=OPTIONS,
         hw=HW, objective="paper", lam=1.0, workers=workers, progress=False,
     )
     args.update(kw)
-    return label_dataset(out, **args)
+    spec = LabelSpec(**{k: v for k, v in args.items() if k in SPEC_FIELDS})
+    return label_dataset(out, spec, LabelRun(**{k: v for k, v in args.items() if k not in SPEC_FIELDS}))
 
 
 def key(item: LabelledGraph) -> tuple:
@@ -194,7 +202,7 @@ def test_manifest_mismatch_is_refused(reference, tmp_path):
             small_run(copy, **{"count": COUNT, **kw})
         assert "\n" not in str(err.value)
     with pytest.raises(LabelError, match="generator"):
-        small_run(copy, count=COUNT, generator_cfg=GeneratorConfig(mode="respect", min_nodes=8, max_nodes=11))
+        small_run(copy, count=COUNT, generator=GeneratorConfig(mode="respect", min_nodes=8, max_nodes=11))
     assert sorted((p.name, p.read_bytes()) for p in copy.iterdir()) == before
     # a non-empty directory that is not a dataset is not touched either
     other = tmp_path / "other"
@@ -276,8 +284,11 @@ def test_shipped_datasets(directory):
     # rerunning its command resumes it (README): the manifest the current code builds for the same settings is
     # accepted, although GeneratorConfig and the oracle gained fields (at their defaults) since it was written
     options = resolve_solver_options(manifest["solver"], dict(manifest["solver_options"]))
-    current = build_manifest(cfg, manifest["count"], manifest["seed"], manifest["shard_size"], manifest["solver"],
-                             options, hw, manifest["objective"], manifest["lam"])
+    current = build_manifest(
+        LabelSpec(generator=cfg, count=manifest["count"], seed=manifest["seed"], shard_size=manifest["shard_size"],
+                  solver=manifest["solver"], solver_options=options, hw=hw, objective=manifest["objective"],
+                  lam=manifest["lam"])
+    )
     check_manifest(directory, current)
     with pytest.raises(LabelError, match="different dataset"):
         check_manifest(directory, {**current, "generator": {**current["generator"], "edges_per_node": 1.0}})
@@ -338,3 +349,20 @@ def test_corrupted_labels_are_refused_with_the_record_named(tmp_path, edit, mess
     (copy / "manifest.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="manifest.json: expected a JSON object, got list"):
         read_manifest(copy)
+
+
+def test_generator_config_from_plain_values():
+    """The graphs node's values -> GeneratorConfig: whole floats taken as integers, one-line errors naming the
+    field (and the mapping as ``what``)."""
+    from respect_jax.graphs.generator_values import generator_config_from_values
+
+    cfg = generator_config_from_values({"mode": "respect", "min_nodes": 8.0, "max_nodes": 10, "p_skip": 0.1})
+    assert cfg == GeneratorConfig(mode="respect", min_nodes=8, max_nodes=10, p_skip=0.1)
+    assert isinstance(cfg.min_nodes, int)
+    bad = [({"bogus": 1}, "graphs has no field bogus"), ({"min_nodes": 8.5}, "graphs.min_nodes must be an integer"),
+           ({"p_skip": "x"}, "graphs.p_skip must be a number"), ({"max_preds": True}, "must be a number")]
+    for values, message in bad:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            generator_config_from_values(values)
+    with pytest.raises(ValueError, match=r"^extra\.min_nodes must be an integer"):
+        generator_config_from_values({"min_nodes": 8.5}, what="extra")

@@ -36,22 +36,11 @@ GROUPS = ("hardware", "solver", "graphs")
 
 
 def generator_from_cfg(node: DictConfig):
-    """:class:`~respect_jax.graphs.GeneratorConfig` from the ``graphs`` config node."""
-    from respect_jax.graphs.generators import GeneratorConfig
+    """:class:`~respect_jax.graphs.GeneratorConfig` from the ``graphs`` config node
+    (:func:`~respect_jax.graphs.generator_values.generator_config_from_values` of its values)."""
+    from respect_jax.graphs.generator_values import generator_config_from_values
 
-    values = OmegaConf.to_container(node, resolve=True)
-    known = set(GeneratorConfig.__dataclass_fields__)
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"graphs has no field {', '.join(unknown)}; fields: {', '.join(sorted(known))}")
-    for key, value in values.items():
-        if key != "mode" and value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise ValueError(f"graphs.{key} must be a number, got {value!r}")
-        if key in ("min_nodes", "max_nodes", "min_levels", "max_levels", "max_preds", "num_resolutions"):
-            if value is not None and value != int(value):
-                raise ValueError(f"graphs.{key} must be an integer, got {value!r}")
-            values[key] = None if value is None else int(value)
-    return GeneratorConfig(**values)
+    return generator_config_from_values(OmegaConf.to_container(node, resolve=True))
 
 
 def _int(cfg: DictConfig, key: str) -> int:
@@ -61,9 +50,14 @@ def _int(cfg: DictConfig, key: str) -> int:
     return value
 
 
+def _options(node) -> dict:
+    """A solver's ``options`` node as a plain dict (empty if it has none)."""
+    return OmegaConf.to_container(node.options, resolve=True) if node.get("options") else {}
+
+
 def label(cfg: DictConfig) -> dict:
     """Run the labelling pipeline for a composed ``label`` config; returns its summary."""
-    from respect_jax.labels.pipeline import label_dataset
+    from respect_jax.labels.pipeline import LabelRun, LabelSpec, label_dataset
 
     if not cfg.out:
         raise ValueError("out must name the dataset directory")
@@ -73,12 +67,12 @@ def label(cfg: DictConfig) -> dict:
     threads = cfg.solver_threads
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"solver_threads must be an integer >= 1 or null, got {threads!r}")
-    options = OmegaConf.to_container(cfg.solver.options, resolve=True) if cfg.solver.get("options") else {}
+    options = _options(cfg.solver)
     fallback = cfg.get("fallback") or {}
     fallback_solver = fallback.get("solver")
     if fallback_solver is not None and not isinstance(fallback_solver, str):
         raise ValueError(f"fallback.solver must be a solver name or null, got {fallback_solver!r}")
-    fallback_options = OmegaConf.to_container(fallback.options, resolve=True) if fallback.get("options") else {}
+    fallback_options = _options(fallback)
     if not isinstance(cfg.retry_unproven, bool):
         raise ValueError(f"retry_unproven must be true or false, got {cfg.retry_unproven!r}")
     shards = parse_shards(cfg.get("shards"))
@@ -86,9 +80,8 @@ def label(cfg: DictConfig) -> dict:
         out = job_path(cfg, "out")  # in a sweep: a dataset folder two jobs would fill is refused up front
     else:  # one job of a cluster run: every job fills its own shards of the same dataset folder
         out = cfg.out
-    return label_dataset(
-        out_dir=str(out),
-        generator_cfg=generator_from_cfg(cfg.graphs),
+    spec = LabelSpec(
+        generator=generator_from_cfg(cfg.graphs),
         count=_int(cfg, "count"),
         seed=_int(cfg, "seed"),
         shard_size=_int(cfg, "shard_size"),
@@ -97,6 +90,8 @@ def label(cfg: DictConfig) -> dict:
         hw=hardware_from_cfg(cfg.hardware),
         objective=str(cfg.objective),
         lam=float(lam),
+    )
+    run = LabelRun(
         workers=_int(cfg, "workers"),
         progress=bool(cfg.progress),
         solver_threads=threads,
@@ -105,6 +100,7 @@ def label(cfg: DictConfig) -> dict:
         retry_unproven=cfg.retry_unproven,
         shards=shards,
     )
+    return label_dataset(str(out), spec, run)
 
 
 def parse_shards(value) -> tuple[int, int] | None:

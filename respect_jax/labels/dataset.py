@@ -8,7 +8,7 @@ A dataset is a directory::
 
 Each record::
 
-    {"index": int, "graph": <SPEC graph JSON>, "assignment": [stage by node id],
+    {"index": int, "graph": <graph JSON: Graph.to_dict()>, "assignment": [stage by node id],
      "objective": float, "optimal": bool|null, "gap": float|null, "solve_time_s": float,
      "solver": str}
 

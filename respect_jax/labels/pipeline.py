@@ -87,31 +87,69 @@ def num_shards(count: int, shard_size: int) -> int:
     return -(-count // shard_size)
 
 
-def build_manifest(
-    generator: GeneratorConfig,
-    count: int,
-    seed: int,
-    shard_size: int,
-    solver: str,
-    solver_options: dict,
-    hw: Hardware,
-    objective: str,
-    lam: float,
-) -> dict:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LabelSpec:
+    """What determines a dataset's labels (the manifest's identity keys).
+
+    ``generator``, ``count``, ``seed``: the graphs (graph i is :func:`dataset_graph` ``(generator, seed, i)``);
+    ``shard_size``: graphs per shard file (the unit of atomic writes and of resumption); ``solver``,
+    ``solver_options``: the oracle and its keyword options (e.g. ``time_limit_s``); ``hw``, ``objective``,
+    ``lam``: the scheduling problem (the cost model of :mod:`respect_jax.costs`: ``paper`` is the bottleneck
+    stage time plus ``lam`` times the bytes crossing stages, ``latency`` the sum of stage times); ``hw`` is
+    required. Values are checked by :func:`label_dataset` (a bad one is a one-line :class:`LabelError`).
+    """
+
+    generator: GeneratorConfig
+    count: int
+    hw: Hardware | None = None
+    seed: int = 0
+    shard_size: int = 100
+    solver: str = "cpsat"
+    solver_options: dict | None = None
+    objective: str = "paper"
+    lam: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LabelRun:
+    """How one call of :func:`label_dataset` works on a dataset (not part of its identity).
+
+    ``workers``: solver processes (1: solve in this process). ``progress``: a tqdm bar and the summary on
+    stderr. ``solver_threads``: threads per solve, set as the solver's thread option (CP-SAT ``workers``,
+    HiGHS ``threads``) of the oracle and the fallback, unless None. ``fallback``, ``fallback_options``: a
+    second oracle for graphs the first does not prove optimal, warm-started from the first schedule (None: no
+    fallback); each record names the solver whose schedule it holds. ``retry_unproven``: also apply the
+    fallback to the unproven labels of shards already written. ``shards``: ``(a, b)``: only shards
+    ``a .. b-1`` (one job of a cluster run; jobs with disjoint ranges may run at the same time on one shared
+    ``out_dir``); None: all shards. A job writes the manifest's summary only when it finds the whole dataset
+    written.
+    """
+
+    workers: int = 1
+    progress: bool = True
+    solver_threads: int | None = 1
+    fallback: str | None = None
+    fallback_options: dict | None = None
+    retry_unproven: bool = False
+    shards: tuple[int, int] | None = None
+
+
+def build_manifest(spec: LabelSpec) -> dict:
     """The manifest of a dataset (identity keys plus thread settings kept for the record)."""
+    solver_options = spec.solver_options or {}
     identity_options = {k: v for k, v in sorted(solver_options.items()) if k not in EXECUTION_OPTIONS}
     return {
         "format": FORMAT,
-        "generator": dataclasses.asdict(generator),
-        "seed": int(seed),
-        "count": int(count),
-        "shard_size": int(shard_size),
-        "solver": solver,
+        "generator": dataclasses.asdict(spec.generator),
+        "seed": int(spec.seed),
+        "count": int(spec.count),
+        "shard_size": int(spec.shard_size),
+        "solver": spec.solver,
         "solver_options": identity_options,
         "execution_options": {k: v for k, v in sorted(solver_options.items()) if k in EXECUTION_OPTIONS},
-        "hardware": hw.to_dict(),
-        "objective": objective,
-        "lam": float(lam),
+        "hardware": spec.hw.to_dict(),
+        "objective": spec.objective,
+        "lam": float(spec.lam),
         "graph_rng": "graph i = generate_numpy(generator, numpy.random.default_rng([seed, i]))",
     }
 
@@ -147,22 +185,20 @@ def check_manifest(directory: Path, manifest: dict) -> None:
             )
 
 
-def _validate(
-    generator: GeneratorConfig, count: int, seed: int, shard_size: int, solver: str, solver_options: dict,
-    objective: str, lam: float, workers: int,
-) -> None:
-    for name, value, low in (("count", count, 1), ("shard_size", shard_size, 1), ("workers", workers, 1)):
+def _validate(spec: LabelSpec, workers: int) -> None:
+    for name, value, low in (("count", spec.count, 1), ("shard_size", spec.shard_size, 1), ("workers", workers, 1)):
         if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < low:
             raise LabelError(f"{name} must be an integer >= {low}, got {value!r}")
+    seed = spec.seed
     if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
         raise LabelError(f"seed must be a non-negative integer, got {seed!r}")
-    if not isinstance(generator, GeneratorConfig):
+    if not isinstance(spec.generator, GeneratorConfig):
         raise LabelError("generator must be a GeneratorConfig")
-    if objective not in OBJECTIVES:
-        raise LabelError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    if not isinstance(lam, int | float) or lam < 0:
-        raise LabelError(f"lam must be a non-negative number, got {lam!r}")
-    _validate_solver(solver, solver_options, "solver")
+    if spec.objective not in OBJECTIVES:
+        raise LabelError(f"objective must be one of {', '.join(OBJECTIVES)}, got {spec.objective!r}")
+    if not isinstance(spec.lam, int | float) or spec.lam < 0:
+        raise LabelError(f"lam must be a non-negative number, got {spec.lam!r}")
+    _validate_solver(spec.solver, spec.solver_options or {}, "solver")
 
 
 def _validate_solver(solver: str, options: dict, what: str) -> None:
@@ -319,47 +355,17 @@ def summarise(items: list[LabelledGraph]) -> dict:
     }
 
 
-def label_dataset(
-    out_dir: str | os.PathLike,
-    generator_cfg: GeneratorConfig,
-    count: int,
-    seed: int = 0,
-    shard_size: int = 100,
-    solver: str = "cpsat",
-    solver_options: dict | None = None,
-    hw: Hardware | None = None,
-    objective: str = "paper",
-    lam: float = 1.0,
-    workers: int = 1,
-    progress: bool = True,
-    solver_threads: int | None = 1,
-    fallback: str | None = None,
-    fallback_options: dict | None = None,
-    retry_unproven: bool = False,
-    shards: tuple[int, int] | None = None,
-) -> dict:
-    """Label ``count`` graphs of ``generator_cfg`` into ``out_dir`` (resuming what is there).
+def label_dataset(out_dir: str | os.PathLike, spec: LabelSpec, run: LabelRun | None = None) -> dict:
+    """Label the graphs of ``spec`` into ``out_dir`` (resuming what is there), as ``run`` says.
 
     Args:
         out_dir: dataset directory (created; an existing one must hold the same dataset).
-        generator_cfg, count, seed: the graphs (graph i is :func:`dataset_graph` ``(cfg, seed, i)``).
-        shard_size: graphs per shard file (the unit of atomic writes and of resumption).
-        solver, solver_options: oracle name and its keyword options (e.g. ``time_limit_s``).
-        hw, objective, lam: the scheduling problem (SPEC section 2); ``hw`` is required.
-        workers: solver processes (1: solve in this process).
-        progress: show a tqdm bar and print the summary on stderr.
-        solver_threads: threads per solve, set as the solver's thread option (CP-SAT ``workers``,
-            HiGHS ``threads``) of the oracle and the fallback, unless None.
-        fallback, fallback_options: a second oracle for graphs the first does not prove optimal,
-            warm-started from the first schedule (None: no fallback). Not part of the dataset's
-            identity: each record names the solver whose schedule it holds.
-        retry_unproven: also apply the fallback to the unproven labels of shards already written.
-        shards: ``(a, b)``: only shards ``a .. b-1`` (one job of a cluster run; jobs with disjoint
-            ranges may run at the same time on one shared ``out_dir``); None: all shards. A job
-            writes the manifest's summary only when it finds the whole dataset written.
+        spec: the dataset (graphs, oracle, problem): :class:`LabelSpec`.
+        run: workers, threads, fallback oracle, shard range of this call: :class:`LabelRun` (default: its
+            defaults).
 
     Returns:
-        The summary of the whole dataset (:func:`summarise`; with ``shards``, of those shards) plus
+        The summary of the whole dataset (:func:`summarise`; with ``run.shards``, of those shards) plus
         ``solved_now`` (graphs solved by this call), ``retried`` (stored labels given to the
         fallback), ``skipped_shards``, ``wall_time_s`` and, with ``shards``, ``shards`` and
         ``dataset_complete``.
@@ -367,23 +373,27 @@ def label_dataset(
     Raises:
         LabelError: a bad argument or a directory holding another dataset; nothing is written.
     """
+    run = run or LabelRun()
+    count, seed, shard_size = spec.count, spec.seed, spec.shard_size
+    solver, objective, lam, hw = spec.solver, spec.objective, spec.lam, spec.hw
+    workers, progress, fallback, shards = run.workers, run.progress, run.fallback, run.shards
     start = time.perf_counter()
-    solver_options = dict(solver_options or {})
-    fallback_options = dict(fallback_options or {})
+    solver_options = dict(spec.solver_options or {})
+    fallback_options = dict(run.fallback_options or {})
     if hw is None:
         raise LabelError("hardware is required")
-    if solver_threads is not None:
+    if run.solver_threads is not None:
         for name, options in ((solver, solver_options), (fallback, fallback_options)):
             if name in THREAD_OPTIONS:
-                options[THREAD_OPTIONS[name]] = int(solver_threads)
-    _validate(generator_cfg, count, seed, shard_size, solver, solver_options, objective, lam, workers)
+                options[THREAD_OPTIONS[name]] = int(run.solver_threads)
+    _validate(dataclasses.replace(spec, solver_options=solver_options), workers)
     if fallback is not None:
         _validate_solver(fallback, fallback_options, "fallback solver")
         fallback_options = resolve_solver_options(fallback, fallback_options)
-    elif retry_unproven:
+    elif run.retry_unproven:
         raise LabelError("retry_unproven needs a fallback solver")
     solver_options = resolve_solver_options(solver, solver_options)
-    manifest = build_manifest(generator_cfg, count, seed, shard_size, solver, solver_options, hw, objective, lam)
+    manifest = build_manifest(dataclasses.replace(spec, solver_options=solver_options))
     fallback_entry = None
     if fallback is not None:
         recorded = dict(fallback_options)
@@ -409,7 +419,7 @@ def label_dataset(
 
     todo = [k for k in own if k not in done]
     retry: dict[int, list[LabelledGraph]] = {}  # shard -> its stored items (to be partly re-solved)
-    if retry_unproven:
+    if run.retry_unproven:
         for shard in sorted(done_here):
             items = load_shard(out, shard)
             if any(it.optimal is not True for it in items):
@@ -557,6 +567,8 @@ def format_summary(out: Path, s: dict) -> str:
 __all__ = [
     "FORMAT",
     "LabelError",
+    "LabelRun",
+    "LabelSpec",
     "build_manifest",
     "check_manifest",
     "dataset_graph",
