@@ -58,7 +58,7 @@ def test_auto_is_never_worse_than_its_members_and_reports_each(objective):
     for graph in random_graphs(4, seed=5, min_nodes=30, max_nodes=60):
         result = run_solver("auto", graph, hw, objective, time_budget_s=30.0, exact="none", **FAST)
         portfolio = result["info"]["portfolio"]
-        assert set(portfolio) == {"contiguous", "contiguous+ls", "gumbel", "exact"}
+        assert set(portfolio) - {"bound"} == {"contiguous", "contiguous+ls", "gumbel", "exact"}
         for name in ("contiguous", "contiguous+ls", "gumbel"):
             assert result["objective"] <= portfolio[name]["objective"] * (1 + 1e-6)
         # independently: the members run alone (the contiguous split before polishing)

@@ -8,8 +8,9 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    line) starts in a thread with the incumbent as its complete hint / warm start and runs until the deadline
    or a proof of optimality; it runs alone for ``head_start_s`` first.
 3. **Meanwhile, the other fast members** run in the main thread, cheapest first (local search on the
-   contiguous split, then ``order_policy`` (its own sampled orders, exactly split), ``policy`` and ``gumbel``,
-   which polish with their own ``local_search`` option, so a learned member's figure is its own decoding
+   contiguous split, then ``policy`` (by default the shipped order policy: its own sampled orders, exactly
+   split; ``order_policy`` is accepted as a member name too) and ``gumbel``, which polish with their own
+   ``local_search`` option, so a learned member's figure is its own decoding
    (plus local search), never seeded by another solver). A member is
    not started once ``fast_share`` of the budget is spent, once the exact solver has proved the optimum, or
    when the graph is larger than its ``max_nodes`` (``member_options.<name>.max_nodes``); the learned members
@@ -17,8 +18,10 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    and the API do it). Running them beside the exact solver, not before it, keeps a cold JAX
    compilation from eating the exact solver's budget; the price is that the exact solver's hint is the
    contiguous split, not the members' schedules (which still win when they are better).
-4. **Bound**: the best of the exact solver's proven bound and the analytic bounds of
-   :mod:`respect_jax.solvers.bounds`; certified gap ``(objective - bound) / objective``.
+4. **Bound**: once the fast members are done, the crossing bound of :mod:`respect_jax.solvers.bounds` (small
+   CP-SAT problems, one downset per stage boundary) searches until the deadline, or until the exact solver proves
+   the optimum (``crossing_bound: false`` skips it). The bound reported is the best of it, the analytic bounds and
+   the exact solver's proven bound; certified gap ``(objective - bound) / objective``.
 
 Every member's own result (objective, time, or why it did not run) is in ``info['portfolio']``; the
 winner's name in ``info['winner']``. The returned schedule is the best of all members (never worse than any
@@ -40,10 +43,13 @@ from respect_jax.costs import OBJECTIVES, Hardware, evaluate_assignment
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import pad_graph, to_original_order, to_position_order
 from respect_jax.solvers.base import SolveResult, available_solvers, check_solver_options, get_solver, register_solver
-from respect_jax.solvers.bounds import analytic_lower_bound
+from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
 from respect_jax.solvers.local_search import improve
 
+#: Fast members accepted (``order_policy``: the order policy alone; ``policy`` runs it by default too).
 FAST_MEMBERS = ("contiguous", "order_policy", "policy", "gumbel")
+#: Fast members run by default (``policy`` dispatches to the shipped order policy).
+DEFAULT_MEMBERS = ("contiguous", "policy", "gumbel")
 EXACT = ("cpsat", "milp")
 #: Relative gap under which a bound is taken to meet the objective (float noise of the evaluator).
 OPTIMAL_RTOL = 1e-6
@@ -118,13 +124,14 @@ def solve_auto(
     objective: str = "paper",
     lam: float = 1.0,
     time_budget_s: float = 10.0,
-    members: list[str] | tuple[str, ...] = FAST_MEMBERS,
+    members: list[str] | tuple[str, ...] = DEFAULT_MEMBERS,
     exact: str = "auto",
     polish_moves: int = 200,
     fast_share: float = 0.5,
     head_start_s: float = 1.0,
     member_options: dict | None = None,
     progress: bool = True,
+    crossing_bound: bool = True,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -132,7 +139,8 @@ def solve_auto(
         graph, hw, objective, lam: the problem.
         time_budget_s: wall-clock budget (s) of the whole call (> 0); the exact solver stops at it, a fast
             member already running is not interrupted (the call then ends with that member).
-        members: fast members, in the order they run (a subset of contiguous, order_policy, policy, gumbel).
+        members: fast members, in the order they run (a subset of contiguous, order_policy, policy, gumbel;
+            ``policy`` runs the shipped order policy, so ``order_policy`` beside it would repeat it).
         exact: ``auto`` | ``cpsat`` | ``milp`` | ``none``.
         polish_moves: local-search moves on the contiguous split (the policy and Gumbel members take their
             own ``local_search`` option, default this value).
@@ -142,6 +150,7 @@ def solve_auto(
         member_options: ``{member: {option: value}}`` passed to a member (its solver's own options, plus
             ``max_nodes``: skip the member on larger graphs).
         progress: print the live line on stderr.
+        crossing_bound: search the crossing lower bound with the time left after the fast members.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -246,6 +255,13 @@ def solve_auto(
             portfolio[name] = {"skipped": reason}
             continue
         run_member(name, o)
+    # 4. the crossing bound with the time left, beside the exact solver (it stops when that one proves the optimum)
+    if crossing_bound and best_obj > bound * (1 + OPTIMAL_RTOL) and not exact_run.get("optimal"):
+        proved = lambda: bool(exact_run.get("optimal"))  # noqa: E731
+        found = crossing_lower_bound(graph, hw, objective, lam, best_obj, deadline - time.perf_counter(), stop=proved)
+        portfolio["bound"] = {"crossing": found["bound"], "calls": found["calls"], "time_s": found["time_s"]}
+        bound = max(bound, found["bound"])
+        live.show("crossing bound", best_obj, winner, bound)
     optimal = best_obj <= bound * (1 + OPTIMAL_RTOL)
     if thread is not None:
         thread.join()

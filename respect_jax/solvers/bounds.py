@@ -1,51 +1,120 @@
-"""Cheap analytic lower bounds on the SPEC objectives (NumPy, O(N + E)), valid for every valid schedule.
+"""Lower bounds on the two objectives, valid for every valid schedule: cheap analytic ones (NumPy, O(N log N))
+and a stronger *crossing* bound (small CP-SAT problems, run under a deadline).
 
-They make a certified gap ``(objective - bound) / objective`` finite even when no exact solver proved
-anything in time (``solver=auto`` reports the best of these and the exact solver's bound). Notation of
-:mod:`respect_jax.costs`: K stages, ``mem_k``, ``spill_k = max(0, mem_k - C)``, ``T_k = tau + macs_k / R
-+ spill_k / H + in_k / L``.
+They make a certified gap ``(objective - bound) / objective`` finite, and small, even when no exact solver proved
+anything in time (``solver=auto`` reports the best of these and the exact solver's bound).
 
-``latency`` (the bottleneck ``max_k T_k``), the largest of:
+The problem. A schedule gives every node v a stage ``s(v)`` in ``0..K-1`` with ``s(u) <= s(v)`` on every edge
+(u, v). With ``P_k`` the parameters on stage k, ``mem_k = b_p P_k``, ``spill_k = max(0, mem_k - C)``,
+``macs_k`` the stage's MACs and ``in_k`` the activation bytes entering stage k, the stage time is
+``T_k = tau + macs_k / R + spill_k / H + in_k / L``. ``latency`` is ``max_k T_k``; ``paper`` is
+``max_k mem_k + lam * comm`` with ``comm = sum_k in_k``.
 
-* the node bound: the stage holding node v has ``T >= tau + macs_v / R + max(0, b_p params_v - C) / H``
-  (its memory is at least v's own);
-* the average bound: ``max_k T_k >= mean_k T_k >= tau + (sum macs / R + max(0, b_p sum params - K C) / H) / K``,
-  because ``sum_k max(0, mem_k - C) >= max(0, sum_k mem_k - K C)`` (convexity) and ``in_k >= 0``.
+Boundaries. ``D_k = {v : s(v) < k}`` (k = 1..K-1) is a *downset* (closed under predecessors). A tensor u enters
+stage k iff ``u`` is in ``D_k`` and u has a consumer outside ``D_k`` or is a graph output (outputs leave from the
+last stage). So ``in_k = b_a cross(D_k)`` with ``cross(D) = sum(out_u : u in D, succ(u) not inside D or u an
+output)``, and ``comm = b_a sum_k cross(D_k)``.
 
-``paper`` (``max_k mem_k + lam * comm``), the larger of:
+Analytic bounds (:func:`analytic_lower_bound`):
 
-* the memory bound ``m = b_p * max(sum params / K, max params)`` (``comm >= 0``);
-* the split bound ``min(b_p * sum params, m + lam * b_a * min_u output_size_u)``: either one stage holds every
-  parameter, or the first stage a that holds some has more parameters after it; then the nodes on stages
-  ``<= a`` form a non-empty downset D, and a node of D with no successor in D (D has one: it is finite) is a
-  graph output or has a consumer on a later stage, so its tensor crosses boundary a + 1.
+* **Groups** (:func:`group_bound`): of any m nodes, some stage holds at least ``ceil(m / K)``; so some stage
+  holds at least the ``ceil(m / K)`` smallest of the m largest values of an additive per-node quantity.
+* ``paper``: ``M_lb = b_p max(sum params / K, group(params))`` bounds ``max_k mem_k`` (``comm >= 0``), and the
+  split bound ``min(b_p sum params, M_lb + lam b_a min_u out_u)``: either one stage holds every parameter, or the
+  first stage a holding some has more after it; then ``D_{a+1}`` is a non-empty downset, a node of it without a
+  successor inside (it is finite) is an output or has a later consumer, so its tensor crosses boundary a + 1.
+* ``latency``: the stage holding a group S has ``T >= tau + macs(S) / R + max(0, b_p params(S) - C) / H``
+  (group bounds of MACs, of parameters and of single nodes); and the average ``max_k T_k >= mean_k T_k >= tau +
+  (sum macs / R + max(0, b_p sum params - K C) / H) / K`` because ``sum_k max(0, mem_k - C) >= max(0, sum_k mem_k
+  - K C)`` and ``in_k >= 0``.
 
-Both are weak on communication-heavy graphs; the exact solvers' LP relaxations improve on them.
+Crossing bounds (:func:`crossing_lower_bound`). Drop the nesting ``D_1 ⊆ D_2 ⊆ ...``: each ``D_k`` is *some*
+downset whose weight lies in a window the stage capacities force, so ``cross(D_k) >= h(window_k)``, the least
+crossing of any downset in the window (one CP-SAT problem: Booleans ``x_v = [v in D]`` with ``x_v -> x_u`` per
+edge, ``y_u >= x_u - x_v`` per edge and ``y_u >= x_u`` for outputs, window constraints, minimise
+``sum out_u y_u``; CP-SAT's proven bound is used when it stops early, infeasibility gives ``+inf``).
+
+* ``paper``: if ``max_k mem_k <= M`` then ``params(D_k) <= k M / b_p`` and ``params(V \\ D_k) <= (K-k) M /
+  b_p``, so ``objective >= M* + lam b_a F(M*)`` with ``M* = max_k mem_k`` and ``F(M) = sum_k h(window_k(M))``,
+  non-increasing in M. For ``M*`` in ``[a, b]`` this is ``>= a + lam b_a F(b)``; the bound is the least of these
+  over a partition of ``[M_lb, upper]`` (``upper``: any schedule's objective, so the optimum's ``M* <= upper``),
+  refined best-first (split the segment with the least value) until the deadline.
+* ``latency``: if ``max_k T_k <= T`` (``c = T - tau``), stage i has ``cap_i = c - in_i / L`` left for its MACs
+  and spill: ``macs_i / R <= cap_i`` and ``macs_i / R + b_p P_i / H <= cap_i + C / H`` (``spill_i >= b_p P_i - C``).
+  Summed over the stages before / after boundary k these give windows of ``macs(D_k)`` and of ``w(D_k)``,
+  ``w_v = macs_v / R + b_p params_v / H``. Start from ``in_i >= 0``; each ``h`` proves ``in_k >= b_a h_k``, which
+  shrinks the caps and so every window; repeat (``MAX_ROUNDS``). T is impossible when some ``cap_i < 0`` or
+  ``sum_i cap_i < sum macs / R + max(0, b_p sum params - K C) / H`` (the average bound with the incoming tensors).
+  Then no ``T' < T`` is possible either (smaller caps, narrower windows, larger ``h``), so T is a lower bound;
+  a bisection between the analytic bound and ``upper`` keeps the largest such T.
+
+Windows are rounded outwards (a relaxation stays a relaxation), so rounding never makes a bound invalid.
 """
 
 from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 
+#: Relative slack added to every window edge (float rounding of the capacities).
+WINDOW_RTOL = 1e-9
+#: Rounds of the latency test (each tightens every window with the crossings the last round proved).
+MAX_ROUNDS = 4
+#: Scale of the combined latency weight ``macs/R + b_p params/H`` as integers (its total is about this many units).
+COMBINED_UNITS = 2**36
+
+
+def group_bound(values: np.ndarray, stages: int) -> float:
+    """Largest ``sum`` of the ``ceil(m / K)`` smallest of the m largest ``values`` over m (module docstring).
+
+    Args:
+        values: f64[N] a non-negative additive per-node quantity.
+        stages: K.
+    Returns:
+        a value some stage of every schedule holds at least (``max(values)`` for m = 1).
+    """
+    v = np.sort(np.asarray(values, np.float64))[::-1]
+    if v.size == 0:
+        return 0.0
+    prefix = np.concatenate([[0.0], np.cumsum(v)])
+    m = np.arange(1, v.size + 1)
+    c = -(-m // int(stages))
+    return float((prefix[m] - prefix[m - c]).max())
+
 
 def latency_lower_bound(graph: Graph, hw: Hardware) -> float:
-    """f64 lower bound on the bottleneck stage time (s) of any valid schedule (module docstring)."""
+    """f64 lower bound on the bottleneck stage time (s) of any valid schedule (group and average bounds)."""
     macs = graph.macs.astype(np.float64)
     mem = hw.param_bytes * graph.params.astype(np.float64)
+    k = hw.stages
     node = (macs / hw.macs_per_s + np.maximum(mem - hw.sram_bytes, 0.0) / hw.host_bw).max(initial=0.0)
-    total = macs.sum() / hw.macs_per_s + max(mem.sum() - hw.stages * hw.sram_bytes, 0.0) / hw.host_bw
-    return float(hw.stage_overhead_s + max(node, total / hw.stages))
+    groups = max(
+        group_bound(macs, k) / hw.macs_per_s,
+        max(group_bound(mem, k) - hw.sram_bytes, 0.0) / hw.host_bw,
+        group_bound(macs / hw.macs_per_s + mem / hw.host_bw, k) - hw.sram_bytes / hw.host_bw,
+    )
+    total = macs.sum() / hw.macs_per_s + max(mem.sum() - k * hw.sram_bytes, 0.0) / hw.host_bw
+    return float(hw.stage_overhead_s + max(node, groups, total / k))
+
+
+def memory_lower_bound(graph: Graph, hw: Hardware) -> float:
+    """f64 lower bound on ``max_k mem_k`` (bytes): the average and the group bound of the parameters."""
+    params = graph.params.astype(np.float64)
+    return float(hw.param_bytes * max(params.sum() / hw.stages, group_bound(params, hw.stages)))
 
 
 def paper_lower_bound(graph: Graph, hw: Hardware, lam: float = 1.0) -> float:
-    """f64 lower bound on ``max_k mem_k + lam * comm`` (bytes) of any valid schedule (module docstring)."""
+    """f64 lower bound on ``max_k mem_k + lam * comm`` (bytes) of any valid schedule (memory and split bounds)."""
     params = graph.params.astype(np.float64)
-    memory = hw.param_bytes * max(params.sum() / hw.stages, params.max(initial=0.0))
     if hw.stages == 1:
         return float(hw.param_bytes * params.sum())
+    memory = memory_lower_bound(graph, hw)
     crossing = hw.act_bytes * float(graph.output_size.min(initial=0))
     split = min(hw.param_bytes * params.sum(), memory + lam * crossing)
     return float(max(memory, split))
@@ -58,3 +127,226 @@ def analytic_lower_bound(graph: Graph, hw: Hardware, objective: str, lam: float 
     if objective == "paper":
         return paper_lower_bound(graph, hw, lam)
     raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+
+
+# --- crossing bounds ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a search must end: a ``time.perf_counter()`` instant, or earlier once ``stop()`` returns True."""
+
+    at: float
+    stop: object = None
+
+    def left(self) -> float:
+        """Seconds left (0 once stopped)."""
+        if self.stop is not None and self.stop():
+            return 0.0
+        return max(self.at - time.perf_counter(), 0.0)
+
+
+def _window(lo: float, hi: float) -> tuple[int, int]:
+    """Integer window containing every integer in the real ``[lo, hi]`` (widened by ``WINDOW_RTOL``)."""
+    lo, hi = max(lo, -(2.0**62)), min(hi, 2.0**62)  # unbounded sides (the oracle clamps to [0, total])
+    lo_i = math.ceil(lo - WINDOW_RTOL * max(1.0, abs(lo)))
+    hi_i = math.floor(hi + WINDOW_RTOL * max(1.0, abs(hi)))
+    return lo_i, hi_i
+
+
+@dataclass
+class CrossingOracle:
+    """``h(windows)``: the least ``cross(D)`` (output elements) over downsets D whose weights lie in windows.
+
+    One CP-SAT model is built at construction; each query only rewrites the window constraints' domains.
+
+    Attributes:
+        weights: int64[W, N] non-negative weight vectors; a query gives one ``(lo, hi)`` window per vector.
+        workers: CP-SAT ``num_workers`` per query.
+        calls: queries answered by CP-SAT (the others came from the cache).
+    """
+
+    graph: Graph
+    weights: np.ndarray
+    workers: int = 1
+    calls: int = 0
+    _cache: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from ortools.sat.python import cp_model  # imported at the first use: the module loads without it
+
+        self._cp = cp_model
+        graph, n = self.graph, self.graph.num_nodes
+        self.weights = np.asarray(self.weights, np.int64).reshape(-1, n)
+        self.totals = self.weights.sum(axis=1)
+        succs = graph.successors()
+        out = graph.output_size
+        model = cp_model.CpModel()
+        x = [model.new_bool_var(f"x{v}") for v in range(n)]
+        terms = []
+        for u in range(n):
+            for v in succs[u]:
+                model.add_implication(x[v], x[u])  # a downset: a member's producers are members
+            if out[u] == 0:
+                continue
+            y = model.new_bool_var(f"y{u}")
+            terms.append(int(out[u]) * y)
+            if not succs[u]:
+                model.add_implication(x[u], y)  # a graph output in D crosses every later boundary
+            for v in succs[u]:
+                model.add_bool_or([~x[u], x[v], y])  # u in D, a consumer outside: u crosses
+        self._windows = [
+            model.add_linear_constraint(sum(int(c) * x[v] for v, c in enumerate(w.tolist()) if c), 0, int(t))
+            for w, t in zip(self.weights, self.totals, strict=True)
+        ]
+        model.minimize(sum(terms))
+        self._model, self._x = model, x
+
+    def __call__(self, windows: list[tuple[int, int]], deadline: Deadline) -> float:
+        """Lower bound on ``h`` (exact when CP-SAT proved it; ``inf``: no downset fits; 0 past the deadline)."""
+        windows = [(max(int(lo), 0), min(int(hi), int(t))) for (lo, hi), t in zip(windows, self.totals, strict=True)]
+        if any(lo > hi for lo, hi in windows):
+            return math.inf
+        if all(lo <= 0 for lo, _ in windows):
+            return 0.0  # the empty downset fits and crosses nothing
+        for cached, value, weight in self._cache:  # a wider window whose optimum lies inside this one
+            inside = all(clo <= lo and hi <= chi for (clo, chi), (lo, hi) in zip(cached, windows, strict=True))
+            if not inside:
+                continue
+            if value == math.inf or all(lo <= w <= hi for w, (lo, hi) in zip(weight, windows, strict=True)):
+                return value
+        left = deadline.left()
+        if left <= 0.01:
+            return 0.0
+        for ct, (lo, hi) in zip(self._windows, windows, strict=True):
+            domain = ct.proto.linear.domain
+            domain[0], domain[1] = lo, hi
+        solver = self._cp.CpSolver()
+        solver.parameters.max_time_in_seconds = left
+        solver.parameters.num_workers = int(self.workers)
+        solver.parameters.presolve_inclusion_work_limit = 0  # OR-tools 9.15 wrong-optimum bug (or-tools #5293)
+        status = solver.solve(self._model)
+        self.calls += 1
+        if status == self._cp.INFEASIBLE:
+            self._cache.append((windows, math.inf, None))
+            return math.inf
+        if status == self._cp.OPTIMAL:
+            member = np.array([solver.boolean_value(v) for v in self._x], np.int64)
+            value = float(solver.objective_value)
+            self._cache.append((windows, value, (self.weights @ member).tolist()))
+            return value
+        if status in (self._cp.FEASIBLE, self._cp.UNKNOWN):
+            return max(float(solver.best_objective_bound), 0.0)
+        raise RuntimeError(f"CP-SAT returned {solver.status_name(status)} on the crossing problem (a model bug)")
+
+
+def _paper_crossing_bound(graph: Graph, hw: Hardware, lam: float, upper: float, deadline: Deadline) -> dict:
+    """Best-first partition of ``[M_lb, upper]`` (module docstring); returns ``{"bound", "points", "calls"}``."""
+    k, bp = hw.stages, float(hw.param_bytes)
+    weight_total = float(graph.params.sum())
+    scale = lam * hw.act_bytes
+    m_lb = memory_lower_bound(graph, hw)
+    oracle = CrossingOracle(graph, graph.params[None, :])
+
+    def comm(memory: float) -> float:
+        """``lam b_a F(memory)``: a lower bound on ``lam * comm`` of any schedule with ``max mem <= memory``."""
+        total = 0.0
+        for j in range(1, k):
+            lo, hi = weight_total - (k - j) * memory / bp, j * memory / bp
+            total += oracle([_window(lo, hi)], deadline)
+            if total == math.inf:
+                break
+        return scale * total
+
+    points = {m_lb: comm(m_lb), upper: comm(upper)}  # memory -> lower bound on lam * comm at that memory
+
+    def segments() -> list[tuple[float, float, float]]:
+        ms = sorted(points)
+        return [(a + points[b], a, b) for a, b in zip(ms, ms[1:], strict=False)]
+
+    while deadline.left() > 0:
+        value, a, b = min(segments())
+        if value >= upper or b - a <= 1e-6 * max(upper, 1.0):
+            break
+        points[(a + b) / 2] = comm((a + b) / 2)
+    bound = min((s[0] for s in segments()), default=upper)
+    return {"bound": float(min(bound, upper)), "points": len(points), "calls": oracle.calls}
+
+
+def _latency_crossing_bound(graph: Graph, hw: Hardware, lower: float, upper: float, deadline: Deadline) -> dict:
+    """Bisection on the bottleneck T (module docstring); returns ``{"bound", "points", "calls"}``."""
+    k = hw.stages
+    macs = graph.macs.astype(np.int64)
+    mem = hw.param_bytes * graph.params.astype(np.float64)
+    combined = graph.macs.astype(np.float64) / hw.macs_per_s + mem / hw.host_bw
+    unit = max(float(combined.sum()), 1e-300) / COMBINED_UNITS  # seconds per integer unit
+    up = np.ceil(combined / unit).astype(np.int64)  # w_up >= w: its lower window is implied by w's
+    down = np.floor(combined / unit).astype(np.int64)  # w_down <= w: its upper window is implied by w's
+    oracle = CrossingOracle(graph, np.stack([macs, up, down]))
+    spill = max(float(mem.sum()) - k * hw.sram_bytes, 0.0) / hw.host_bw
+    base = float(macs.sum()) / hw.macs_per_s + spill
+    slack = hw.sram_bytes / hw.host_bw  # w(stage) <= its time for MACs and spill + C / H
+    w_total = float(combined.sum())
+
+    def impossible(t: float) -> bool:
+        """True when no schedule has ``max_k T_k <= t`` (the relaxation of the module docstring fails)."""
+        c = t - hw.stage_overhead_s
+        crossing = [0.0] * k  # lower bounds on in_j / L (s) of any schedule reaching t; in_0 = 0
+        for _ in range(MAX_ROUNDS):
+            changed = False
+            for j in range(1, k):
+                caps = [c - x for x in crossing]  # stage i's time left for its MACs and spill
+                if min(caps) < 0 or sum(caps) < base:
+                    return True
+                before, after = sum(caps[:j]), sum(caps[j:])
+                windows = [
+                    _window(float(macs.sum()) - after * hw.macs_per_s, before * hw.macs_per_s),
+                    _window((w_total - after - (k - j) * slack) / unit, math.inf),
+                    _window(-math.inf, (before + j * slack) / unit),
+                ]
+                h = hw.act_bytes * oracle(windows, deadline) / hw.link_bw
+                if h > crossing[j] * (1 + WINDOW_RTOL):
+                    crossing[j], changed = h, True
+            if not changed:
+                break
+        caps = [c - x for x in crossing]
+        return min(caps) < 0 or sum(caps) < base
+
+    lo, hi = lower, upper
+    while deadline.left() > 0 and hi - lo > 1e-6 * max(upper, 1e-300):
+        mid = (lo + hi) / 2
+        if impossible(mid):
+            lo = mid
+        else:
+            hi = mid
+    return {"bound": float(min(lo, upper)), "calls": oracle.calls}
+
+
+def crossing_lower_bound(
+    graph: Graph, hw: Hardware, objective: str, lam: float, upper: float, time_limit_s: float, stop=None
+) -> dict:
+    """The crossing bound (module docstring), at least the analytic one, within ``time_limit_s`` seconds.
+
+    Args:
+        graph, hw, objective, lam: the problem.
+        upper: the objective of some valid schedule (the search range ends there).
+        time_limit_s: wall-clock limit; a bound is valid whenever the search stops.
+        stop: optional ``stop() -> bool``, polled between CP-SAT queries: True ends the search early.
+    Returns:
+        ``{"bound": float, "analytic": float, "calls": CP-SAT queries, "time_s": float}``.
+    """
+    start = time.perf_counter()
+    analytic = analytic_lower_bound(graph, hw, objective, lam)
+    deadline = Deadline(start + float(time_limit_s), stop)
+    if hw.stages == 1 or not upper > analytic or time_limit_s <= 0:
+        return {"bound": analytic, "analytic": analytic, "calls": 0, "time_s": time.perf_counter() - start}
+    if objective == "paper":
+        found = _paper_crossing_bound(graph, hw, lam, float(upper), deadline)
+    else:
+        found = _latency_crossing_bound(graph, hw, analytic, float(upper), deadline)
+    return {
+        "bound": max(found["bound"], analytic),
+        "analytic": analytic,
+        "calls": found["calls"],
+        "time_s": time.perf_counter() - start,
+    }
