@@ -44,6 +44,7 @@ def test_coral_modules_import_without_tensorflow():
         "import sys\n"
         "import respect_jax.coral, respect_jax.coral.keras_export, respect_jax.coral.tflite_import\n"
         "import respect_jax.coral.segment, respect_jax.coral.runner, respect_jax.coral.calibrate\n"
+        "import respect_jax.coral.deploy, respect_jax.coral.export, respect_jax.coral.options\n"
         "import respect_jax.cli.export, respect_jax.cli.coral\n"
         "bad = [m for m in ('tensorflow', 'keras', 'ai_edge_litert', 'tflite', 'pycoral') if m in sys.modules]\n"
         "assert not bad, bad\n"
@@ -504,7 +505,7 @@ def test_unique_tensor_names_never_collide():
 
 
 def test_bn_stats_auto_only_for_bundled_models():
-    from respect_jax.cli.coral import resolve_bn_stats
+    from respect_jax.coral.deploy import resolve_bn_stats
 
     assert resolve_bn_stats(None, "mobilenetv2") is True
     assert resolve_bn_stats(None, "/data/trained.keras") is False
@@ -651,7 +652,7 @@ def test_int8_check_without_float_reference_never_says_failed_for_noise():
 
 
 def test_report_verdict_words():
-    from respect_jax.cli.coral import equality_failed, verdict
+    from respect_jax.coral.deploy import equality_failed, verdict
 
     assert [verdict(v) for v in (True, False, None)] == ["OK", "FAILED", "INCONCLUSIVE"]
     assert equality_failed({"equality": {"ok": False}}) and not equality_failed({"equality": {"ok": None}})
@@ -671,7 +672,7 @@ def test_report_verdict_words():
     ids=["list", "hardware-null", "floats", "stages-str", "stage-too-high", "empty"],
 )
 def test_read_schedule_rejects_bad_files_naming_them(tmp_path, doc, message):
-    from respect_jax.cli.coral import read_schedule
+    from respect_jax.coral.deploy import read_schedule
 
     path = tmp_path / "sched.json"
     path.write_text(json.dumps(doc))
@@ -681,7 +682,8 @@ def test_read_schedule_rejects_bad_files_naming_them(tmp_path, doc, message):
 
 
 def test_schedule_stages_refuses_a_conflicting_command_line(tmp_path):
-    from respect_jax.cli.coral import read_schedule, schedule_stages, stages_override
+    from respect_jax.cli.coral import stages_override
+    from respect_jax.coral.deploy import read_schedule, schedule_stages
 
     path = tmp_path / "sched.json"
     path.write_text(json.dumps({"assignment": [0, 1, 1], "hardware": {"stages": 3}}))
@@ -750,7 +752,7 @@ def test_cli_checks_arguments_before_tensorflow(tmp_path):
 
 
 def test_calibrate_rejects_empty_and_foreign_reports(tmp_path):
-    from respect_jax.cli.coral import calibrate
+    from respect_jax.coral.calibrate import calibrate_reports as calibrate
 
     with pytest.raises(ValueError, match="reports is empty"):
         calibrate([], dict(CPU_BASE), ["macs_per_s"])
@@ -758,6 +760,86 @@ def test_calibrate_rejects_empty_and_foreign_reports(tmp_path):
     other.write_text(json.dumps({"nodes": []}))
     with pytest.raises(ValueError, match="not a respect-pipeline report"):
         calibrate([str(other)], dict(CPU_BASE), ["macs_per_s"])
+    for name, content in (("bad.json", b"{not json"), ("latin.json", b"\xff\xfe{")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=rf"{name}: not valid JSON \(") as err:  # no AttributeError
+            calibrate([str(tmp_path / name)], dict(CPU_BASE), ["macs_per_s"])
+        assert "\n" not in str(err.value)
+
+
+def _fake_report(path: Path, model: str, stages: list[tuple[int, int, int]], truth: dict, variant: str) -> None:
+    """A respect-pipeline report whose stage profile follows the cost model under ``truth`` (nothing spills):
+    T_k = stage_overhead_s + macs_k / macs_per_s + bytes * in_elements_k / link_bw (bytes: 4 float32, 1 int8)."""
+    nbytes = {"float32": 4.0, "int8": 1.0}[variant]
+    times = [truth["stage_overhead_s"] + m / truth["macs_per_s"] + nbytes * e / truth["link_bw"] for _, m, e in stages]
+    doc = {
+        "variant": variant,
+        "model": model,
+        "num_stages": len(stages),
+        "stage_features": [
+            {"stage": k, "params": p, "macs": m, "in_elements": e} for k, (p, m, e) in enumerate(stages)
+        ],
+        "pipeline": {"throughput_per_s": 0.9 / max(times)},
+        "profile": [{"median_s": t} for t in times],
+    }
+    path.write_text(json.dumps(doc))
+
+
+def test_calibrate_command_recovers_the_hardware_of_its_reports(tmp_path):
+    """respect-calibrate on two reports made under known parameters: the fit finds them, the YAML (conf/hardware
+    format) and its JSON twin are written, the validation predicts each report's slowest stage; no TensorFlow."""
+    from omegaconf import OmegaConf
+
+    from respect_jax.coral.calibrate import calibrate
+    from respect_jax.coral.options import CalibrateConfig
+    from respect_jax.costs import hardware_from_dict
+
+    truth = {"macs_per_s": 3.0e9, "link_bw": 4.0e8, "stage_overhead_s": 5e-4}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _fake_report(a, "m1", [(10, 2_000_000, 0), (20, 9_000_000, 150_528), (5, 4_000_000, 50_000)], truth, "float32")
+    _fake_report(b, "m2", [(10, 30_000_000, 0), (20, 1_000_000, 400_000)], truth, "float32")
+    out = tmp_path / "hw" / "fit.yaml"
+    proc = _run_cli("calibrate_main", [f"reports=[{a},{b}]", f"out={out}"], block_tensorflow=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "" and proc.stderr.startswith("fitted (float32, 5 stages)")
+    doc = OmegaConf.to_container(OmegaConf.load(out))  # as Hydra reads conf/hardware (3e+09 is a float there)
+    assert doc["stages"] == 4 and doc["param_bytes"] == doc["act_bytes"] == 4.0  # coral_usb's K; float32 bytes
+    for key, value in truth.items():
+        assert doc[key] == pytest.approx(value, rel=1e-4), key
+    hardware_from_dict(doc)  # a valid hardware config
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert [v["report"] for v in result["validation"]] == [str(a), str(b)]
+    slowest = [max(p["median_s"] for p in json.loads(f.read_text())["profile"]) for f in (a, b)]
+    got = [v["predicted_bottleneck_s"] for v in result["validation"]]
+    assert got == pytest.approx(slowest, rel=1e-6)
+    # the library call gives the same fit; base=hardware needs the hardware, an unknown variant is refused
+    lib = calibrate(CalibrateConfig(reports=[str(a), str(b)]))
+    assert lib["fitted"] == pytest.approx(result["fitted"], rel=1e-9)
+    with pytest.raises(ValueError, match="base=hardware needs a hardware config"):
+        calibrate(CalibrateConfig(reports=[str(a)], base="hardware"))
+    doc16 = {**json.loads(a.read_text()), "variant": "float16"}
+    (tmp_path / "f16.json").write_text(json.dumps(doc16))
+    with pytest.raises(ValueError, match="variant 'float16'"):
+        calibrate(CalibrateConfig(reports=[str(tmp_path / "f16.json")]))
+
+
+def test_option_dataclasses_are_the_commands_defaults():
+    """The configs of the Coral commands are built from the option dataclasses (one place for a default)."""
+    from hydra import compose, initialize_config_dir
+
+    import respect_jax.cli.coral  # noqa: F401  (registers the configs)
+    from respect_jax.cli.common import CONF_DIR
+    from respect_jax.coral.options import SegmentConfig, config_from, defaults
+
+    assert defaults(SegmentConfig)["model"] == "???" and defaults(SegmentConfig)["variants"] == ["float32", "int8"]
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("respect_deploy", overrides=["model=mobilenetv2", "out_dir=x", "samples=3"])
+    values = {k: v for k, v in cfg.items() if k not in ("hardware", "solver")}
+    segment_keys = list(defaults(SegmentConfig))
+    assert list(values)[: len(segment_keys)] == segment_keys
+    config = config_from(SegmentConfig, values)
+    assert config.samples == 3 and config.model == "mobilenetv2" and config.lam == 1.0
+    assert values["run_seed"] == 1 and values["num_inputs"] == 50 and "seed" in values
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
@@ -875,7 +957,7 @@ def _export_cfg(model, **kw):
 
 
 def test_export_model_files_are_classified_and_named_after_their_stem(tmp_path):
-    from respect_jax.cli.export import model_args, output_paths
+    from respect_jax.coral.export import model_args, output_paths
 
     files = _fake_model_files(tmp_path / "m")
     args = model_args([str(files["keras"]), "vgg16", str(files["tflite"]), str(files["h5"])])

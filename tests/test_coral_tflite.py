@@ -345,7 +345,8 @@ def test_invalid_schedules_are_one_line_errors(int8_models, tmp_path):
 @pytest.mark.coral
 def test_constant_int8_output_is_inconclusive_and_its_pre_activation_checked(int8_models, tmp_path):
     """chain: sigmoid(dense - 100) is 0 for every input after int8 quantization; the report must not say OK."""
-    from respect_jax.cli.coral import pipeline_report, verdict
+    from respect_jax.coral.deploy import pipeline_report, verdict
+    from respect_jax.coral.options import PipelineOptions
     from respect_jax.coral.tflite_import import import_tflite
     from respect_jax.coral.tflite_segment import segment_tflite_model
 
@@ -353,7 +354,7 @@ def test_constant_int8_output_is_inconclusive_and_its_pre_activation_checked(int
     graph = import_tflite(src)
     assignment = [0] + [min(1, i // 2) for i in range(graph.num_nodes - 1)]
     segment_tflite_model(src, assignment, tmp_path / "seg")
-    report = pipeline_report(str(tmp_path / "seg"), "int8", num_inputs=6, profile=False)
+    report = pipeline_report(str(tmp_path / "seg"), "int8", PipelineOptions(num_inputs=6, profile=False))
     eq = report["equality"]
     assert verdict(eq["ok"]) == "INCONCLUSIVE", eq
     assert list(eq["constant_reference_outputs"].values()) == [0.0]
@@ -384,9 +385,10 @@ def test_a_stage_xnnpack_refuses_runs_on_litert_kernels(int8_models, tmp_path):
 def test_keras_int8_pipeline_compares_the_tensor_before_the_softmax(tmp_path):
     """The Keras segmenter's int8 files (re-converted per stage): the softmax's input is found in the whole
     file and in the stage computing the output, and compared within the int8 bound."""
-    from respect_jax.cli.coral import pipeline_report
     from respect_jax.coral._deps import import_keras
+    from respect_jax.coral.deploy import pipeline_report
     from respect_jax.coral.keras_export import graph_from_keras
+    from respect_jax.coral.options import PipelineOptions
     from respect_jax.coral.segment import segment_keras_model
 
     keras = import_keras()
@@ -399,7 +401,7 @@ def test_keras_int8_pipeline_compares_the_tensor_before_the_softmax(tmp_path):
     n = graph_from_keras(model).num_nodes
     segment_keras_model(model, [0, 0] + [1] * (n - 2), tmp_path / "seg", variants=("int8",), samples=4,
                         compile_edgetpu_segments=False)
-    eq = pipeline_report(str(tmp_path / "seg"), "int8", num_inputs=6, profile=False)["equality"]
+    eq = pipeline_report(str(tmp_path / "seg"), "int8", PipelineOptions(num_inputs=6, profile=False))["equality"]
     (probe,) = eq["pre_activation"]
     assert probe["output"] == "prob" and probe["stage"] == 1 and probe["constant_reference"] is False
     assert probe["ok"] is True and eq["ok"] is not False, eq

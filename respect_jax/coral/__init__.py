@@ -1,8 +1,8 @@
 """The Coral adapter: real models in, pipelined Edge TPU (or LiteRT CPU) segments out.
 
-* :mod:`~respect_jax.coral.keras_export`: ``keras.applications`` models and saved ``.keras``/``.h5`` files -> SPEC
-  graphs.
-* :mod:`~respect_jax.coral.tflite_import`: ``.tflite`` operator graphs -> SPEC graphs.
+* :mod:`~respect_jax.coral.keras_export`: ``keras.applications`` models and saved ``.keras``/``.h5`` files -> graph JSON
+  (:class:`~respect_jax.graphs.graph.Graph`: nodes with params/MACs/output sizes, edges).
+* :mod:`~respect_jax.coral.tflite_import`: ``.tflite`` operator graphs -> graphs of the same format.
 * :mod:`~respect_jax.coral.segment`: a Keras model + a schedule -> one ``.tflite`` per stage and a
   manifest (optionally compiled with ``edgetpu_compiler``).
 * :mod:`~respect_jax.coral.tflite_segment`: an existing (int8) ``.tflite`` + a schedule -> the file cut

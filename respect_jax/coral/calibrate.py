@@ -1,6 +1,6 @@
 """Fit the hardware config of the cost model to measured per-stage latencies.
 
-The cost model (SPEC section 2) predicts stage k's time as
+The cost model (:mod:`respect_jax.costs`) predicts stage k's time as
 
     T_k = tau + macs_k / R + spill_k / H + in_k / L,
     spill_k = max(0, param_bytes * params_k - sram_bytes),  in_k = act_bytes * in_elements_k,
@@ -29,9 +29,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from respect_jax.coral.options import CalibrateConfig, as_list
+from respect_jax.coral.paths import check_output_file, read_json
+
+if TYPE_CHECKING:
+    from respect_jax.costs import Hardware
+
+REPORT_KEYS = ("variant", "model", "num_stages", "stage_features", "pipeline")  # of a respect-pipeline report
 FIT_FIELDS = ("stage_overhead_s", "macs_per_s", "host_bw", "link_bw")
 VARIANT_BYTES = {"float32": 4.0, "int8": 1.0}
 
@@ -75,7 +84,7 @@ def stage_samples(manifest: dict, times_s: Sequence[float], hardware: dict, vari
 
 
 def predict_times(samples: Sequence[dict], hardware: dict) -> np.ndarray:
-    """T_k of each sample under ``hardware`` (SPEC formula)."""
+    """T_k of each sample under ``hardware`` (the formula of the module docstring)."""
     x = _design(samples)
     coef = np.array(
         [
@@ -175,3 +184,123 @@ def hardware_yaml(hardware: dict, stages: int, note: str) -> str:
     for field in ("sram_bytes", "param_bytes", "act_bytes", "macs_per_s", "host_bw", "link_bw", "stage_overhead_s"):
         lines.append(f"{field}: {float(hardware[field]):.6g}")
     return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- from pipeline reports
+
+
+def read_report(path: str) -> dict:
+    """A respect-pipeline report (JSON object with its keys), else ``ValueError`` naming the file."""
+    doc = read_json(path, "report")
+    missing = [k for k in REPORT_KEYS if k not in doc] if isinstance(doc, dict) else list(REPORT_KEYS)
+    if missing:
+        raise ValueError(f"{path}: not a respect-pipeline report (no {missing[0]!r})")
+    return doc
+
+
+def calibrate_reports(report_paths: list[str], base: dict, fit: Sequence[str], weighting: str = "absolute") -> dict:
+    """Fit the hardware config to the stage profiles of pipeline reports (one variant, whose element size sets
+    ``param_bytes``/``act_bytes``): :func:`fit_hardware`'s result plus ``variant`` and ``validation`` (per
+    report: the predicted bottleneck and throughput beside the measured ones)."""
+    if not report_paths:
+        raise ValueError("reports is empty; give one or more respect-pipeline report files")
+    reports = [read_report(path) for path in report_paths]
+    variants = {r["variant"] for r in reports}
+    if len(variants) != 1:
+        raise ValueError(f"reports mix variants {sorted(variants)}; calibrate one variant at a time")
+    variant = variants.pop()
+    if variant not in VARIANT_BYTES:
+        raise ValueError(f"reports are of variant {variant!r}; calibrate {' or '.join(VARIANT_BYTES)} reports")
+    base = {**base, "param_bytes": VARIANT_BYTES[variant], "act_bytes": VARIANT_BYTES[variant]}
+    samples = []
+    for path, r in zip(report_paths, reports, strict=True):
+        if not r.get("profile"):
+            raise ValueError(f"{path}: has no stage profile (run respect-pipeline with profile=true)")
+        manifest = {
+            "model": r["model"],
+            "num_stages": r["num_stages"],
+            "stages": [{"index": f["stage"], **f} for f in r["stage_features"]],
+        }
+        samples += [{**x, "report": path} for x in stage_samples(manifest, [p["median_s"] for p in r["profile"]], base)]
+    result = fit_hardware(samples, base, fit, weighting)
+    result["variant"] = variant
+    validation = []
+    for path, r in zip(report_paths, reports, strict=True):
+        feats = [s for s in result["samples"] if s["report"] == path]
+        pred = predict_times(feats, result["hardware"]) if feats else np.zeros(0)
+        entry = {"report": path, "model": r["model"], "num_stages": r["num_stages"]}
+        if len(pred):
+            entry["predicted_bottleneck_s"] = float(pred.max())
+            entry["predicted_throughput_per_s"] = float(1.0 / pred.max())
+        entry["measured_pipeline_throughput_per_s"] = r["pipeline"]["throughput_per_s"]
+        entry["measured_alone_bottleneck_s"] = max(p["median_s"] for p in r["profile"])
+        validation.append(entry)
+    result["validation"] = validation
+    return result
+
+
+def calibrate(config: CalibrateConfig, hardware: Hardware | None = None) -> dict:
+    """:func:`calibrate_reports` of ``config``: base ``cpu`` is :data:`CPU_BASE`, base ``hardware`` is
+    ``hardware`` (required then)."""
+    if config.base == "cpu":
+        base = dict(CPU_BASE)
+    elif config.base == "hardware":
+        if hardware is None:
+            raise ValueError("base=hardware needs a hardware config")
+        base = {k: float(v) for k, v in hardware.to_dict().items() if k != "stages"}
+    else:
+        raise ValueError(f"base must be cpu or hardware, got {config.base!r}")
+    reports = [str(p) for p in as_list(config.reports)]
+    return calibrate_reports(reports, base, [str(f) for f in as_list(config.fit)], str(config.weighting))
+
+
+def check_calibration_out(out: str | None) -> Path | None:
+    """The output path of a calibration (None: none), checked writable before any work, with the ``.json``
+    twin of a ``.yaml``."""
+    if not out:
+        return None
+    path = check_output_file(out, "out")
+    if path.suffix in (".yaml", ".yml"):
+        check_output_file(path.with_suffix(".json"), "out (its .json)")
+    return path
+
+
+def calibration_lines(result: dict) -> list[str]:
+    """What a calibration prints: the fitted values and fit quality, the kept ones and why, and per report
+    the predicted bottleneck beside the measured times."""
+    hw = result["hardware"]
+    lines = [
+        f"fitted ({result['variant']}, {result['num_samples']} stages): "
+        + ", ".join(f"{k}={v:.4g}" for k, v in result["fitted"].items())
+        + f"; R^2={result['r2']:.4f}, median rel. err {100 * result['median_rel_err']:.1f}%"
+    ]
+    lines += [f"kept {k}={hw[k]:.4g}: {why}" for k, why in result["kept"].items()]
+    for v in result["validation"]:
+        if "predicted_throughput_per_s" in v:
+            lines.append(
+                f"{v['report']}: predicted bottleneck {1e3 * v['predicted_bottleneck_s']:.2f} ms "
+                f"({v['predicted_throughput_per_s']:.1f}/s), measured slowest stage alone "
+                f"{1e3 * v['measured_alone_bottleneck_s']:.2f} ms, "
+                f"pipeline {v['measured_pipeline_throughput_per_s']:.1f}/s"
+            )
+    return lines
+
+
+def write_calibration(result: dict, out: Path, stages: int, reports: Sequence[str]) -> None:
+    """Write ``result`` to ``out``: a ``.yaml`` gets the hardware config (:func:`hardware_yaml`, ``stages``
+    stages, a comment naming the ``reports``) and the whole result in its ``.json`` twin; any other name the
+    result as JSON. Files are written atomically."""
+    from respect_jax.graphs.graph import write_json_atomic, write_text_atomic
+
+    out = Path(out)
+    if out.suffix not in (".yaml", ".yml"):
+        write_json_atomic(result, out)
+        return
+    note = (
+        f"Fitted by respect-calibrate from {result['num_samples']} measured stage latencies "
+        f"({result['variant']}, LiteRT stage profiles): {', '.join(reports)}.\n"
+        f"R^2={result['r2']:.4f}; kept (not fitted): "
+        + (", ".join(f"{k} ({why})" for k, why in result["kept"].items()) or "none")
+    )
+    write_json_atomic(result, out.with_suffix(".json"))
+    write_text_atomic(hardware_yaml(result["hardware"], stages, note), out)

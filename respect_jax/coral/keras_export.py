@@ -1,4 +1,5 @@
-"""Keras model -> SPEC graph: one node per Keras layer (per layer *call*), as RESPECT's graphs.
+"""Keras model -> graph (:class:`~respect_jax.graphs.graph.Graph`, the graph JSON format): one node per Keras
+layer (per layer *call*), as RESPECT's graphs.
 
 Nodes
     One node per call of an operation in the functional model, in ``model.operations`` order (the
@@ -47,7 +48,8 @@ Counts (batch 1)
     anything else                           0 (listed by :func:`unknown_mac_layers`)
     ======================================  ================================================
 
-Node counts equal RESPECT's (NOTES.md) minus its dummy source and sink for all 17 models; see
+Node counts equal RESPECT's (the per-model node counts of its released graphs, :data:`RESPECT_NODE_COUNTS`)
+minus its dummy source and sink for all 17 models; see
 ``data/models/README.md``.
 
 Models
@@ -74,7 +76,7 @@ import numpy as np
 from respect_jax.coral._deps import import_keras, import_tensorflow
 from respect_jax.graphs.graph import Graph
 
-# name -> (keras.applications constructor, default input size). Names follow NOTES.md.
+# name -> (keras.applications constructor, default input size). Names follow RESPECT's model list.
 MODELS: dict[str, tuple[str, int]] = {
     "vgg16": ("VGG16", 224),
     "vgg19": ("VGG19", 224),
@@ -95,7 +97,8 @@ MODELS: dict[str, tuple[str, int]] = {
     "nasnetmobile": ("NASNetMobile", 224),
 }
 
-# RESPECT's node counts (NOTES.md), which include one dummy source and one dummy sink.
+# RESPECT's node counts (of its released graphs, arXiv 2304.04716), which include one dummy source and one
+# dummy sink.
 RESPECT_NODE_COUNTS: dict[str, int] = {
     "vgg16": 21,
     "vgg19": 24,
@@ -304,7 +307,7 @@ def describe_unknown_macs(model) -> list[str]:
 
 
 def graph_from_keras(model, name: str | None = None, source: str = "") -> Graph:
-    """The SPEC graph of a functional Keras model (module docstring rules)."""
+    """The graph of a functional Keras model (module docstring rules)."""
     calls = keras_call_nodes(model)
     params, out_size, macs = [], [], []
     counted: set[int] = set()
@@ -356,7 +359,7 @@ def graph_name(name: str, include_top: bool = False) -> str:
 def export_keras_model(
     name: str, include_top: bool = False, input_size: int | None = None, unknown: list[str] | None = None
 ) -> Graph:
-    """Build a bundled ``keras.applications`` model (random weights) and return its SPEC graph.
+    """Build a bundled ``keras.applications`` model (random weights) and return its graph.
 
     ``unknown``: if a list, the layers without a MAC rule (:func:`describe_unknown_macs`) are
     appended to it (none for the bundled models).
@@ -414,7 +417,7 @@ def _sha256(path: Path) -> str:
 
 
 def export_keras_file(path: str | os.PathLike, name: str | None = None, unknown: list[str] | None = None) -> Graph:
-    """The SPEC graph of a saved ``.keras``/``.h5`` model (graph name: the file's stem).
+    """The graph of a saved ``.keras``/``.h5`` model (graph name: the file's stem).
 
     Node names are the ones ``respect-segment model=<path>`` uses (same loader, same rules).
     ``unknown``: as in :func:`export_keras_model`.

@@ -1,4 +1,5 @@
-"""Output locations of the Coral commands: checked before any work, written all at once.
+"""Files of the Coral commands: outputs checked before any work and written all at once; JSON inputs read
+with one-line errors (:func:`read_json`).
 
 A command checks every place it will write (:func:`check_output_file`, :func:`check_output_dir`)
 before it loads a model or imports TensorFlow, so a bad path fails in one line and nothing is
@@ -10,6 +11,7 @@ Errors are ``ValueError`` with one line (the CLI prints it and exits 2).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -135,3 +137,15 @@ class StagedDir:
                 folder.rmdir()
             except OSError:
                 break
+
+
+def read_json(path: str | os.PathLike, what: str):
+    """The JSON document in ``path``; ``ValueError`` naming the file if it cannot be read or parsed."""
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read {what} ({err.strerror})") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err.msg})") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err.reason})") from None

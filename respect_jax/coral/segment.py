@@ -5,7 +5,8 @@ Planning (:func:`plan_segments`, pure Python, no TensorFlow)
     model. For a tensor produced by node ``u`` (all outputs of a node travel together):
     ``first(u) = s(u)``, except that a model input enters the pipeline at stage 0 whatever the
     stage of its ``InputLayer``; ``last(u)`` is the latest stage of its consumers, and ``K-1`` if
-    it is a model output (outputs leave from the last stage, as in SPEC section 2). Stage ``k``
+    it is a model output (outputs leave from the last stage, as in the cost model of
+    :mod:`respect_jax.costs`). Stage ``k``
     receives every tensor with ``first(u) < k <= last(u)`` (stage 0 receives the model inputs) and
     sends every tensor with ``first(u) <= k < last(u)``; the last stage sends the model outputs.
     A tensor needed later is thus an input *and* an output of every intermediate stage (forwarded
@@ -45,7 +46,8 @@ Edge TPU (optional)
 
 Manifest (``manifest.json``, format ``respect-jax-segments/1``)
     ``stages[k]``: ``inputs`` / ``outputs`` (tensor names), ``nodes``, ``params``, ``macs``,
-    ``in_elements`` (SPEC ``in_k / act_bytes``), ``files`` per variant, ``io`` per variant (shape,
+    ``in_elements`` (elements entering stage k from earlier stages: the cost model's
+    ``in_k / act_bytes``), ``files`` per variant, ``io`` per variant (shape,
     dtype, scale, zero point of every input and output; ``requantized_inputs``), ``edgetpu``
     (when compiled); ``boundaries[k]``: the tensors crossing
     from stage k to k+1; ``tensors``: shape, dtype, producer node and stage span of every boundary
@@ -57,7 +59,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -646,9 +647,3 @@ def _maybe_compile(manifest: dict, out: Path, wanted: bool | None) -> dict:
         st["edgetpu"] = compile_edgetpu(out / st["files"]["int8"], out, compiler)
     ok = all(st["edgetpu"]["status"] == "compiled" for st in manifest["stages"])
     return {"available": True, "path": compiler, "status": "compiled" if ok else "failed (see stages[].edgetpu)"}
-
-
-def segment_with_tempdir(model, assignment, **kwargs) -> tuple[dict, str]:
-    """:func:`segment_keras_model` into a fresh temporary directory; returns (manifest, dir)."""
-    out = tempfile.mkdtemp(prefix="respect_segments_")
-    return segment_keras_model(model, assignment, out, **kwargs), out

@@ -1,4 +1,5 @@
-"""``.tflite`` operator graph -> SPEC graph (with the ``tflite`` flatbuffer parser package).
+"""``.tflite`` operator graph -> graph (:class:`~respect_jax.graphs.graph.Graph`), with the ``tflite``
+flatbuffer parser package.
 
 Works on float, quantized (int8/uint8) and Edge-TPU-compiled models; only subgraph 0 (the main
 graph) is read.
@@ -200,7 +201,8 @@ def _short_name(raw) -> str:
 
 
 def import_tflite(path: str | os.PathLike, name: str | None = None) -> Graph:
-    """Read ``path`` (a ``.tflite`` flatbuffer) and return its operator graph as a SPEC graph."""
+    """Read ``path`` (a ``.tflite`` flatbuffer) and return its operator graph as a
+    :class:`~respect_jax.graphs.graph.Graph`."""
     tfl = import_tflite_parser()
     path = Path(path)
     data = read_tflite_bytes(path)
