@@ -24,13 +24,13 @@ from flax import nnx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from respect_jax.benchmarks.policy import timed  # noqa: E402
 from respect_jax.cli.common import user_errors_exit  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import write_results  # noqa: E402
 from respect_jax.graphs import GeneratorConfig, load_graph, make_jax_generator, pad_graph  # noqa: E402
 from respect_jax.policy.model import rollout  # noqa: E402
 from respect_jax.train.checkpoints import load_policy  # noqa: E402
-from respect_jax.train.speed import timed  # noqa: E402
 
 AGGREGATIONS = ("dense", "segment")
 # (generator mode, nodes, batch): the training and held-out sizes in respect mode, model-like DNN graphs above

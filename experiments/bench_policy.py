@@ -18,7 +18,7 @@ average before and after (the figures depend on how busy the machine was).
   300-node DNN-like graphs (gap to the best schedule found by any of: the policy, the compiler
   partitioner, the best contiguous split, the greedy solver, the batched Gumbel solver).
 
-The speed figures come from :mod:`respect_jax.train.speed` (``respect-bench benchmarks=[policy]``
+The speed figures come from :mod:`respect_jax.benchmarks.policy` (``respect-bench benchmarks=[policy]``
 measures the same ones).
 """
 
@@ -35,6 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from respect_jax.benchmarks.policy import bench_compile_bucket, bench_latency, bench_training  # noqa: E402
 from respect_jax.cli.common import machine_description, user_errors_exit  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import result_stem, with_extension  # noqa: E402
@@ -47,7 +48,6 @@ from respect_jax.solvers.gumbel import solve_batch  # noqa: E402
 from respect_jax.train.checkpoints import load_policy  # noqa: E402
 from respect_jax.train.data import check_manifest, load_labelled_batches, make_batches  # noqa: E402
 from respect_jax.train.evaluation import decode_set, summarise  # noqa: E402
-from respect_jax.train.speed import bench_compile_bucket, bench_latency, bench_training  # noqa: E402
 
 RESULTS = ROOT / "experiments" / "results"
 

@@ -1,8 +1,8 @@
-"""Speed figures of the learned scheduler: training throughput, compile time, scheduling latency.
+"""Speed figures of the learned scheduler: training throughput, compile time, scheduling latency, many graphs.
 
-Used by ``respect-bench benchmarks=[policy]`` and ``experiments/bench_policy.py``. Every figure is
-wall time on the default JAX device, measured after compilation unless it is a compile time; the
-machine (and how busy it was) belongs beside the figures, which the callers write.
+Used by ``respect-bench benchmarks=[policy]`` / ``benchmarks=[many]`` and ``experiments/bench_policy.py``.
+Every figure is wall time on the default JAX device, measured after compilation unless it is a compile
+time; the machine (and how busy it was) belongs beside the figures, which the callers write.
 
 * :func:`bench_training`: graphs/s of update epochs (imitation on a labelled set's first size
   bucket, 30-node graphs: bucket 32; REINFORCE variants and self-improvement on generated 30-node
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +165,7 @@ def bench_latency(model: SchedulingPolicy, doc: dict, graph_path: str | Path, re
         model: the trained policy.
         doc: its checkpoint document (``hardware``, ``objective``, ``lam``), as :func:`load_policy`
             returns it.
-        graph_path: SPEC graph JSON file (padded to its own size bucket, batch of 1).
+        graph_path: graph JSON file (padded to its own size bucket, batch of 1).
         repeats: timed decodings after the first (compiling) one, each with a fresh key.
 
     Returns:
@@ -259,3 +260,104 @@ def bench_many(
         if log is not None:
             log(f"{row} {out[row]}")
     return out
+
+
+@dataclass(frozen=True)
+class PolicyBenchConfig:
+    """``respect-bench benchmarks=[policy]``: the checkpoint (run folder) whose policy is timed, the labelled sets
+    of the training epochs (``labels``: throughput; ``labels_large``: the compile time of a larger bucket), the
+    graph of the latency figure, graphs per update step, update steps per timed epoch, the update epochs timed
+    (row name -> algorithm config) and the timed greedy decodings of the graph."""
+
+    checkpoint: str
+    labels: str
+    labels_large: str
+    graph: str
+    batch: int
+    steps: int
+    algorithms: dict
+    repeats: int
+
+
+def load_policy_inputs(config: PolicyBenchConfig) -> dict:
+    """Check the policy benchmark's inputs and load them before anything is measured.
+
+    Raises a user error (one line) for a missing or foreign checkpoint, a labelled set that is missing or made
+    for another problem, a bad algorithm row, or an unreadable graph.
+    """
+    from respect_jax.train.checkpoints import load_policy
+    from respect_jax.train.data import check_manifest
+
+    if not Path(config.checkpoint).exists():
+        raise FileNotFoundError(f"policy.checkpoint {config.checkpoint} does not exist")
+    model, doc = load_policy(config.checkpoint)
+    hw = hardware_from_dict(doc["hardware"])
+    for labels in (config.labels, config.labels_large):
+        check_manifest(labels, hw, "paper", 1.0)  # the training benchmarks use the paper objective, lam 1
+    if not config.algorithms:
+        raise ValueError("policy.algorithms is empty: name at least one update epoch to time")
+    algorithm_configs(config.algorithms)  # a bad row is a one-line error
+    graph = load_graph(config.graph)
+    return {"model": model, "doc": doc, "policy": PolicyConfig.from_dict(doc["policy"]), "hw": hw, "graph": graph}
+
+
+def bench_policy(config: PolicyBenchConfig, inputs: dict, log: Callable[[str], None]) -> dict:
+    """The learned scheduler's speed figures (:func:`bench_training`, :func:`bench_compile_bucket`,
+    :func:`bench_latency`) on the inputs :func:`load_policy_inputs` loaded."""
+    from respect_jax.train.checkpoints import checkpoint_label
+
+    policy, hw, doc = inputs["policy"], inputs["hw"], inputs["doc"]
+    training = bench_training(policy, hw, config.labels, config.batch, config.steps, config.algorithms, log=log)
+    compile_large = bench_compile_bucket(policy, hw, config.labels_large, config.batch)
+    log(f"compile {compile_large}")
+    latency = bench_latency(inputs["model"], doc, config.graph, config.repeats)
+    log(f"latency {latency}")
+    return {
+        "checkpoint": str(config.checkpoint),
+        "checkpoint_step": doc["step"],
+        "checkpoint_label": checkpoint_label(doc),
+        "policy": policy.to_dict(),
+        "labels": str(config.labels),
+        "labels_large": str(config.labels_large),
+        "training_nodes": RL_NODES,
+        "training": training,
+        "compile_large": compile_large,
+        "latency": latency,
+    }
+
+
+@dataclass(frozen=True)
+class ManyBenchConfig:
+    """``respect-bench benchmarks=[many]``: ``graphs`` generated graphs of ``nodes`` nodes (generator ``mode``)
+    scheduled by the checkpoint's ``solver=policy``, ``batch_size`` per compiled call, ``repeats`` timed calls
+    per decoding (row name -> ``solver=policy`` options)."""
+
+    checkpoint: str
+    graphs: int
+    nodes: int
+    mode: str
+    batch_size: int
+    repeats: int
+    decodings: dict
+
+
+def check_many(config: ManyBenchConfig) -> None:
+    """One-line user error for a bad many-graphs benchmark (before anything is measured)."""
+    from respect_jax.resources import shipped_path
+
+    if not config.decodings:
+        raise ValueError("many.decodings is empty: name at least one decoding to time")
+    if not shipped_path(config.checkpoint).exists():
+        raise FileNotFoundError(f"many.checkpoint {config.checkpoint} does not exist")
+    GeneratorConfig(mode=config.mode, min_nodes=config.nodes, max_nodes=config.nodes)
+
+
+def run_bench_many(config: ManyBenchConfig, hw: Hardware, objective: str, log: Callable[[str], None]) -> dict:
+    """:func:`bench_many` on the config's generated graphs (lam 1, seed 0), with the config beside the rows."""
+    from respect_jax.resources import shipped_path
+
+    graphs = GeneratorConfig(mode=config.mode, min_nodes=config.nodes, max_nodes=config.nodes)
+    rows = bench_many(shipped_path(config.checkpoint), hw, objective, 1.0, graphs, config.graphs, config.batch_size,
+                      config.repeats, 0, config.decodings, log)  # fmt: skip
+    keys = ("checkpoint", "mode", "nodes", "graphs", "batch_size", "repeats")
+    return {**{k: getattr(config, k) for k in keys}, "objective": objective, "stages": hw.stages, "rows": rows}
