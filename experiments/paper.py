@@ -11,7 +11,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, user_errors_exit
+from respect_jax.cli.common import CONF_DIR, check_group_choices, experiment_from_cfg, user_errors_exit
 
 PROG = "experiments/paper.py"
 
@@ -21,7 +21,7 @@ PROG = "experiments/paper.py"
 def main(cfg: DictConfig) -> None:
     from respect_jax.experiments import run_experiment
 
-    doc = run_experiment(cfg)
+    doc = run_experiment(*experiment_from_cfg(cfg))
     print(f"{PROG}: wrote {cfg.out_dir}/{doc['experiment']}.md", file=sys.stderr)
 
 

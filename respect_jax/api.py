@@ -57,7 +57,8 @@ def solvers() -> list[str]:
 
 
 def check_objective(objective: str) -> None:
-    """One-line ValueError unless ``objective`` is a SPEC objective (``paper`` or ``latency``)."""
+    """One-line ValueError unless ``objective`` is ``paper`` (the largest stage's parameter bytes plus lam times
+    the activation bytes crossing stage boundaries) or ``latency`` (the bottleneck stage time)."""
     from respect_jax.costs import OBJECTIVES
 
     if objective not in OBJECTIVES:
@@ -65,8 +66,9 @@ def check_objective(objective: str) -> None:
 
 
 def load_graph(path: str | os.PathLike) -> Graph:
-    """The SPEC JSON graph at ``path`` (validated). A relative ``data/...`` path that is not in the working
-    directory names the shipped file (``data/models/resnet50.json`` works from anywhere, installed too).
+    """The graph JSON file at ``path`` (nodes with parameter bytes, MACs and output size; edges; validated: a
+    DAG). A relative ``data/...`` path that is not in the working directory names the shipped file
+    (``data/models/resnet50.json`` works from anywhere, installed too).
 
     Raises :class:`~respect_jax.graphs.graph.GraphError` (a ValueError) with one line on a bad file.
     """
@@ -77,7 +79,7 @@ def load_graph(path: str | os.PathLike) -> Graph:
 
 
 def from_keras(model, name: str | None = None) -> Graph:
-    """The SPEC graph of a functional Keras model (needs the ``coral`` extra: TensorFlow)."""
+    """The :class:`Graph` of a functional Keras model (needs the ``coral`` extra: TensorFlow)."""
     from respect_jax.coral._deps import import_keras
 
     import_keras()  # a one-line CoralDependencyError (an ImportError) when TensorFlow is missing
@@ -87,14 +89,14 @@ def from_keras(model, name: str | None = None) -> Graph:
 
 
 def from_tflite(path: str | os.PathLike, name: str | None = None) -> Graph:
-    """The SPEC graph of a ``.tflite`` model's operators (needs the ``coral`` extra: the ``tflite`` parser)."""
+    """The :class:`Graph` of a ``.tflite`` model's operators (needs the ``coral`` extra: the ``tflite`` parser)."""
     from respect_jax.coral.tflite_import import import_tflite
 
     return import_tflite(path, name=name)
 
 
 def from_onnx(path: str | os.PathLike, name: str | None = None) -> Graph:
-    """The SPEC graph of an ONNX model (needs the ``onnx`` extra): parameters from its initializers, output sizes
+    """The :class:`Graph` of an ONNX model (needs the ``onnx`` extra): parameters from its initializers, output sizes
     from ONNX shape inference (:func:`respect_jax.graphs.onnx_import.graph_from_onnx`)."""
     from respect_jax.graphs.onnx_import import graph_from_onnx
 
@@ -132,7 +134,7 @@ def hardware(preset: str = "coral_usb", **overrides) -> Hardware:
 
 @dataclass(frozen=True)
 class ScheduleMetrics:
-    """Every SPEC section 2 quantity of a schedule (K stages; units: bytes, MACs, seconds).
+    """Every cost-model quantity of a schedule (:mod:`respect_jax.costs`; K stages; units: bytes, MACs, seconds).
 
     Attributes:
         peak_mem_bytes: max_k mem_k.
@@ -179,7 +181,7 @@ class ScheduleResult:
         solver: the solver's name.
         objective_name: ``paper`` or ``latency``; objective: its value (lower is better).
         assignment: N stages, of node 0, 1, ... (original node ids).
-        metrics: every SPEC quantity of the schedule.
+        metrics: every cost-model quantity of the schedule.
         hardware: the hardware scheduled for (K = ``hardware.stages``).
         lam: weight of communication in the ``paper`` objective.
         solve_time_s: scheduling time (set-up such as compilation excluded; see ``info``).
@@ -233,8 +235,8 @@ class ScheduleResult:
         )
 
     def to_dict(self) -> dict:
-        """The RESULT document of SPEC section 4 (what ``respect-schedule`` writes; ``lower_bound`` is in
-        ``info``, where the solver put it)."""
+        """The RESULT document (what ``respect-schedule`` writes: the fields above but ``lower_bound``, which is
+        in ``info``, where the solver put it, and the graph)."""
         return {
             "graph": self.graph,
             "num_nodes": self.num_nodes,

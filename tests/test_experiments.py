@@ -14,7 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from respect_jax.cli.common import CONF_DIR
+from respect_jax.cli.common import CONF_DIR, experiment_from_cfg
 from respect_jax.experiments import run_experiment
 from respect_jax.graphs.graph import load_graph
 from respect_jax.reference import reference_objective
@@ -51,7 +51,7 @@ def test_real_models_tiny_end_to_end(tmp_path):
          "experiment.bar_stages=3", "experiment.methods.milp.options.time_limit_s=20"],
         keep_methods=("compiler", "profiling", "policy_greedy", "milp"),
     )
-    doc = run_experiment(cfg)
+    doc = run_experiment(*experiment_from_cfg(cfg))
     graph = load_graph(ROOT / "data" / "models" / "vgg16.json")
     hw = OmegaConf.to_container(cfg.hardware, resolve=True)
     from respect_jax.costs import hardware_from_dict
@@ -81,7 +81,7 @@ def test_generalisation_tiny_end_to_end(tmp_path):
          "hardware.stages=3", "experiment.methods.cpsat.options.time_limit_s=20"],
         keep_methods=("compiler", "policy_greedy", "cpsat"),
     )
-    doc = run_experiment(cfg)
+    doc = run_experiment(*experiment_from_cfg(cfg))
     assert len(doc["records"]) == 2 * 2 * 3
     for graph in {r["graph"] for r in doc["records"]}:
         recs = {r["method"]: r for r in doc["records"] if r["graph"] == graph}
@@ -98,7 +98,7 @@ def test_warm_start_tiny_end_to_end(tmp_path):
         ["experiment.sizes=[10]", "experiment.graphs_per_size=1", "experiment.models=[]", "hardware.stages=3",
          "experiment.start_method.options.samples=4"],
     )
-    doc = run_experiment(cfg)
+    doc = run_experiment(*experiment_from_cfg(cfg))
     recs = doc["records"]
     assert {(r["solver"], r["start"]) for r in recs} == {(s, t) for s in ("milp", "cpsat")
                                                          for t in ("none", "heuristic", "policy")}
@@ -111,7 +111,7 @@ def test_warm_start_tiny_end_to_end(tmp_path):
 
 def test_training_curves_from_shipped_checkpoint(tmp_path):
     cfg = tiny_cfg("training_curves", tmp_path, [])
-    doc = run_experiment(cfg)
+    doc = run_experiment(*experiment_from_cfg(cfg))
     assert set(doc["runs"]) == {"respect_k4_paper", "respect_pointer_k4_paper"}
     for metrics in doc["runs"].values():
         assert metrics[-1]["step"] == max(r["step"] for r in metrics)

@@ -31,9 +31,9 @@ from respect_jax.cli.common import (
     dump_json,
     hydra_argv,
     job_path,
-    machine_description,
     user_errors_exit,
 )
+from respect_jax.reporting import machine_description
 
 PROG = "respect-edge"
 COMMANDS = ("train", "eval")

@@ -9,22 +9,36 @@ table). Writes ``generalisation.{json,md}`` and ``generalisation.png`` (mean gap
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from respect_jax.experiments.methods import ensure_registered, methods_from_cfg, require_items, run_method
+from respect_jax.experiments.methods import Setting, ensure_registered, methods_from_dict, require_items, run_method
 from respect_jax.experiments.report import markdown_table, mean, write_results
 from respect_jax.viz import new_figure, save_png
 
 
-def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
+@dataclass(frozen=True)
+class GeneralisationConfig:
+    """``conf/experiment/generalisation.yaml``: graph families (generator modes), sizes (nodes), graphs per
+    size (drawn with seed ``seed + size``) and the methods (label -> ``{solver, options, warmup}``)."""
+
+    families: list
+    sizes: list
+    graphs_per_size: int
+    seed: int
+    methods: dict
+
+
+def run(exp: GeneralisationConfig, setting: Setting) -> dict:
+    """Schedule every generated graph with every method; write ``generalisation.{json,md,png}``; return the doc."""
     from respect_jax.graphs import GeneratorConfig, generate_dataset
 
-    exp = cfg.experiment
+    hw = setting.hw
     require_items(exp, lists=("families", "sizes"), counts=("graphs_per_size",))
-    methods = methods_from_cfg(exp.methods)
+    methods = methods_from_dict(exp.methods)
     ensure_registered(methods)
     jobs = []
     for family in exp.families:
@@ -34,22 +48,22 @@ def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
                                       prefix=f"{family}{size}_"):
                 jobs.extend((family, int(size), g, m) for m in methods)
     records = []
-    for family, size, graph, method in tqdm(jobs, desc="generalisation", disable=not progress):
-        rec = run_method(method, graph, hw, cfg.objective, cfg.lam)
+    for family, size, graph, method in tqdm(jobs, desc="generalisation", disable=not setting.progress):
+        rec = run_method(method, graph, hw, setting.objective, setting.lam)
         rec.update(family=family, size=size)
         rec.pop("assignment")
         records.append(rec)
     add_best_known(records)
     doc = {
         "experiment": "generalisation",
-        "objective": cfg.objective,
-        "lam": cfg.lam,
+        "objective": setting.objective,
+        "lam": setting.lam,
         "hardware": hw.to_dict(),
         "methods": [m.label for m in methods],
         "records": records,
     }
-    write_results(out_dir, "generalisation", doc, render(doc))
-    plot(doc, out_dir / "generalisation.png")
+    write_results(setting.out_dir, "generalisation", doc, render(doc))
+    plot(doc, setting.out_dir / "generalisation.png")
     return doc
 
 

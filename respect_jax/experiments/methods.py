@@ -1,6 +1,6 @@
 """Run one scheduling *method* (a solver name plus options) on one graph, timed and scored.
 
-A method is a config node ``{solver: <registered name>, options: {...}, warmup: bool}``; the
+A method is a mapping ``{solver: <registered name>, options: {...}, warmup: bool}``; the
 experiments' configs (``conf/experiment/*.yaml``) list them by label, e.g.::
 
     policy_best_of_64: {solver: policy, options: {decoding: best_of, samples: 64}, warmup: true}
@@ -14,7 +14,8 @@ own objective unchecked.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
 
 from respect_jax.costs import Hardware
 from respect_jax.graphs.graph import Graph
@@ -37,12 +38,32 @@ class Method:
     warmup: bool = False
 
 
-def methods_from_cfg(node) -> list[Method]:
-    """``{label: {solver, options, warmup}}`` (an OmegaConf or plain mapping) -> [Method]."""
-    from omegaconf import DictConfig, OmegaConf
+@dataclass(frozen=True)
+class Setting:
+    """What every experiment shares: the hardware, the objective (``paper`` or ``latency``) and its ``lam``, the
+    folder the results go to, and whether to show progress bars."""
 
-    if isinstance(node, DictConfig):
-        node = OmegaConf.to_container(node, resolve=True)
+    hw: Hardware
+    objective: str
+    lam: float
+    out_dir: Path
+    progress: bool = True
+
+
+def config_from_dict(cls, doc: dict):
+    """The dataclass ``cls`` (an experiment's config) from the mapping of ``conf/experiment/<name>.yaml``: its
+    fields, keys it does not have (``kind``) left out; a missing field is a one-line ValueError."""
+    values = {}
+    for f in fields(cls):
+        if f.name in doc:
+            values[f.name] = doc[f.name]
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise ValueError(f"experiment.{f.name} is missing")
+    return cls(**values)
+
+
+def methods_from_dict(node) -> list[Method]:
+    """``{label: {solver, options, warmup}}`` (a plain mapping) -> [Method]."""
     methods = []
     for label, spec in (node or {}).items():
         if not isinstance(spec, dict) or "solver" not in spec:
@@ -57,13 +78,14 @@ def methods_from_cfg(node) -> list[Method]:
 
 
 def require_items(exp, lists: tuple[str, ...] = (), counts: tuple[str, ...] = ()) -> None:
-    """One-line ValueError unless every ``experiment.<list>`` is non-empty and every ``experiment.<count>`` >= 1."""
+    """One-line ValueError unless every ``experiment.<list>`` is non-empty and every ``experiment.<count>`` >= 1
+    (``exp``: an experiment's config)."""
     for key in lists:
-        if not exp[key]:
+        if not getattr(exp, key):
             raise ValueError(f"experiment.{key} is empty: nothing to run")
     for key in counts:
-        if int(exp[key]) < 1:
-            raise ValueError(f"experiment.{key} must be >= 1, got {exp[key]}")
+        if int(getattr(exp, key)) < 1:
+            raise ValueError(f"experiment.{key} must be >= 1, got {getattr(exp, key)}")
 
 
 def ensure_registered(methods: list[Method]) -> None:

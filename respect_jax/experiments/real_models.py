@@ -12,30 +12,48 @@ per-stage parameter memory bars, and the quality-vs-solve-time Pareto front.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from respect_jax.experiments.methods import ensure_registered, methods_from_cfg, require_items, run_method
+from respect_jax.experiments.methods import Setting, ensure_registered, methods_from_dict, require_items, run_method
 from respect_jax.experiments.report import fmt, geomean, markdown_table, mean, write_results
 from respect_jax.viz import new_figure, save_png
 
 MIB = 2.0**20
 
 
-def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
+@dataclass(frozen=True)
+class RealModelsConfig:
+    """``conf/experiment/real_models.yaml``: the models (graph files ``<models_dir>/<model>.json``), the stage
+    counts, the methods (label -> ``{solver, options, warmup}``), the labels of the gaps' ``reference``, of the
+    throughput ``baseline`` and of Table 2's ``timed_method``, and the models and K of the memory bars."""
+
+    models: list
+    stages: list
+    methods: dict
+    reference: str
+    baseline: str
+    timed_method: str
+    models_dir: str = "data/models"
+    bar_models: tuple = ()
+    bar_stages: int = 4
+
+
+def run(exp: RealModelsConfig, setting: Setting) -> dict:
     """Run every (model, K, method); write ``real_models.{json,md}`` and PNGs; return the doc."""
     from respect_jax.graphs.graph import load_graph
 
-    exp = cfg.experiment
+    hw, out_dir = setting.hw, setting.out_dir
     require_items(exp, lists=("models", "stages"))
-    methods = methods_from_cfg(exp.methods)
+    methods = methods_from_dict(exp.methods)
     ensure_registered(methods)
     labels = [m.label for m in methods]
     for key in ("reference", "baseline", "timed_method"):
-        if exp[key] not in labels:
-            raise ValueError(f"experiment.{key}={exp[key]!r} is not one of the methods ({', '.join(labels)})")
+        if getattr(exp, key) not in labels:
+            raise ValueError(f"experiment.{key}={getattr(exp, key)!r} is not one of the methods ({', '.join(labels)})")
     models_dir = Path(exp.models_dir)
     graphs = []
     for name in exp.models:
@@ -45,14 +63,14 @@ def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
         graphs.append(load_graph(path))
     records = []
     jobs = [(g, k, m) for g in graphs for k in exp.stages for m in methods]
-    for graph, k, method in tqdm(jobs, desc="real models", disable=not progress):
-        rec = run_method(method, graph, hw.replace(stages=int(k)), cfg.objective, cfg.lam)
+    for graph, k, method in tqdm(jobs, desc="real models", disable=not setting.progress):
+        rec = run_method(method, graph, hw.replace(stages=int(k)), setting.objective, setting.lam)
         records.append(rec)
     add_relative_figures(records, exp.reference, exp.baseline)
     doc = {
         "experiment": "real_models",
-        "objective": cfg.objective,
-        "lam": cfg.lam,
+        "objective": setting.objective,
+        "lam": setting.lam,
         "hardware": hw.to_dict(),
         "reference": exp.reference,
         "baseline": exp.baseline,

@@ -1,40 +1,16 @@
-"""Writing experiment results: Markdown tables, JSON with the machine description, summaries."""
+"""Writing experiment results: Markdown tables, JSON with the machine description, summaries.
+
+The table builder and the machine description are :mod:`respect_jax.reporting`'s (re-exported here for the
+experiment scripts)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import statistics
 from pathlib import Path
 
-
-def fmt(value, digits: int = 4) -> str:
-    """A table cell: '-' for None/NaN, thousands separators for big numbers, fixed digits else."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "-"
-        if value != 0 and (abs(value) >= 1e5 or abs(value) < 10 ** (-digits)):
-            return f"{value:.3g}"
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def markdown_table(header: list[str], rows: list[list], digits: int = 4) -> str:
-    """A GitHub Markdown table; numbers right-aligned."""
-    lines = ["| " + " | ".join(header) + " |"]
-    align = ["---:" if rows and isinstance(rows[0][i], (int, float)) and not isinstance(rows[0][i], bool) else "---"
-             for i in range(len(header))]
-    lines.append("| " + " | ".join(align) + " |")
-    for row in rows:
-        lines.append("| " + " | ".join(fmt(v, digits) for v in row) + " |")
-    return "\n".join(lines)
+from respect_jax.reporting import fmt, machine_description, machine_line, markdown_table  # noqa: F401
 
 
 def geomean(values) -> float:
@@ -48,19 +24,9 @@ def mean(values) -> float:
 
 
 def machine_header() -> tuple[dict, str]:
-    """(machine description dict, one Markdown line) for the top of every result file."""
-    import os
-
-    from respect_jax.cli.common import machine_description
-
-    desc = machine_description()
-    desc["load_average"] = list(os.getloadavg())
-    desc["date"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    line = (
-        f"Measured on {desc['processor']} ({desc['cpu_count']} CPUs, JAX {desc['jax']} {desc['jax_backend']}), "
-        f"load average {desc['load_average'][0]:.1f} at the end, {desc['date']}."
-    )
-    return desc, line
+    """(machine description dict with load average and date, one Markdown line) for every result file."""
+    desc = machine_description(load_average=True)
+    return desc, machine_line(desc)
 
 
 def result_stem(path: str | Path) -> Path:

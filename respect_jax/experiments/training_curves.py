@@ -10,8 +10,10 @@ by folder name, or by path where names repeat). Writes ``training_curves.{png,md
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
+from respect_jax.experiments.methods import Setting
 from respect_jax.experiments.report import markdown_table, write_results
 from respect_jax.viz import plot_training_curves, save_png
 
@@ -44,8 +46,17 @@ def run_names(run_dirs) -> list[str]:
     return [n if names.count(n) == 1 else str(d) for n, d in zip(names, run_dirs, strict=True)]
 
 
-def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
-    runs = dict(zip(run_names(cfg.experiment.runs), (read_metrics(Path(d)) for d in cfg.experiment.runs), strict=True))
+@dataclass(frozen=True)
+class TrainingCurvesConfig:
+    """``conf/experiment/training_curves.yaml``: the ``respect-train`` run folders to plot."""
+
+    runs: list
+
+
+def run(exp: TrainingCurvesConfig, setting: Setting) -> dict:
+    """Plot and tabulate the runs' metrics; write ``training_curves.{png,md,json}``; return the doc."""
+    out_dir = setting.out_dir
+    runs = dict(zip(run_names(exp.runs), (read_metrics(Path(d)) for d in exp.runs), strict=True))
     evals = {name: [(r, eval_value(r)) for r in metrics if eval_value(r)] for name, metrics in runs.items()}
     rows = []
     for name, metrics in runs.items():

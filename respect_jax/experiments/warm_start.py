@@ -13,25 +13,50 @@ reports the time ratio none/policy (> 1: the warm start helps; arXiv 2308.11652 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from respect_jax.experiments.methods import Method, ensure_registered, methods_from_cfg, require_items, run_method
+from respect_jax.experiments.methods import (
+    Method,
+    Setting,
+    ensure_registered,
+    methods_from_dict,
+    require_items,
+    run_method,
+)
 from respect_jax.experiments.report import geomean, markdown_table, write_results
 
 STARTS = ("none", "heuristic", "policy")
 
 
-def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
-    from omegaconf import OmegaConf
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """``conf/experiment/warm_start.yaml``: generated graphs (generator ``family``, ``sizes``, ``graphs_per_size``
+    drawn with seed ``seed + size``) and the models ``<models_dir>/<model>.json``; the start kinds (of
+    :data:`STARTS`), the start method (``{solver, options, warmup}``) and the exact solvers (label ->
+    ``{solver, start_option, options}``: the option that takes the start)."""
 
+    family: str
+    sizes: list
+    graphs_per_size: int
+    seed: int
+    models: list
+    starts: list
+    start_method: dict
+    exact: dict
+    models_dir: str = "data/models"
+
+
+def run(exp: WarmStartConfig, setting: Setting) -> dict:
+    """Every exact solver with every start on every graph; write ``warm_start.{json,md}``; return the doc."""
     from respect_jax.graphs import GeneratorConfig, generate_dataset
     from respect_jax.graphs.graph import load_graph
 
-    exp = cfg.experiment
-    start_method = methods_from_cfg({"policy": OmegaConf.to_container(exp.start_method, resolve=True)})[0]
-    exact = OmegaConf.to_container(exp.exact, resolve=True)
+    hw, objective, lam = setting.hw, setting.objective, setting.lam
+    start_method = methods_from_dict({"policy": exp.start_method})[0]
+    exact = exp.exact
     for label, spec in exact.items():
         if set(spec) - {"solver", "start_option", "options"} or "start_option" not in spec:
             raise ValueError(f"experiment.exact.{label} needs solver, start_option and options")
@@ -51,15 +76,15 @@ def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
     if not graphs:
         raise ValueError("experiment.sizes x graphs_per_size and experiment.models give no graph: nothing to run")
     records = []
-    bar = tqdm(total=len(graphs) * (1 + len(exact) * len(exp.starts)), desc="warm start", disable=not progress)
+    bar = tqdm(total=len(graphs) * (1 + len(exact) * len(exp.starts)), desc="warm start", disable=not setting.progress)
     for graph in graphs:
-        start = run_method(start_method, graph, hw, cfg.objective, cfg.lam)
+        start = run_method(start_method, graph, hw, objective, lam)
         bar.update()
         for label, spec in exact.items():
             for start_kind in exp.starts:
                 value = {"none": None, "heuristic": "auto", "policy": start["assignment"]}[start_kind]
                 options = {**dict(spec.get("options") or {}), spec["start_option"]: value}
-                rec = run_method(Method(label, spec["solver"], options), graph, hw, cfg.objective, cfg.lam)
+                rec = run_method(Method(label, spec["solver"], options), graph, hw, objective, lam)
                 records.append({
                     "graph": graph.name, "num_nodes": graph.num_nodes, "solver": label, "start": start_kind,
                     "time_s": rec["solve_time_s"], "optimal": bool(rec["optimal"]), "gap": rec["gap"],
@@ -68,9 +93,9 @@ def run(cfg, hw, out_dir: Path, progress: bool = True) -> dict:
                 })
                 bar.update()
     bar.close()
-    doc = {"experiment": "warm_start", "objective": cfg.objective, "lam": cfg.lam, "hardware": hw.to_dict(),
+    doc = {"experiment": "warm_start", "objective": objective, "lam": lam, "hardware": hw.to_dict(),
            "time_limit_note": "runs that hit the time limit count with the limit as their time", "records": records}
-    write_results(out_dir, "warm_start", doc, render(doc, list(exp.starts)))
+    write_results(setting.out_dir, "warm_start", doc, render(doc, list(exp.starts)))
     return doc
 
 
