@@ -10,7 +10,14 @@
 * :mod:`~respect_jax.coral.runner`: runs a manifest as a pipeline (Google's pycoral
   ``PipelinedModelRunner`` on Edge TPUs, else LiteRT with the ``libedgetpu.so.1`` delegate, else
   LiteRT interpreters on CPU threads).
-* :mod:`~respect_jax.coral.calibrate`: fits the hardware config to measured stage latencies.
+* :mod:`~respect_jax.coral.calibrate`: fits the hardware config to measured stage latencies (also those
+  of respect-pipeline reports).
+* :mod:`~respect_jax.coral.export`: model arguments (bundled names, ``.keras``/``.h5``/``.tflite``/``.onnx``
+  files) checked without TensorFlow, then exported to graph JSON files (``respect-export``).
+* :mod:`~respect_jax.coral.deploy`: the flows of ``respect-segment`` (checks, model, schedule file or solver,
+  segmentation), ``respect-pipeline`` and ``respect-deploy`` (a pipeline report).
+* :mod:`~respect_jax.coral.options`: the commands' options as dataclasses (their defaults are the commands').
+* :mod:`~respect_jax.coral.paths`: output locations checked before any work, staged folders, JSON inputs.
 
 TensorFlow, LiteRT, ``tflite`` and pycoral are imported lazily inside functions only; importing
 this package needs none of them. A missing one raises
