@@ -56,7 +56,7 @@ def test_auto_returns_the_proven_optimum_on_tiny_graphs(graph, objective):
 def test_auto_is_never_worse_than_its_members_and_reports_each(objective):
     hw = make_hw(4)
     for graph in random_graphs(4, seed=5, min_nodes=30, max_nodes=60):
-        result = run_solver("auto", graph, hw, objective, time_budget_s=30.0, exact="none", **FAST)
+        result = run_solver("auto", graph, hw, objective, time_budget_s=600.0, exact="none", **FAST)
         portfolio = result["info"]["portfolio"]
         assert set(portfolio) - {"bound"} == {"contiguous", "contiguous+ls", "gumbel", "exact"}
         for name in ("contiguous", "contiguous+ls", "gumbel"):
@@ -107,3 +107,26 @@ def test_auto_rejects_bad_options_in_one_line(options, message):
     with pytest.raises(ValueError, match=message) as err:
         run_solver("auto", graph, make_hw(2), "paper", progress=False, **options)
     assert "\n" not in str(err.value)
+
+
+def test_auto_abandons_a_member_still_running_at_the_deadline(monkeypatch):
+    """A member that would overrun (here: sleeps 4 s) is abandoned at the deadline; the call ends within the slack."""
+    import respect_jax.solvers.auto as auto
+
+    real = auto.get_solver
+
+    def slow_gumbel(*args, **kwargs):
+        time.sleep(4.0)
+        return real("contiguous")(*args[:4])
+
+    monkeypatch.setattr(auto, "get_solver", lambda name: slow_gumbel if name == "gumbel" else real(name))
+    graph = random_graphs(1, seed=8, min_nodes=40, max_nodes=40)[0]
+    options = dict(members=["contiguous", "gumbel"], polish_moves=0, exact="none", progress=False)
+    run_solver("auto", graph, make_hw(3), "paper", time_budget_s=0.5, **options)  # compiles the shared evaluator
+    start = time.perf_counter()
+    result = run_solver("auto", graph, make_hw(3), "paper", time_budget_s=1.5, **options)
+    elapsed = time.perf_counter() - start
+    assert elapsed <= 1.5 + 0.5, elapsed
+    portfolio = result["info"]["portfolio"]
+    assert "abandoned" in portfolio["gumbel"] and result["info"]["winner"] == "contiguous"
+    assert result["objective"] == pytest.approx(portfolio["contiguous"]["objective"])

@@ -18,10 +18,10 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    and the API do it). Running them beside the exact solver, not before it, keeps a cold JAX
    compilation from eating the exact solver's budget; the price is that the exact solver's hint is the
    contiguous split, not the members' schedules (which still win when they are better).
-4. **Bound**: once the fast members are done, the crossing bound of :mod:`respect_jax.solvers.bounds` (small
-   CP-SAT problems, one downset per stage boundary) searches until the deadline, or until the exact solver proves
-   the optimum (``crossing_bound: false`` skips it). The bound reported is the best of it, the analytic bounds and
-   the exact solver's proven bound; certified gap ``(objective - bound) / objective``.
+4. **Bound**: after the head start, the crossing bound of :mod:`respect_jax.solvers.bounds` (small CP-SAT
+   problems, one downset per stage boundary) searches in a thread of its own until the deadline, or until the exact
+   solver proves the optimum (``crossing_bound: false`` skips it). The bound reported is the best of it, the
+   analytic bounds and the exact solver's proven bound; certified gap ``(objective - bound) / objective``.
 
 Every member's own result (objective, time, or why it did not run) is in ``info['portfolio']``; the
 winner's name in ``info['winner']``. The returned schedule is the best of all members (never worse than any
@@ -77,6 +77,35 @@ def polish(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: n
     stage = jnp.asarray(to_position_order(padded, np.asarray(assignment)), jnp.int32)
     out = _polish(jax.tree.map(jnp.asarray, padded), stage, hw, objective, float(lam), int(moves))
     return to_original_order(padded, np.asarray(out)).astype(np.int64)
+
+
+def run_until(fn, deadline: float, name: str) -> tuple[bool, object]:
+    """Run ``fn()`` in a daemon thread until it returns or ``deadline`` (``time.perf_counter()``) passes.
+
+    Returns ``(True, its value)``, or ``(False, None)`` when it is still running at the deadline: it is then
+    abandoned (it finishes in the background and its value is dropped), so a slow member (a cold JAX compilation)
+    cannot hold the call past its budget. An exception of ``fn`` is raised here.
+    """
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # noqa: BLE001  (re-raised in the caller's thread)
+            box["error"] = err
+
+    thread = threading.Thread(target=target, name=f"auto-{name}", daemon=True)
+    thread.start()
+    thread.join(timeout=max(deadline - time.perf_counter(), 0.0))
+    if thread.is_alive():
+        return False, None
+    if "error" in box:
+        raise box["error"]
+    return True, box["value"]
+
+
+def _late(t0: float) -> str:
+    return f"still running at the deadline after {time.perf_counter() - t0:.1f} s; its result is dropped"
 
 
 def _score(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray) -> float:
@@ -137,8 +166,8 @@ def solve_auto(
 
     Args:
         graph, hw, objective, lam: the problem.
-        time_budget_s: wall-clock budget (s) of the whole call (> 0); the exact solver stops at it, a fast
-            member already running is not interrupted (the call then ends with that member).
+        time_budget_s: wall-clock budget (s) of the whole call (> 0); the exact solver and the bound stop at it,
+            a fast member still running then is abandoned (:func:`run_until`; ``portfolio[name]["abandoned"]``).
         members: fast members, in the order they run (a subset of contiguous, order_policy, policy, gumbel;
             ``policy`` runs the shipped order policy, so ``order_policy`` beside it would repeat it).
         exact: ``auto`` | ``cpsat`` | ``milp`` | ``none``.
@@ -150,7 +179,7 @@ def solve_auto(
         member_options: ``{member: {option: value}}`` passed to a member (its solver's own options, plus
             ``max_nodes``: skip the member on larger graphs).
         progress: print the live line on stderr.
-        crossing_bound: search the crossing lower bound with the time left after the fast members.
+        crossing_bound: search the crossing lower bound (in a thread, beside the members) until the deadline.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -183,11 +212,15 @@ def solve_auto(
                 best, best_obj, winner = np.asarray(assignment, np.int64), value, name
         return value
 
-    def run_member(name: str, o: dict) -> None:
+    def run_member(name: str, o: dict, guarded: bool = True) -> None:
         t0 = time.perf_counter()
         if name in ("policy", "gumbel"):
             o.setdefault("local_search", polish_moves)
-        result = get_solver(name)(graph, hw, objective, lam, **o)
+        call = functools.partial(get_solver(name), graph, hw, objective, lam, **o)
+        done, result = run_until(call, deadline, name) if guarded else (True, call())
+        if not done:
+            portfolio[name] = {"abandoned": _late(t0)}
+            return
         schedules[name] = np.asarray(result.assignment, np.int64)
         entry = {"objective": offer(name, result.assignment), "time_s": time.perf_counter() - t0}
         if "compile_s" in result.info:
@@ -210,7 +243,7 @@ def solve_auto(
     # 1. the contiguous split (NumPy, milliseconds): the exact solver's first hint
     exact_run: dict = {}
     if "contiguous" in members:
-        run_member("contiguous", {})
+        run_member("contiguous", {}, guarded=False)  # NumPy, O(K n log n): the incumbent every budget gets
     # 2. the exact solver in a thread until the deadline or a proof, hinted with the best schedule so far
     thread = None
     if exact_name is None:
@@ -240,14 +273,35 @@ def solve_auto(
         thread = threading.Thread(target=run_exact, name=f"auto-{exact_name}", daemon=True)
         thread.start()
         thread.join(timeout=max(min(float(head_start_s), deadline - time.perf_counter()), 0.0))
-    # 3. the other fast members, concurrently (the local-search polish of the contiguous split first)
+    # 3. the crossing bound in a thread until the deadline (or the exact solver's proof), searched up to the best
+    # objective so far
+    bound_thread, bound_run = None, {}
+    if crossing_bound and best is not None and best_obj > bound * (1 + OPTIMAL_RTOL) and not exact_run.get("optimal"):
+        upper = best_obj
+
+        def run_bound() -> None:
+            try:
+                left = deadline - time.perf_counter()
+                proved = lambda: bool(exact_run.get("optimal"))  # noqa: E731
+                bound_run["found"] = crossing_lower_bound(graph, hw, objective, lam, upper, left, stop=proved)
+            except Exception as err:  # surfaced in the main thread
+                bound_run["error"] = err
+
+        bound_thread = threading.Thread(target=run_bound, name="auto-bound", daemon=True)
+        bound_thread.start()
+    # 4. the other fast members, concurrently (the local-search polish of the contiguous split first)
     for name in members:
         o = dict(opts.get(name, {}))
         reason = skip_reason(name, o)
         if name == "contiguous":
             if polish_moves > 0 and reason is None and best is not None:
                 t0 = time.perf_counter()
-                value = offer("contiguous+ls", polish(graph, hw, objective, lam, schedules["contiguous"], polish_moves))
+                call = functools.partial(polish, graph, hw, objective, lam, schedules["contiguous"], polish_moves)
+                done, polished = run_until(call, deadline, "contiguous+ls")
+                if not done:
+                    portfolio["contiguous+ls"] = {"abandoned": _late(t0)}
+                    continue
+                value = offer("contiguous+ls", polished)
                 portfolio["contiguous+ls"] = {"objective": value, "time_s": time.perf_counter() - t0}
                 live.show("contiguous+ls", best_obj, winner, bound)
             continue
@@ -255,10 +309,11 @@ def solve_auto(
             portfolio[name] = {"skipped": reason}
             continue
         run_member(name, o)
-    # 4. the crossing bound with the time left, beside the exact solver (it stops when that one proves the optimum)
-    if crossing_bound and best_obj > bound * (1 + OPTIMAL_RTOL) and not exact_run.get("optimal"):
-        proved = lambda: bool(exact_run.get("optimal"))  # noqa: E731
-        found = crossing_lower_bound(graph, hw, objective, lam, best_obj, deadline - time.perf_counter(), stop=proved)
+    if bound_thread is not None:
+        bound_thread.join()
+        if "error" in bound_run:
+            raise bound_run["error"]
+        found = bound_run["found"]
         portfolio["bound"] = {"crossing": found["bound"], "calls": found["calls"], "time_s": found["time_s"]}
         bound = max(bound, found["bound"])
         live.show("crossing bound", best_obj, winner, bound)

@@ -64,6 +64,8 @@ from respect_jax.graphs.graph import Graph
 
 #: Relative slack added to every window edge (float rounding of the capacities).
 WINDOW_RTOL = 1e-9
+#: Relative resolution of the searches (segment width / bisection interval, as a share of ``upper``).
+RESOLUTION = 1e-4
 #: Rounds of the latency test (each tightens every window with the crossings the last round proved).
 MAX_ROUNDS = 4
 #: Scale of the combined latency weight ``macs/R + b_p params/H`` as integers (its total is about this many units).
@@ -266,7 +268,7 @@ def _paper_crossing_bound(graph: Graph, hw: Hardware, lam: float, upper: float, 
 
     while deadline.left() > 0:
         value, a, b = min(segments())
-        if value >= upper or b - a <= 1e-6 * max(upper, 1.0):
+        if value >= upper or b - a <= RESOLUTION * upper:
             break
         points[(a + b) / 2] = comm((a + b) / 2)
     bound = min((s[0] for s in segments()), default=upper)
@@ -313,7 +315,7 @@ def _latency_crossing_bound(graph: Graph, hw: Hardware, lower: float, upper: flo
         return min(caps) < 0 or sum(caps) < base
 
     lo, hi = lower, upper
-    while deadline.left() > 0 and hi - lo > 1e-6 * max(upper, 1e-300):
+    while deadline.left() > 0 and hi - lo > RESOLUTION * upper:
         mid = (lo + hi) / 2
         if impossible(mid):
             lo = mid
