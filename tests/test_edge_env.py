@@ -194,3 +194,20 @@ def test_rules_only_mask_is_the_union_of_the_static_rules_choices():
         sizes.add(int(mask.sum()))
     assert max(sizes) >= 2, "the rules disagreed at least once"
     assert not layout.rules_only
+
+
+def test_env_interface_reset_draws_a_trace_with_the_environment_defaults():
+    """reset(key, params) draws its trace at the environment's default rates and conditions, the same episode as
+    reset(key, params, rate, dyn); observations and actions have the shapes of the specs."""
+    from env_interface import check_interface
+
+    scn = small()
+    rate = jnp.asarray(scn.rate("high"))
+    env = EdgeEnv(scn.trace, scn.ring, rate=rate, dyn=scn.dynamics)
+    key = jax.random.key(2)
+    check_interface(env, scn.params, key)
+    assert env.action_spec(scn.params).num_values == scn.params.num_actions
+    chex.assert_trees_all_equal(env.reset(key, scn.params), EdgeEnv(scn.trace, scn.ring).reset(key, scn.params, rate,
+                                                                                              scn.dynamics))
+    with pytest.raises(ValueError, match="arrival rates and dynamics"):
+        EdgeEnv(scn.trace, scn.ring).reset(key, scn.params)

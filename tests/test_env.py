@@ -175,3 +175,23 @@ def test_normalised_reward_uses_lower_bound():
     bound = objective_lower_bound(graph_at(batch, 0), hw, "paper")
     np.testing.assert_allclose(r1[0], r2[0] / bound, rtol=1e-6)
     assert float(r1[0]) <= -1.0 + 1e-6  # the bound is a lower bound on the objective
+
+
+def test_env_interface_reset_with_a_graph_or_from_the_generator():
+    """reset(key, graph) is reset_graph(graph); reset(key) draws the graph from the generator with key;
+    observations and actions have the shapes of the specs."""
+    from env_interface import check_interface
+
+    hw = make_hw(3)
+    gen = make_jax_generator(GeneratorConfig(min_nodes=6, max_nodes=12))
+    env = SchedulingEnv(hw, generator=gen)
+    key = jax.random.PRNGKey(4)
+    graph = gen(key)
+    state, ts = check_interface(env, graph, key, steps=20)
+    assert env.action_spec(graph).num_values == 3
+    assert int(state.step_count) == int(graph.num_nodes)  # 20 steps end every episode of <= 12 nodes
+    drawn, ts_drawn = jax.jit(env.reset)(key)
+    given, ts_given = env.reset_graph(graph)
+    chex.assert_trees_all_equal((drawn, ts_drawn), (given, ts_given))
+    with pytest.raises(ValueError, match="needs a generator or a graph"):
+        SchedulingEnv(hw).reset(key)

@@ -1,17 +1,18 @@
 """ASET: reinforcement-learning dispatch of DNN inference queries across distributed edge clusters.
 
-After Castellano et al., arXiv 2301.13618 (see NOTES.md). The paper text is not available here, so
+After Castellano et al., arXiv 2301.13618. The paper text is not available here, so
 this package builds the system its abstract describes; **every modelling choice below is ours**.
 
-Layout (a sibling of the graph scheduler, :mod:`respect_jax.env`)::
+File map (the roles of :mod:`respect_jax.env`'s files first; a sibling of the graph scheduler)::
 
-    types.py        EdgeParams, Trace, SimState, Outcome, Observation, State, TimeStep (pytrees)
-    scenarios.py    YAML/dict -> Scenario (validated, one-line errors), model variants from data/models
-    traces.py       seeded workload generator (Poisson / MMPP / diurnal), pure JAX
-    simulator.py    the pure-JAX event simulator (lax.scan, one step per query), features
-    environment.py  EdgeEnv: pure reset/step -> (State, TimeStep), Jumanji-style
-    policies.py     static baselines (closest, fastest_expected, most_accurate, least_loaded, random)
+    environment.py  EdgeEnv: reset(key, params)/step(state, action), specs, batch_*; Jumanji-style
+    types.py        EdgeParams, Trace, Dynamics, SimState, Outcome, Observation, State, TimeStep (pytrees);
+                    Policy and the dispatcher's small helpers (action_mask, backlog_estimate, first_argmin)
+    traces.py       the generator: seeded workload traces (Poisson / MMPP / diurnal, dynamics), pure JAX
     reference.py    plain-Python discrete-event reference (heapq), same outcomes as the JAX simulator
+    scenarios.py    YAML/dict -> Scenario (validated, one-line errors), model variants from data/models
+    simulator.py    the pure-JAX event simulator (lax.scan, one step per query), observation features
+    policies.py     static baselines (closest, fastest_expected, most_accurate, least_loaded, random)
     dqn.py          the ASET agent: double DQN, replay buffer, target network, orbax checkpoints
     evaluation.py   shared-trace comparisons, Markdown table + PNG plot
 
@@ -55,7 +56,7 @@ Applications, variants, success
   accuracy, and a family of allowed model variants.
 * **Variants** are the Keras models of ``data/models/`` (MobileNet, MobileNetV2, NASNetMobile,
   ResNet50/101/152, DenseNet121/169/201, InceptionV3, Xception, ...): compute = the sum of the
-  layers' MACs in the SPEC JSON, accuracy = the published ImageNet top-1 of keras.applications
+  layers' MACs in the graph JSON, accuracy = the published ImageNet top-1 of keras.applications
   (:data:`~respect_jax.edge_cluster.scenarios.TOP1_ACCURACY`, cited there).
 * **Success** iff the answer is back by the deadline *and* the variant's accuracy reaches the
   app's minimum. Failures are LOW_ACCURACY, LATE (served after the deadline), EXPIRED, DROPPED;

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from respect_jax.edge_cluster.scenarios import TraceConfig
-from respect_jax.edge_cluster.simulator import action_mask, dispatch, features, init_sim, num_features
+from respect_jax.edge_cluster.simulator import dispatch, features, init_sim, num_features
 from respect_jax.edge_cluster.traces import generate_trace
 from respect_jax.edge_cluster.types import (
     FIRST,
@@ -38,20 +38,27 @@ from respect_jax.edge_cluster.types import (
     State,
     TimeStep,
     Trace,
+    action_mask,
     query_at,
 )
+from respect_jax.env.types import DiscreteSpec, Environment
 
 
-class EdgeEnv:
+class EdgeEnv(Environment):
     """Dispatch of DNN inference queries over edge/cloud sites.
 
     Args:
         trace_cfg: workload generator settings used by :meth:`reset` (static).
         ring: L, history length of the observation's recent-rate and success features.
+        rate: f32[N, A] default arrival rates of :meth:`reset` (queries/s per source and app).
+        dyn: default conditions of :meth:`reset` (:class:`~respect_jax.edge_cluster.types.Dynamics`).
     """
 
-    def __init__(self, trace_cfg: TraceConfig, ring: int = 32):
+    def __init__(
+        self, trace_cfg: TraceConfig, ring: int = 32, rate: jax.Array | None = None, dyn: Dynamics | None = None
+    ):
         self.trace_cfg, self.ring = trace_cfg, ring
+        self.rate, self.dyn = rate, dyn
 
     @staticmethod
     def num_actions(params: EdgeParams) -> int:
@@ -61,9 +68,26 @@ class EdgeEnv:
     def observation_size(params: EdgeParams) -> int:
         return num_features(params)
 
+    def action_spec(self, params: EdgeParams | None = None) -> DiscreteSpec:
+        """One flat action ``site * V + variant`` in ``[0, S * V)``."""
+        if params is None:
+            raise ValueError("EdgeEnv.action_spec(params) needs the scenario's EdgeParams (its S and V)")
+        return DiscreteSpec(num_values=params.num_actions)
+
     # ------------------------------------------------------------------ reset
-    def reset(self, key: jax.Array, params: EdgeParams, rate: jax.Array, dyn: Dynamics) -> tuple[State, TimeStep]:
-        """Draw a trace at arrival rates ``rate`` f32[N, A] under conditions ``dyn`` and start an episode on it."""
+    def reset(
+        self,
+        key: jax.Array,
+        params: EdgeParams | None = None,
+        rate: jax.Array | None = None,
+        dyn: Dynamics | None = None,
+    ) -> tuple[State, TimeStep]:
+        """Draw a trace with ``key`` at arrival rates ``rate`` f32[N, A] under conditions ``dyn`` (default: the
+        environment's) and start an episode of scenario ``params`` on it."""
+        rate = self.rate if rate is None else rate
+        dyn = self.dyn if dyn is None else dyn
+        if params is None or rate is None or dyn is None:
+            raise ValueError("EdgeEnv.reset needs the scenario's params, arrival rates and dynamics")
         return self.reset_trace(params, generate_trace(key, rate, self.trace_cfg, dyn))
 
     def reset_trace(self, params: EdgeParams, trace: Trace) -> tuple[State, TimeStep]:

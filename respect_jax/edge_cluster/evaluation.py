@@ -19,9 +19,10 @@ import numpy as np
 
 from respect_jax.edge_cluster.policies import STATIC_POLICIES, get_policy
 from respect_jax.edge_cluster.scenarios import Scenario
-from respect_jax.edge_cluster.simulator import Policy, simulate
+from respect_jax.edge_cluster.simulator import simulate
 from respect_jax.edge_cluster.traces import make_traces
-from respect_jax.edge_cluster.types import OUTCOMES, SUCCESS, Trace
+from respect_jax.edge_cluster.types import OUTCOMES, SUCCESS, Policy, Trace
+from respect_jax.reporting import markdown_table as table
 
 
 def history_ring(scn: Scenario, policy: Policy) -> int:
@@ -210,11 +211,7 @@ def markdown_table(doc: dict, tie: float = 0.005) -> str:
     ``tie``: policies within this of the best are bold too (and counted as tied).
     """
     loads = list(doc["loads"])
-    lines = [f"Success ratio on scenario `{doc['scenario']}` "
-             f"({doc['traces']} traces per load, same traces for every policy; pooled over the traces; ± is the "
-             "half-width of the 95 % Student-t confidence interval of the mean per-trace success ratio)",
-             "", "| policy | " + " | ".join(f"{ld} (x{doc['loads'][ld]:g})" for ld in loads) + " |",
-             "|---|" + "---|" * len(loads)]
+    rows = []
     for p in doc["policies"]:
         cells = []
         for ld in loads:
@@ -222,29 +219,31 @@ def markdown_table(doc: dict, tie: float = 0.005) -> str:
             v = doc["success"][p][ld]
             text = f"{v:.3f} ± {doc['ci95'][p][ld]:.3f}"
             cells.append(f"**{text}**" if v >= best - tie else text)
-        lines.append(f"| {p} | " + " | ".join(cells) + " |")
-    lines += ["", "Per application:", "", "| policy | app | " + " | ".join(loads) + " |",
-              "|---|---|" + "---|" * len(loads)]
-    for p in doc["policies"]:
-        for app in doc["apps"]:
-            lines.append(f"| {p} | {app} | " + " | ".join(
-                f"{doc['per_app'][p][ld][app]:.3f} ± {doc['per_app_ci95'][p][ld][app]:.3f}" for ld in loads) + " |")
+        rows.append([p, *cells])
+    per_app = [
+        [p, app, *(f"{doc['per_app'][p][ld][app]:.3f} ± {doc['per_app_ci95'][p][ld][app]:.3f}" for ld in loads)]
+        for p in doc["policies"]
+        for app in doc["apps"]
+    ]
+    lines = [f"Success ratio on scenario `{doc['scenario']}` "
+             f"({doc['traces']} traces per load, same traces for every policy; pooled over the traces; ± is the "
+             "half-width of the 95 % Student-t confidence interval of the mean per-trace success ratio)", "",
+             table(["policy", *(f"{ld} (x{doc['loads'][ld]:g})" for ld in loads)], rows),
+             "", "Per application:", "", table(["policy", "app", *loads], per_app)]
     lines += ["", "Queries per load: " + ", ".join(f"{ld} {doc['queries'][ld]:,}" for ld in loads)]
     return "\n".join(lines)
 
 
 def plot(doc: dict, path: str | Path) -> None:
     """Grouped bars: success ratio per load level for every policy, overall and per app."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # the object API: no pyplot, no global backend state
 
     loads, policies, apps = list(doc["loads"]), doc["policies"], doc["apps"]
     panels = [("all apps", lambda p, ld: doc["success"][p][ld])] + [
         (app, lambda p, ld, app=app: doc["per_app"][p][ld][app]) for app in apps
     ]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharey=True, squeeze=False)
+    fig = Figure(figsize=(4.2 * len(panels), 3.6))
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)
     width = 0.8 / len(policies)
     x = np.arange(len(loads))
     for ax, (title, value) in zip(axes[0], panels, strict=True):
@@ -260,7 +259,6 @@ def plot(doc: dict, path: str | Path) -> None:
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def write_report(doc: dict, out_dir: str | Path, stem: str, header: str = "") -> dict[str, str]:
@@ -273,20 +271,3 @@ def write_report(doc: dict, out_dir: str | Path, stem: str, header: str = "") ->
     plot(doc, paths["png"])
     paths["json"].write_text(json.dumps(doc, indent=1))
     return {k: str(v) for k, v in paths.items()}
-
-
-def queries_per_second(scn: Scenario, policy: Policy, load: str | float, batch: int, key: jax.Array,
-                       repeats: int = 3) -> dict:
-    """Simulated queries per second of the jitted, vmapped simulator over ``batch`` traces (compile excluded)."""
-    traces = eval_traces(scn, load, key, batch, fit=True)
-    fn = batched_counts(scn, policy)
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn(traces))
-    compile_s = time.perf_counter() - t0
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(traces))
-        best = min(best, time.perf_counter() - t0)
-    n = int(jnp.sum(traces.valid))
-    return {"queries": n, "time_s": best, "queries_per_s": n / best, "compile_s": compile_s, "batch": batch}

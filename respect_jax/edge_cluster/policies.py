@@ -1,6 +1,6 @@
 """Static dispatch policies (pure JAX, integer arithmetic, ties broken by the lowest index).
 
-Each is a :data:`~respect_jax.edge_cluster.simulator.Policy` ``(params, sim, query) -> action``
+Each is a :data:`~respect_jax.edge_cluster.types.Policy` ``(params, sim, query) -> action``
 with ``action = site * V + variant``. "Feasible" variants are those of the app's family whose
 accuracy reaches the app's minimum; "nominal" response = RTT + nominal processing time (no
 queueing, no jitter); the "estimated backlog" is the dispatcher's virtual clock of the nominal
@@ -24,8 +24,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from respect_jax.edge_cluster.simulator import Policy, action_mask, backlog_estimate, first_argmin
-from respect_jax.edge_cluster.types import EdgeParams, SimState, Trace
+from respect_jax.edge_cluster.types import (
+    EdgeParams,
+    Policy,
+    SimState,
+    Trace,
+    action_mask,
+    backlog_estimate,
+    first_argmin,
+)
 
 _BIG = 2**31 - 1  # a Python int: a jnp value made at import time would leak into the trace that imports it
 

@@ -209,8 +209,3 @@ class ReferenceSimulator:
                                ("done_us", q.done), ("resolve_us", q.resolve)):
                 out[key][q.index] = value
         return out
-
-
-def simulate_reference(params: EdgeParams, trace: Trace, policy: str | Sequence[int]) -> dict[str, np.ndarray]:
-    """Shortcut: ``ReferenceSimulator(params).run(trace, policy)``."""
-    return ReferenceSimulator(params).run(trace, policy)

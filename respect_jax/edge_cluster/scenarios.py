@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 import jax.numpy as jnp
 import numpy as np
 
-from respect_jax.edge_cluster.types import MAX_EVENTS, MAX_TIME_US, PROFILE_KNOTS, Dynamics, EdgeParams
+from respect_jax.edge_cluster.types import MAX_EVENTS, MAX_TIME_US, PROFILE_KNOTS, Dynamics, EdgeParams, app_peaks
 from respect_jax.resources import conf_path, data_path
 
 MODELS_DIR = data_path("models")
@@ -507,8 +507,6 @@ def scenario_from_dict(doc: Mapping, where: str = "edge_scenario") -> Scenario:
     )
     dynamics, dyn_doc = _dynamics(doc.get("dynamics"), f"{where}.dynamics", app_names, site_names, horizon_s,
                                   rtt_us / 1000.0, proc_us / 1000.0)
-    from respect_jax.edge_cluster.traces import app_peaks  # traces imports this module
-
     app_peak = np.asarray(app_peaks(dynamics), np.float64)
     # query slots: thinning candidates at the highest load, mean + 8 sigma, rounded up
     envelope = float((base_rate * app_peak[None, :]).sum()) * trace.peak_factor

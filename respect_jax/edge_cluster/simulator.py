@@ -26,11 +26,10 @@ order and gets identical outcomes). Padding slots of a trace leave the state unc
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import jax
 import jax.numpy as jnp
 
+from respect_jax.edge_cluster.policies import STATIC_POLICIES
 from respect_jax.edge_cluster.types import (
     DROPPED,
     EXPIRED,
@@ -42,12 +41,13 @@ from respect_jax.edge_cluster.types import (
     SUCCESS,
     EdgeParams,
     Outcome,
+    Policy,
     SimState,
     Trace,
+    action_mask,  # noqa: F401  (re-exported: edge_cluster/dqn.py imports it from here)
+    backlog_estimate,
+    first_argmin,
 )
-
-Policy = Callable[[EdgeParams, SimState, Trace], jax.Array]
-"""A dispatch policy: ``(params, sim, query) -> action`` i32[] (``site * V + variant``)."""
 
 BACKLOG_CAP_US = 10**8  # the dispatcher's backlog estimate saturates at 100 s (keeps int32 times bounded)
 
@@ -79,34 +79,6 @@ def init_sim(params: EdgeParams, ring: int = 32) -> SimState:
         counts=jnp.zeros((a, len(OUTCOMES)), jnp.int32),
         now_us=jnp.int32(0),
     )
-
-
-def split_action(params: EdgeParams, action: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(site, variant) of a flat action ``site * V + variant`` (clipped into range)."""
-    action = jnp.clip(jnp.asarray(action, jnp.int32), 0, params.num_actions - 1)
-    return action // params.num_variants, action % params.num_variants
-
-
-def action_mask(params: EdgeParams, query: Trace) -> jax.Array:
-    """bool[S*V] actions allowed for the query: any site, any variant of its app's family."""
-    mask = jnp.broadcast_to(params.variant_mask[query.app], params.proc_us.shape)
-    return mask.reshape(-1) & query.valid
-
-
-def backlog_estimate(params: EdgeParams, sim: SimState, at_us: jax.Array) -> jax.Array:
-    """i32[S] the dispatcher's estimate of each site's queueing delay for a query reaching it at ``at_us``."""
-    return jnp.maximum(sim.vclock_us - at_us, 0)
-
-
-def first_argmin(x: jax.Array) -> jax.Array:
-    """i32[...] index of the first minimum along the last axis.
-
-    Two plain min-reductions (value, then smallest index holding it): on XLA CPU they vectorise,
-    unlike the variadic reduction of ``jnp.argmin``.
-    """
-    n = x.shape[-1]
-    low = jnp.min(x, axis=-1, keepdims=True)
-    return jnp.min(jnp.where(x == low, jnp.arange(n, dtype=jnp.int32), n), axis=-1).astype(jnp.int32)
 
 
 def _pick(x: jax.Array, hot: jax.Array) -> jax.Array:
@@ -333,8 +305,6 @@ def features(params: EdgeParams, sim: SimState, query: Trace, measured: bool = T
     known = sim.app_resolve_us <= t
     n_known = jnp.sum(known, axis=1)
     success = jnp.where(n_known > 0, jnp.sum(known & sim.app_ok, axis=1) / jnp.maximum(n_known, 1), 1.0)
-
-    from respect_jax.edge_cluster.policies import STATIC_POLICIES  # policies import this module
 
     hints = [jax.nn.one_hot(STATIC_POLICIES[h](params, sim, query), params.num_actions) for h in HINT_POLICIES]
     if not measured:

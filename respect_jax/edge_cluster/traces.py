@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from respect_jax.edge_cluster.scenarios import TraceConfig
-from respect_jax.edge_cluster.types import MAX_EVENTS, Dynamics, Trace
+from respect_jax.edge_cluster.types import MAX_EVENTS, Dynamics, Trace, app_peaks
 
 _CAP = 2**30 - 1  # "beyond every horizon" time, µs
 MAX_NET_PCT = 5000  # network factors are clipped to x50 (scenarios validate RTT x factor <= 1000 ms)
@@ -51,12 +51,6 @@ def _windows(key: jax.Array, count: jax.Array, length_s: jax.Array, horizon_s: f
     t = times_s[:, None, None]
     inside = (t >= starts[None]) & (t < starts[None] + length_s[None, :, None])
     return jnp.any(inside & used[None], axis=-1)
-
-
-def app_peaks(dyn: Dynamics) -> jax.Array:
-    """f32[A] largest rate multiplier of each app's profile and bursts (its thinning envelope)."""
-    burst = jnp.where(dyn.app_bursts > 0, jnp.maximum(dyn.app_burst_factor, 1.0), 1.0)
-    return jnp.max(dyn.app_profile, axis=-1) * burst
 
 
 def _cumsum_us(gaps: jax.Array, limit_us: int) -> jax.Array:

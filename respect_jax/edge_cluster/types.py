@@ -14,6 +14,8 @@ compute bit-identical outcomes (no float rounding anywhere in the dynamics).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -159,6 +161,12 @@ class Dynamics:
     shift: jax.Array
 
 
+def app_peaks(dyn: Dynamics) -> jax.Array:
+    """f32[A] largest rate multiplier of each app's profile and bursts (its thinning envelope)."""
+    burst = jnp.where(dyn.app_bursts > 0, jnp.maximum(dyn.app_burst_factor, 1.0), 1.0)
+    return jnp.max(dyn.app_profile, axis=-1) * burst
+
+
 # one query is a Trace of scalars
 Query = Trace
 
@@ -268,3 +276,30 @@ class State:
     trace: Trace
     sim: SimState
     index: jax.Array
+
+
+# ------------------------------------------------------------------ what a dispatcher computes from these
+Policy = Callable[[EdgeParams, SimState, Trace], jax.Array]
+"""A dispatch policy: ``(params, sim, query) -> action`` i32[] (``site * V + variant``)."""
+
+
+def action_mask(params: EdgeParams, query: Trace) -> jax.Array:
+    """bool[S*V] actions allowed for the query: any site, any variant of its app's family."""
+    mask = jnp.broadcast_to(params.variant_mask[query.app], params.proc_us.shape)
+    return mask.reshape(-1) & query.valid
+
+
+def backlog_estimate(params: EdgeParams, sim: SimState, at_us: jax.Array) -> jax.Array:
+    """i32[S] the dispatcher's estimate of each site's queueing delay for a query reaching it at ``at_us``."""
+    return jnp.maximum(sim.vclock_us - at_us, 0)
+
+
+def first_argmin(x: jax.Array) -> jax.Array:
+    """i32[...] index of the first minimum along the last axis.
+
+    Two plain min-reductions (value, then smallest index holding it): on XLA CPU they vectorise,
+    unlike the variadic reduction of ``jnp.argmin``.
+    """
+    n = x.shape[-1]
+    low = jnp.min(x, axis=-1, keepdims=True)
+    return jnp.min(jnp.where(x == low, jnp.arange(n, dtype=jnp.int32), n), axis=-1).astype(jnp.int32)

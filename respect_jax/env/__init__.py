@@ -1,6 +1,35 @@
-"""Pure-JAX pipeline-scheduling environment (SPEC section 3)."""
+"""Pure-JAX pipeline-scheduling environment: place a DNN graph's nodes on K pipelined accelerators.
 
-from respect_jax.env.environment import SchedulingEnv, random_rollout
-from respect_jax.env.types import FIRST, LAST, MID, Observation, State, TimeStep
+One step places the next node (in the graph's topological order) on a stage ``>=`` the stages of its
+predecessors; the last step's reward is ``-objective / norm`` from the shared evaluator
+(:func:`respect_jax.costs.evaluate`). Its siblings :mod:`respect_jax.edge_cluster` (ASET query dispatch) and
+:mod:`respect_jax.realtime` (HRT/SRT scheduling) share the interface of :class:`Environment`:
+``reset(key, params)``, ``step(state, action)``, ``observation_spec(params)``, ``action_spec(params)``.
 
-__all__ = ["SchedulingEnv", "random_rollout", "Observation", "State", "TimeStep", "FIRST", "MID", "LAST"]
+File map (the same roles in every environment package)::
+
+    environment.py  SchedulingEnv (reset/step, batch_reset/batch_step, specs); place_node, the MDP's
+                    transition, shared with the policy's decoding state (respect_jax.policy.state)
+    types.py        State, Observation, TimeStep (FIRST/MID/LAST), DiscreteSpec, Environment (the interface)
+    generator       graphs are drawn by respect_jax.graphs.generators.make_jax_generator (key -> PaddedGraph),
+                    passed as SchedulingEnv(generator=...)
+    reference       respect_jax.reference.LoopEnv: the same MDP in plain Python over the NumPy evaluator
+"""
+
+from respect_jax.env.environment import SchedulingEnv, place_node, precedence_bound, random_rollout
+from respect_jax.env.types import FIRST, LAST, MID, DiscreteSpec, Environment, Observation, State, TimeStep
+
+__all__ = [
+    "SchedulingEnv",
+    "place_node",
+    "precedence_bound",
+    "random_rollout",
+    "DiscreteSpec",
+    "Environment",
+    "Observation",
+    "State",
+    "TimeStep",
+    "FIRST",
+    "MID",
+    "LAST",
+]

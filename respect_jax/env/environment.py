@@ -1,7 +1,8 @@
-"""The scheduling MDP of SPEC section 3 as a pure JAX environment (Jumanji-style).
+"""The pipeline-scheduling MDP as a pure JAX environment (Jumanji-style).
 
-Nodes are placed one per step in the SPEC order (positions ``0..num_nodes-1`` of a
-:class:`~respect_jax.graphs.padded.PaddedGraph`). The action is a stage; allowed stages are
+Nodes are placed one per step in the graph's order (positions ``0..num_nodes-1`` of a
+:class:`~respect_jax.graphs.padded.PaddedGraph`: a topological order, producers before consumers).
+The action is the node's stage in ``0..K-1``; allowed stages are
 ``k >= max(stage of predecessors)``. An action below that bound is raised to it, so no invalid
 schedule is reachable and every valid one is. The episode ends after the last real node; the
 reward of that step is ``-objective / norm`` computed by the shared evaluator
@@ -18,20 +19,48 @@ import jax
 import jax.numpy as jnp
 
 from respect_jax.costs import OBJECTIVES, Hardware, evaluate, objective_lower_bound, objective_value
-from respect_jax.env.types import FIRST, LAST, MID, Observation, State, TimeStep
+from respect_jax.env.types import FIRST, LAST, MID, DiscreteSpec, Environment, Observation, State, TimeStep
 from respect_jax.graphs.padded import PaddedGraph
 
 
-class SchedulingEnv:
+def precedence_bound(graph: PaddedGraph, assignment: jax.Array, t: jax.Array) -> jax.Array:
+    """i32[] the smallest stage node t may take: ``max(s(u) : u in pred(t))`` (0 without predecessors).
+
+    Args: assignment i32[N] stages of the placed nodes (-1 for the others), t i32[] a position (clamped
+    to the padded size).
+    """
+    t = jnp.minimum(t, graph.params.shape[-1] - 1)
+    pred_stage = jnp.where(graph.pred_mask[t], assignment[graph.preds[t]], 0)
+    return jnp.max(pred_stage, initial=0)
+
+
+def place_node(
+    graph: PaddedGraph, assignment: jax.Array, t: jax.Array, action: jax.Array, num_stages: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The MDP's transition on the schedule: node t goes to stage ``action`` raised to the precedence bound.
+
+    Shared by :class:`SchedulingEnv` and the policy's decoding state (:func:`respect_jax.policy.state.advance`).
+    Returns the new assignment i32[N], the stage i32[] node t takes and ``active`` bool[] (``t <
+    num_nodes``; when False the assignment is unchanged: steps after the end are no-ops).
+    """
+    active = t < graph.num_nodes
+    stage = jnp.clip(jnp.maximum(action.astype(jnp.int32), precedence_bound(graph, assignment, t)), 0, num_stages - 1)
+    node = jnp.arange(assignment.shape[-1]) == t
+    return jnp.where(node & active, stage, assignment), stage, active
+
+
+class SchedulingEnv(Environment):
     """Pipeline-stage assignment of a DNN graph onto ``hw.stages`` accelerators.
 
     Args:
         hw: hardware (its ``stages`` fixes the action space K).
-        objective: ``"paper"`` or ``"latency"`` (SPEC section 2).
+        objective: ``"paper"`` (peak stage memory + lam * bytes forwarded between stages) or
+            ``"latency"`` (the bottleneck stage time), both by :func:`respect_jax.costs.evaluate`.
         lam: weight of communication in the ``paper`` objective.
         normalise: divide the reward by :func:`objective_lower_bound` of each graph (so rewards of
             different graphs are comparable; ``-1`` is then a perfect schedule or better bound).
-        generator: optional ``key -> PaddedGraph`` used by :meth:`reset`.
+        generator: optional ``key -> PaddedGraph`` used by :meth:`reset` without a graph (e.g.
+            :func:`respect_jax.graphs.generators.make_jax_generator`).
     """
 
     def __init__(
@@ -52,11 +81,17 @@ class SchedulingEnv:
         return self.hw.stages
 
     # ------------------------------------------------------------------ reset
-    def reset(self, key: jax.Array) -> tuple[State, TimeStep]:
-        """Draw a graph from the generator and start an episode on it."""
+    def reset(self, key: jax.Array, params: PaddedGraph | None = None) -> tuple[State, TimeStep]:
+        """Start an episode on the graph ``params``, or (None) on a graph drawn from the generator with ``key``."""
+        if params is not None:
+            return self.reset_graph(params)
         if self.generator is None:
-            raise ValueError("SchedulingEnv.reset(key) needs a generator; use reset_graph(graph)")
+            raise ValueError("SchedulingEnv.reset(key) needs a generator or a graph: reset(key, graph)")
         return self.reset_graph(self.generator(key))
+
+    def action_spec(self, params: PaddedGraph | None = None) -> DiscreteSpec:
+        """One stage in ``[0, K)`` (the same for every graph)."""
+        return DiscreteSpec(num_values=self.hw.stages)
 
     def reset_graph(self, graph: PaddedGraph) -> tuple[State, TimeStep]:
         """Start an episode on ``graph`` (one padded graph; vmap for a batch)."""
@@ -109,14 +144,11 @@ class SchedulingEnv:
     def _advance(self, state: State, action: jax.Array) -> tuple[State, jax.Array]:
         """The state transition; returns the new state and whether this step ended the episode."""
         graph, t = state.graph, state.step_count
-        active = t < graph.num_nodes
-        low = self._lower_bound(state)
-        stage = jnp.clip(jnp.maximum(action.astype(jnp.int32), low), 0, self.hw.stages - 1)
-        node = jnp.arange(graph.params.shape[-1]) == t
+        assignment, stage, active = place_node(graph, state.assignment, t, action, self.hw.stages)
         onehot = (jnp.arange(self.hw.stages) == stage) & active
         t_safe = jnp.minimum(t, graph.params.shape[-1] - 1)
         new_state = state.replace(
-            assignment=jnp.where(node & active, stage, state.assignment),
+            assignment=assignment,
             step_count=t + active.astype(jnp.int32),
             stage_param_bytes=state.stage_param_bytes
             + jnp.where(onehot, graph.params[t_safe] * self.hw.param_bytes, 0.0),
@@ -138,9 +170,7 @@ class SchedulingEnv:
     # ------------------------------------------------------------------ helpers
     def _lower_bound(self, state: State) -> jax.Array:
         """i32[] the smallest stage the current node may take (max stage of its predecessors)."""
-        g, t = state.graph, jnp.minimum(state.step_count, state.graph.params.shape[-1] - 1)
-        pred_stage = jnp.where(g.pred_mask[t], state.assignment[g.preds[t]], 0)
-        return jnp.max(pred_stage, initial=0)
+        return precedence_bound(state.graph, state.assignment, state.step_count)
 
     def action_mask(self, state: State) -> jax.Array:
         """bool[K] allowed stages for the current node (all False after the episode ends)."""

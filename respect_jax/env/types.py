@@ -1,8 +1,14 @@
-"""Types of the pipeline-scheduling environment (Jumanji-style, all pytrees)."""
+"""Types of the pipeline-scheduling environment (Jumanji-style, all pytrees), and the interface every
+environment of the package shares (:class:`Environment`, :class:`DiscreteSpec`)."""
 
 from __future__ import annotations
 
+import abc
+from dataclasses import dataclass
+from typing import Any
+
 import jax
+import jax.numpy as jnp
 from flax import struct
 
 from respect_jax.graphs.padded import PaddedGraph
@@ -15,7 +21,7 @@ class Observation:
     """What a policy sees before placing the node at position ``node``.
 
     Attributes:
-        node: i32[] position (SPEC order) of the node to place now.
+        node: i32[] position (in the graph's topological order) of the node to place now.
         action_mask: bool[K] stages allowed by precedence (all False once the episode is over).
         assignment: i32[N] stage of every placed node, -1 for the others and for padding.
         stage_param_bytes: f32[K] parameter bytes already placed on each stage.
@@ -34,7 +40,7 @@ class State:
     """Environment state of one episode (one graph).
 
     Attributes:
-        graph: the graph being scheduled (SPEC order, padded).
+        graph: the graph being scheduled (padded, nodes by position in its topological order).
         assignment: i32[N] stages so far (-1 = unplaced).
         step_count: i32[] number of nodes placed; the episode ends at ``graph.num_nodes``.
         stage_param_bytes: f32[K], stage_macs: f32[K] running per-stage loads.
@@ -66,3 +72,40 @@ class TimeStep:
 
     def last(self) -> jax.Array:
         return self.step_type == LAST
+
+
+@dataclass(frozen=True)
+class DiscreteSpec:
+    """An integer array of ``shape`` whose entries lie in ``[0, num_values)`` (Jumanji's ``DiscreteArray``)."""
+
+    num_values: int
+    shape: tuple[int, ...] = ()
+    dtype: Any = jnp.int32
+
+
+class Environment(abc.ABC):
+    """The interface of the package's environments (Jumanji-style, pure functions of explicit state).
+
+    ``reset(key, params)`` starts an episode and ``step(state, action)`` advances it, both returning
+    ``(state, TimeStep)`` and both pure (jit, vmap and scan them). ``params`` is the episode's instance (a
+    padded graph, an edge scenario, a real-time scenario); what is random in an episode is drawn from
+    ``key`` by the environment's generator. The specs describe one (unbatched) episode of ``params``:
+    ``observation_spec`` is a pytree of ``jax.ShapeDtypeStruct`` shaped like the observation,
+    ``action_spec`` a :class:`DiscreteSpec` or a pytree of ``jax.ShapeDtypeStruct``.
+    """
+
+    @abc.abstractmethod
+    def reset(self, key: jax.Array, params: Any = None) -> tuple[Any, TimeStep]:
+        """Start an episode of instance ``params`` (randomness from ``key``)."""
+
+    @abc.abstractmethod
+    def step(self, state: Any, action: Any) -> tuple[Any, TimeStep]:
+        """Take ``action`` in ``state``; a no-op with zero reward once the episode is over."""
+
+    @abc.abstractmethod
+    def action_spec(self, params: Any = None) -> DiscreteSpec | Any:
+        """The action of one episode of ``params``."""
+
+    def observation_spec(self, params: Any = None) -> Any:
+        """Shapes and dtypes of the observation of one episode of ``params`` (traced, nothing computed)."""
+        return jax.eval_shape(lambda p: self.reset(jax.random.key(0), p)[1].observation, params)
