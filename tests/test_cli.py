@@ -169,7 +169,8 @@ def write_graphs(folder: Path, count: int, seed: int) -> list[Path]:
 def test_schedule_folder_writes_one_result_per_graph(tmp_path):
     paths = write_graphs(tmp_path / "graphs", 3, seed=5)
     out = tmp_path / "out"
-    args = ["solver=policy", "hardware.stages=3", "objective=latency"]
+    step = ROOT / "data" / "checkpoints" / "respect_k4_paper_cut"  # a step policy trained for K=4 and paper
+    args = ["solver=policy", f"solver.options.checkpoint={step}", "hardware.stages=3", "objective=latency"]
     proc = run(["respect-schedule", f"graph={tmp_path / 'graphs'}", *args, f"out_dir={out}", "batch_size=2"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted([*(p.name for p in paths), "summary.jsonl"])
@@ -193,6 +194,11 @@ def test_schedule_folder_writes_one_result_per_graph(tmp_path):
     alone = json.loads(single.read_text())
     assert alone["assignment"] == json.loads((out / paths[2].name).read_text())["assignment"]
     assert alone["info"]["compile_s"] >= 0 and "compile_s" in alone["info"]["timing"]
+    # solver=policy's default (the order policy, one network for every K and objective): no note
+    proc = run(["respect-schedule", f"graph={tmp_path / 'graphs'}", "solver=policy", "hardware.stages=3",
+                "objective=latency", f"out_dir={tmp_path / 'out_default'}"], tmp_path)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 0 and len(lines) == 1 and "policy on 4 graphs (K=3)" in lines[0], proc.stderr
     # a glob, a non-learned solver (one graph at a time)
     proc = run(["respect-schedule", f"graph={tmp_path / 'graphs' / 'g*.json'}", "solver=compiler",
                 f"out_dir={tmp_path / 'out2'}"], tmp_path)
