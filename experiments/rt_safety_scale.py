@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     fuzz = None
     if args.fuzz:
         tic2 = time.perf_counter()
-        from respect_jax.realtime.feasibility import InfeasibleTaskSet
+        from respect_jax.realtime.tasks import InfeasibleTaskSet
 
         # tight deadlines (0.4-0.7 x period) on the cells with U <= 0.7; a cell without certified draws is skipped
         tight = [c.__class__(**{**c.__dict__, "deadline_factor": (0.4, 0.7), "max_tries": 500}) for c in configs]

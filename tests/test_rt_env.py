@@ -189,3 +189,19 @@ def test_certify_cases_match_python():
         if p.valid[x]:
             for m in range(m_n):
                 assert bool(table[x, m]) == py_certify(sc, 0, plan, x, m), (x, m)
+
+
+def test_env_interface_reset_takes_the_packed_scenario():
+    """reset(key, params) starts the episode of reset_scenario(params) (nothing is drawn); observations and
+    actions have the shapes of the specs."""
+    import chex
+    from env_interface import check_interface
+
+    env = RTEnv(safety=True)
+    params = jax.tree.map(jnp.asarray, pack(TOY, SIZES))
+    check_interface(env, params, jax.random.key(0))
+    spec = env.action_spec(params)
+    assert spec.priority.shape == (SIZES.subjobs,) and spec.machine_pref.shape == (SIZES.subjobs, SIZES.machines)
+    chex.assert_trees_all_equal(env.reset(jax.random.key(1), params), env.reset_scenario(params))
+    with pytest.raises(ValueError, match="packed scenario"):
+        env.reset(jax.random.key(0))

@@ -10,10 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from respect_jax.realtime.feasibility import InfeasibleTaskSet, check_task_set
 from respect_jax.realtime.generator import ScenarioConfig, generate, uunifast
 from respect_jax.realtime.platform import EFFICIENCY, Accelerator, Platform, op_class, platform_from_dict, transfer_us
-from respect_jax.realtime.tasks import HRTTask, Sizes, SRTClient, build_template, make_scenario, pack, split_layers
+from respect_jax.realtime.tasks import (
+    HRTTask,
+    InfeasibleTaskSet,
+    Sizes,
+    SRTClient,
+    build_template,
+    check_task_set,
+    make_scenario,
+    pack,
+    split_layers,
+)
 from respect_jax.realtime.types import INF
 
 PLATFORM = platform_from_dict(

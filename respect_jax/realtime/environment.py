@@ -29,6 +29,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from respect_jax.env.types import Environment
 from respect_jax.realtime.safety import certify, certify_all, ready_times, reference_schedule
 from respect_jax.realtime.types import (
     FIRST,
@@ -147,7 +148,7 @@ def _zero_metrics() -> dict:
     return z
 
 
-class RTEnv:
+class RTEnv(Environment):
     """HRT/SRT scheduling environment.
 
     Args:
@@ -164,7 +165,24 @@ class RTEnv:
         self.hrt_penalty, self.override_penalty = float(hrt_penalty), float(override_penalty)
 
     # ------------------------------------------------------------------ reset
-    def reset(self, params: RTParams) -> tuple[RTState, TimeStep]:
+    def reset(self, key: jax.Array, params: RTParams | None = None) -> tuple[RTState, TimeStep]:
+        """Start an episode on the packed scenario ``params`` (:func:`.tasks.pack`). Every release and
+        execution time is in the scenario (drawn by :mod:`.generator`), so ``key`` is not used."""
+        if params is None:
+            raise ValueError("RTEnv.reset(key, params) needs the packed scenario (respect_jax.realtime.tasks.pack)")
+        return self.reset_scenario(params)
+
+    def action_spec(self, params: RTParams | None = None) -> Action:
+        """A priority per sub-job f32[S] and an accelerator preference per sub-job f32[S, M]."""
+        if params is None:
+            raise ValueError("RTEnv.action_spec(params) needs the packed scenario (its S and M)")
+        s_n, m_n = params.exec_us.shape[-2:]
+        return Action(
+            priority=jax.ShapeDtypeStruct((s_n,), jnp.float32),
+            machine_pref=jax.ShapeDtypeStruct((s_n, m_n), jnp.float32),
+        )
+
+    def reset_scenario(self, params: RTParams) -> tuple[RTState, TimeStep]:
         """Start an episode on one scenario at time 0 and advance to the first decision point."""
         s_n, m_n = params.exec_us.shape
         state = RTState(
@@ -202,8 +220,8 @@ class RTEnv:
         return state, ts
 
     def batch_reset(self, params: RTParams) -> tuple[RTState, TimeStep]:
-        """:meth:`reset` over a batch of scenarios (leading axis B)."""
-        return jax.vmap(self.reset)(params)
+        """:meth:`reset_scenario` over a batch of scenarios (leading axis B)."""
+        return jax.vmap(self.reset_scenario)(params)
 
     # ------------------------------------------------------------------ step
     def step(self, state: RTState, action: Action) -> tuple[RTState, TimeStep]:

@@ -13,7 +13,7 @@ Modelling choices:
   QoS deadline ``q * critical path`` with ``q ~ U[qos_factor]``.
 * The episode releases jobs in ``[0, horizon)``; if more HRT/SRT jobs than the padded sizes allow
   would be released, the horizon is shortened to the first release that does not fit.
-* A draw whose HRT set fails :func:`.feasibility.check_task_set` is redrawn (counted in the
+* A draw whose HRT set fails :func:`.tasks.check_task_set` is redrawn (counted in the
   returned statistics) -- so generated scenarios are *certified*.
 """
 
@@ -25,9 +25,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from respect_jax.realtime.feasibility import InfeasibleTaskSet, check_task_set
 from respect_jax.realtime.platform import Platform
-from respect_jax.realtime.tasks import HRTTask, Scenario, SRTClient, build_template, make_scenario
+from respect_jax.realtime.tasks import (
+    HRTTask,
+    InfeasibleTaskSet,
+    Scenario,
+    SRTClient,
+    build_template,
+    check_task_set,
+    make_scenario,
+)
 
 
 @dataclass(frozen=True)

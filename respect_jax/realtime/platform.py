@@ -149,7 +149,7 @@ def layer_times_us(
     """f64[L, M] roofline time in microseconds of each layer on each accelerator (no overhead).
 
     Args:
-        macs, params, output_size: int[L] per-layer counts (SPEC JSON fields).
+        macs, params, output_size: int[L] per-layer counts (the graph JSON's node fields).
         classes: L operator classes (:func:`op_class`).
     """
     macs = np.asarray(macs, np.float64)

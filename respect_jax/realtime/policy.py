@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from respect_jax.realtime.baselines import critical_path_slack
 from respect_jax.realtime.types import SLACK_NONE, Action, Observation
 
 MS = 1000.0  # features are in milliseconds
@@ -129,8 +130,6 @@ def cp_slack_us(obs: Observation) -> jax.Array:
 def safety_subjob_features(obs: Observation) -> jax.Array:
     """f32[S, 6]: reference slack (ms, clipped), in-reference flag, critical-path slack on the fastest allowed
     accelerator (ms, clipped), hopeless SRT flag, any certifiable pair, HRT share of the ready sub-jobs."""
-    from respect_jax.realtime.baselines import critical_path_slack
-
     in_ref = obs.ref_slack_us < SLACK_NONE
     cps = critical_path_slack(obs)
     ready = jnp.any(obs.pair_mask, axis=1)
@@ -167,8 +166,6 @@ def safety_pair_features(obs: Observation) -> jax.Array:
 def prior_logits(obs: Observation) -> tuple[jax.Array, jax.Array]:
     """The cpls prior: priority f32[S] = ``-slack`` in ms (clipped to [-20, 20]; hopeless SRT:
     :data:`HOPELESS_PRIOR`) and pair f32[S, M] = ``-time on the accelerator`` in ms."""
-    from respect_jax.realtime.baselines import critical_path_slack
-
     cps = critical_path_slack(obs)
     hopeless = ~obs.is_hrt & (cps < 0)
     prio = jnp.where(hopeless, HOPELESS_PRIOR, -_slack_ms(cps))

@@ -5,7 +5,7 @@ It implements the event rules of :mod:`respect_jax.realtime.environment` and the
 decision by decision on seeded traces (``tests/test_rt_reference.py``). It also provides
 
 * :func:`py_reference_schedule` -- the deterministic reference scheduler, used by the up-front
-  feasibility check (:mod:`.feasibility`);
+  feasibility check (:func:`.tasks.check_task_set`);
 * :func:`validate_schedule` -- an independent checker of a finished schedule (no overlap,
   non-preemption, releases, precedence with transfer delays);
 * Python versions of the heuristic policies (:data:`PY_POLICIES`);

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from respect_jax.reporting import markdown_table as table
+
 FIGURES = (
     ("hrt_schedulability", "HRT schedulability (% scenarios, no HRT miss)", 100.0),
     ("srt_satisfaction", "SRT deadline satisfaction (%)", 100.0),
@@ -21,35 +23,28 @@ def percent(value: float | None, spec: str = ".1f") -> str:
 
 def markdown_table(rows: list[dict]) -> str:
     """One row per (preset, method)."""
-    head = (
-        "| preset | U | HRT share | method | HRT sched. % | HRT missed / jobs | SRT sat. % | Jain | util. % "
-        "| overrides % | decisions | unfinished |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-    )
-    lines = []
-    for r in rows:
-        lines.append(
-            f"| {r['preset']} | {r['utilisation_target']:.2f} | {r['hrt_share']:.2f} | {r['method']} "
-            f"| {100 * r['hrt_schedulability']:.1f} | {r['hrt_missed']} / {r['hrt_jobs']} "
-            f"| {percent(r['srt_satisfaction'])} | {r['jain']:.3f} | {100 * r['utilisation']:.1f} "
-            f"| {100 * r['override_rate']:.1f} | {r['decisions']} | {r['unfinished']} |"
-        )
-    return head + "\n".join(lines) + "\n"
+    header = ["preset", "U", "HRT share", "method", "HRT sched. %", "HRT missed / jobs", "SRT sat. %", "Jain",
+              "util. %", "overrides %", "decisions", "unfinished"]
+    body = [
+        [r["preset"], f"{r['utilisation_target']:.2f}", f"{r['hrt_share']:.2f}", r["method"],
+         f"{100 * r['hrt_schedulability']:.1f}", f"{r['hrt_missed']} / {r['hrt_jobs']}",
+         percent(r["srt_satisfaction"]), f"{r['jain']:.3f}", f"{100 * r['utilisation']:.1f}",
+         f"{100 * r['override_rate']:.1f}", str(r["decisions"]), str(r["unfinished"])]
+        for r in rows
+    ]
+    return table(header, body) + "\n"
 
 
 def overhead_table(overheads: list[dict]) -> str:
     """Safety-layer cost per decision, per preset."""
-    head = (
-        "| preset | Python decisions timed | Python p50 us | Python mean us | Python p99 us "
-        "| JAX batch | JAX us per decision (batched) |\n"
-        "|---|---|---|---|---|---|---|\n"
-    )
-    lines = [
-        f"| {o['preset']} | {o['py']['decisions']} | {o['py']['p50_us']:.1f} | {o['py']['mean_us']:.1f} "
-        f"| {o['py']['p99_us']:.1f} | {o['jax']['batch']} | {o['jax']['us_per_decision']:.2f} |"
+    header = ["preset", "Python decisions timed", "Python p50 us", "Python mean us", "Python p99 us", "JAX batch",
+              "JAX us per decision (batched)"]
+    body = [
+        [o["preset"], str(o["py"]["decisions"]), f"{o['py']['p50_us']:.1f}", f"{o['py']['mean_us']:.1f}",
+         f"{o['py']['p99_us']:.1f}", str(o["jax"]["batch"]), f"{o['jax']['us_per_decision']:.2f}"]
         for o in overheads
     ]
-    return head + "\n".join(lines) + "\n"
+    return table(header, body) + "\n"
 
 
 def plot_figures(rows: list[dict], overheads: list[dict], out_dir: str | Path, prefix: str = "rt") -> list[str]:
@@ -110,20 +105,18 @@ def _cell(stat: dict, scale: float) -> str:
 
 def grid_markdown(rows: list[dict], reference: str) -> str:
     """Per cell and method: mean ± 95% CI of every grid metric, and the paired difference to ``reference``."""
-    head = (
-        f"| cell | U | HRT share | method | SRT sat. % | Jain x100 | util. % | overrides % | ΔSRT vs {reference} "
-        f"| Δoverrides vs {reference} | HRT missed |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
-    )
-    lines = []
+    header = ["cell", "U", "HRT share", "method", "SRT sat. %", "Jain x100", "util. %", "overrides %",
+              f"ΔSRT vs {reference}", f"Δoverrides vs {reference}", "HRT missed"]
+    body = []
     for r in rows:
         d_srt, d_ovr = r["srt_satisfaction"].get("diff"), r["override_rate"].get("diff")
-        lines.append(
-            f"| {r['preset']} | {r['utilisation_target']:.2f} | {r['hrt_share']:.2f} | {r['method']} "
-            f"| {_cell(r['srt_satisfaction'], 100)} | {_cell(r['jain'], 100)} | {_cell(r['utilisation'], 100)} "
-            f"| {_cell(r['override_rate'], 100)} | {_cell(d_srt, 100) if d_srt else '-'} "
-            f"| {_cell(d_ovr, 100) if d_ovr else '-'} | {r['hrt_missed']} |"
-        )
-    return head + "\n".join(lines) + "\n"
+        body.append([
+            r["preset"], f"{r['utilisation_target']:.2f}", f"{r['hrt_share']:.2f}", r["method"],
+            _cell(r["srt_satisfaction"], 100), _cell(r["jain"], 100), _cell(r["utilisation"], 100),
+            _cell(r["override_rate"], 100), _cell(d_srt, 100) if d_srt else "-", _cell(d_ovr, 100) if d_ovr else "-",
+            str(r["hrt_missed"]),
+        ])
+    return table(header, body) + "\n"
 
 
 def plot_grid(rows: list[dict], out_dir: str | Path, prefix: str = "rt_grid") -> list[str]:
@@ -164,15 +157,13 @@ def plot_grid(rows: list[dict], out_dir: str | Path, prefix: str = "rt_grid") ->
 
 def learner_markdown(summary: list[dict], learner: str, reference: str) -> str:
     """:func:`.evaluate.learner_vs_best` as a table (percent)."""
-    head = (
-        f"| cell | {learner} SRT % | best other method | its SRT % | Δ paired (95% CI) | verdict "
-        f"| overrides % {learner} | overrides % {reference} |\n|---|---|---|---|---|---|---|---|\n"
-    )
-    lines = [
-        f"| {s['cell']} | {_cell(s['learner_srt'], 100)} | {s['best']} | {_cell(s['best_srt'], 100)} "
-        f"| {100 * s['diff']['mean']:+.1f} ± {100 * s['diff']['ci95']:.1f} | {s['verdict']} "
-        f"| {100 * s['learner_overrides']:.1f} | "
-        f"{'-' if s['reference_overrides'] is None else format(100 * s['reference_overrides'], '.1f')} |"
+    header = ["cell", f"{learner} SRT %", "best other method", "its SRT %", "Δ paired (95% CI)", "verdict",
+              f"overrides % {learner}", f"overrides % {reference}"]
+    body = [
+        [s["cell"], _cell(s["learner_srt"], 100), s["best"], _cell(s["best_srt"], 100),
+         f"{100 * s['diff']['mean']:+.1f} ± {100 * s['diff']['ci95']:.1f}", s["verdict"],
+         f"{100 * s['learner_overrides']:.1f}",
+         "-" if s["reference_overrides"] is None else format(100 * s["reference_overrides"], ".1f")]
         for s in summary
     ]
-    return head + "\n".join(lines) + "\n"
+    return table(header, body) + "\n"

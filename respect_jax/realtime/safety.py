@@ -54,7 +54,7 @@ result replaces ``R'`` only if it passes the exact check, so I is never lost.
 **Theorem.** If the reference scheduler meets every HRT deadline at time 0 (the scenario is
 *certified*), every HRT job meets its deadline under the safety layer, whatever the policy
 proposes. Scenarios that are not certified are rejected up front
-(:func:`respect_jax.realtime.feasibility.check_task_set`).
+(:func:`respect_jax.realtime.tasks.check_task_set`).
 """
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 
 Modelling choices (stated here because the paper text is not available):
 
-* A **job** is one inference of a DNN from ``data/models/*.json``. The SPEC order of the graph is
-  topological; the job is split into ``G`` **sub-jobs** = contiguous groups of that order with
-  about equal mean execution time (:func:`split_layers`). Sub-job ``b`` depends on sub-job ``a``
-  (``a < b``) iff some layer edge goes from group ``a`` to group ``b``; so sub-jobs form a chain
-  for plain CNNs and a DAG when a tensor skips a group (residual or dense connections crossing two
-  cuts). The transfer volume of edge ``a -> b`` is the output tensors of the group-``a`` layers
-  that group ``b`` reads (each tensor once).
+* A **job** is one inference of a DNN from ``data/models/*.json``. The graph's node order (by depth
+  from the sources, ties by id) is topological; the job is split into ``G`` **sub-jobs** =
+  contiguous groups of that order with about equal mean execution time (:func:`split_layers`).
+  Sub-job ``b`` depends on sub-job ``a`` (``a < b``) iff some layer edge goes from group ``a`` to group
+  ``b``; so sub-jobs form a chain for plain CNNs and a DAG when a tensor skips a group (residual or
+  dense connections crossing two cuts). The transfer volume of edge ``a -> b`` is the output tensors
+  of the group-``a`` layers that group ``b`` reads (each tensor once).
 * Sub-jobs are **non-preemptive**: once started on an accelerator they run to completion.
 * **HRT tasks** are strictly periodic with a known offset: job ``k`` of task ``i`` is released at
   ``offset_i + k * period_i`` and must finish by ``release + deadline_i`` (constrained deadline,
@@ -22,6 +22,21 @@ Modelling choices (stated here because the paper text is not available):
   completion.
 * Padded layout for JAX (:class:`Sizes`): ``J_H`` HRT job slots, then ``J_S`` SRT job slots, each
   with ``G`` sub-job slots; sub-job ``s`` belongs to job ``s // G`` and is group ``s % G``.
+
+Up-front detection of HRT task sets the safety layer cannot guarantee (:func:`check_task_set`, one-line
+:class:`InfeasibleTaskSet` messages; :func:`pack` records its verdict in ``RTParams.certified``).
+
+Checks, in order (each raises :class:`InfeasibleTaskSet` with one line naming the culprit):
+
+1. constrained deadlines: ``0 < deadline <= period`` for every HRT task;
+2. per task: the deadline is at least the job's best-case latency (critical path at the fastest
+   accelerator, no transfers) -- otherwise **no** schedule can meet it (necessary condition);
+3. platform: HRT demand at best-case speed ``sum_i best_work_i / period_i <= M`` (necessary);
+4. certification: the deterministic reference scheduler (:func:`.reference.py_reference_schedule`,
+   the same algorithm as :func:`.safety.reference_schedule`) meets every HRT deadline of the
+   episode from time 0. Deciding feasibility of non-preemptive DAG scheduling on heterogeneous
+   machines is NP-hard; this is a *sufficient* test, so a set failing only (4) might be feasible
+   for a cleverer scheduler, but the safety layer cannot certify it, and the message says so.
 """
 
 from __future__ import annotations
@@ -34,6 +49,7 @@ import numpy as np
 
 from respect_jax.graphs.graph import load_graph
 from respect_jax.realtime.platform import Platform, group_exec_us, layer_times_us, op_class, transfer_us
+from respect_jax.realtime.reference import PyScenario, py_reference_schedule
 from respect_jax.realtime.types import INF, RTParams
 from respect_jax.resources import data_path
 
@@ -50,7 +66,7 @@ class JobTemplate:
         preds: G tuples of predecessor sub-job indices (all smaller).
         xfer_us: int64[G, G] transfer delay of edge ``a -> b`` when the two sub-jobs run on different
             accelerators (0 where there is no edge).
-        layers: G arrays of the layer ids (SPEC order) in each sub-job.
+        layers: G arrays of the layer ids (in the graph's topological order) in each sub-job.
     """
 
     model: str
@@ -189,7 +205,7 @@ class Scenario:
     horizon_us: int
     hrt_template: tuple[int, ...] = ()
     client_template: tuple[int, ...] = ()
-    certified: bool | None = None  # set by the generator / feasibility check; None = not checked
+    certified: bool | None = None  # set by the generator / check_task_set; None = not checked
 
     @property
     def hrt_jobs(self) -> list[Job]:
@@ -334,13 +350,11 @@ def pack(scenario: Scenario, sizes: Sizes, certified: bool | None = None) -> RTP
     """The padded NumPy :class:`RTParams` of one scenario (stack several with :func:`stack`).
 
     ``certified`` (stored in ``RTParams.certified``): None takes ``scenario.certified``, and if
-    that is None too runs :func:`respect_jax.realtime.feasibility.check_task_set` to decide it.
+    that is None too runs :func:`check_task_set` to decide it.
     """
     if certified is None:
         certified = scenario.certified
     if certified is None:
-        from respect_jax.realtime.feasibility import InfeasibleTaskSet, check_task_set
-
         try:
             check_task_set(scenario)
             certified = True
@@ -416,3 +430,52 @@ def stack(params: list[RTParams]) -> RTParams:
     import jax
 
     return jax.tree.map(lambda *xs: np.stack(xs), *params)
+
+
+# ------------------------------------------------------------------ certification of the HRT work
+class InfeasibleTaskSet(ValueError):
+    """The HRT task set cannot be guaranteed (message is one line)."""
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.3f} ms"
+
+
+def check_task_set(scenario: Scenario) -> dict:
+    """Raise :class:`InfeasibleTaskSet` unless the scenario's HRT work is certified.
+
+    Returns:
+        a small report: ``hrt_demand_best`` (best-case HRT demand / M) and ``reference_slack_us``
+        (smallest ``deadline - finish`` over HRT jobs in the reference schedule at time 0).
+    """
+    m = scenario.platform.num_machines
+    demand = 0.0
+    for i, task in enumerate(scenario.hrt_tasks):
+        tpl = scenario.templates[scenario.hrt_template[i]]
+        if not 0 < task.deadline_us <= task.period_us:
+            raise InfeasibleTaskSet(
+                f"HRT task {i} ({task.model}): deadline {_ms(task.deadline_us)} must be in "
+                f"(0, period {_ms(task.period_us)}]"
+            )
+        if tpl.critical_path_us > task.deadline_us:
+            raise InfeasibleTaskSet(
+                f"HRT task {i} ({task.model}): deadline {_ms(task.deadline_us)} is shorter than its best-case latency "
+                f"{_ms(tpl.critical_path_us)} on this platform"
+            )
+        demand += tpl.best_work_us / task.period_us
+    if demand > m:
+        raise InfeasibleTaskSet(f"HRT demand at best-case speed is {demand:.2f} accelerators but the platform has {m}")
+    if not scenario.hrt_jobs:
+        return {"hrt_demand_best": demand / m, "reference_slack_us": None}
+    sc = PyScenario(pack(scenario, sizes_for([scenario]), certified=False))
+    plan, ok, misses = py_reference_schedule(sc, 0, [0] * sc.M, [INF] * sc.S, [-1] * sc.S)
+    if not ok:
+        s, fin, dl = misses[0]
+        job = scenario.hrt_jobs[s // sc.G]
+        raise InfeasibleTaskSet(
+            f"no certified reference schedule: the deterministic EDF list scheduler finishes HRT task {job.source} "
+            f"({scenario.hrt_tasks[job.source].model}) job released at {_ms(job.release)} at {_ms(fin)}, after its "
+            f"deadline {_ms(dl)}; the safety layer cannot guarantee this task set"
+        )
+    slack = min(sc.deadline[s] - (st + sc.exec[s][mm]) for s, (st, mm) in plan.items())
+    return {"hrt_demand_best": demand / m, "reference_slack_us": int(slack)}
