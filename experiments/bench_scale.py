@@ -34,7 +34,8 @@ from respect_jax.experiments.report import markdown_table, result_stem, with_ext
 from respect_jax.graphs import GeneratorConfig  # noqa: E402
 from respect_jax.viz import new_figure, save_png  # noqa: E402
 
-FAMILIES = {"dense": 2.9, "sparse": 1.2}  # edges per node of the ICML'24 families (NOTES.md)
+# edges per node of the ICML'24 families (their public rand_graph / rand_graph_sparse sets)
+FAMILIES = {"dense": 2.9, "sparse": 1.2}
 
 
 def graph_config(size: int, family: str) -> GeneratorConfig:

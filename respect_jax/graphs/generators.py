@@ -5,9 +5,11 @@
   of fresh graphs per training step on the device.
 
 Both implement the same sampling steps below with their own random streams; tests compare their
-statistics. Node ids of a generated graph are already in SPEC order (ids = positions).
+statistics. Node ids of a generated graph are already in the canonical order (topological: by
+longest-path depth from the sources, ties by id), so ids = positions.
 
-Mode ``respect`` (RESPECT's training distribution, NOTES.md): ``n`` nodes over ``L ~ U{L_min..L_max}``
+Mode ``respect`` (RESPECT's training distribution, arXiv 2304.04716): ``n`` nodes over
+``L ~ U{L_min..L_max}``
 levels (every level gets one node, the other ``n - L`` nodes pick a level uniformly); a node on
 level ``l >= 1`` takes ``d ~ U{1..min(max_preds, #nodes on levels < l)}`` distinct predecessors:
 one uniform from level ``l - 1`` and ``d - 1`` uniform without replacement from all earlier levels.
@@ -24,10 +26,10 @@ node. Resolution halves and channels double over ``num_resolutions`` equal spans
 kind: conv (k x k, k in {1, 3}; params ``k^2 C^2 + C``, MACs ``k^2 C^2 H^2``), depthwise conv
 (``k^2 C + C``, MACs ``k^2 C H^2``), batch norm (``4C``, MACs ``2 C H^2``), activation/add (0,
 MACs ``C H^2``) or pooling (0, MACs ``9 C H^2``); output size ``C H^2``. Node 0 is the input
-(no params, no MACs). Nodes are then relabelled into SPEC order.
+(no params, no MACs). Nodes are then relabelled into canonical order.
 
 Mode ``layered`` (NumPy only; the random layered DAGs of the ICML'24 differentiable scheduler's public
-benchmark, NOTES.md: wide and shallow, 8-19 levels, 20-33 % of the nodes are sources, ~2.9 edges
+benchmark: wide and shallow, 8-19 levels, 20-33 % of the nodes are sources, ~2.9 edges
 per node in the "dense" family and ~1.2 in the "sparse" one, node weights 0-5,000 with most nodes
 0): ``L ~ U{L_min..L_max}`` levels (default 8..19), a share ``U[min_source_frac, max_source_frac]``
 of the ``n`` nodes are the sources (level 0); every other node takes a level in ``1..L-1`` (each level
@@ -38,9 +40,9 @@ from level ``l - 1`` (so its depth is exactly ``l``) and ``min(Poisson(d - 1), m
 A node carries parameters with probability ``p_params``: ``params = floor(U[0,5) * param_scale)``
 (``param_scale = 1000`` gives ICML's 0-4,999), else 0. Every node outputs one tensor of
 ``output_size = floor(U[0,5) * output_scale)`` elements, carried by each of its out-edges (ICML's
-edge weight; SPEC has one tensor per producer). ``macs = params * output_size`` (each weight used
+edge weight; the cost model has one tensor per producer). ``macs = params * output_size`` (each weight used
 once per output element: a synthetic choice, so that compute follows the weights as in a DNN layer;
-``macs_scale`` is not used). Levels are generated in order, so ids are already in SPEC order.
+``macs_scale`` is not used). Levels are generated in order, so ids are already in canonical order.
 
 Mode ``arch`` (synthetic DNN architectures: a stem, stages of residual / bottleneck / separable /
 inverted-residual + squeeze-excite / inception / dense / NAS-cell / transformer blocks with
@@ -181,7 +183,7 @@ def _dnn_geometry(n, index, num_resolutions, c0, xp):
 
 
 def generate_numpy(cfg: GeneratorConfig, rng: np.random.Generator, name: str = "synthetic") -> Graph:
-    """Draw one graph (ids in SPEC order) from ``cfg`` with NumPy."""
+    """Draw one graph (ids in canonical order) from ``cfg`` with NumPy."""
     if cfg.mode == "arch":
         from respect_jax.graphs.architectures import generate_arch_numpy
 
@@ -261,7 +263,7 @@ def _dnn_structure_numpy(cfg: GeneratorConfig, n: int, rng):
 
 
 def _layered_numpy(cfg: GeneratorConfig, n: int, rng: np.random.Generator, name: str) -> Graph:
-    """One graph of mode ``layered`` (module docstring); ids are in SPEC order (sorted by level)."""
+    """One graph of mode ``layered`` (module docstring); ids are in canonical order (sorted by level)."""
     sources = int(np.clip(round(rng.uniform(cfg.min_source_frac, cfg.max_source_frac) * n), 1, n))
     lo, hi = cfg.levels_range(n)
     num_levels = min(int(rng.integers(lo, hi + 1)), n - sources + 1)
@@ -313,7 +315,7 @@ def _distinct_draws(rng: np.random.Generator, owner: np.ndarray, pool: np.ndarra
 
 
 def relabel_spec_order(graph: Graph) -> Graph:
-    """The same graph with ids renumbered into SPEC order (so ids = positions)."""
+    """The same graph with ids renumbered into canonical order (so ids = positions)."""
     order = graph.topological_order()
     if np.array_equal(order, np.arange(graph.num_nodes)):
         return graph
@@ -345,7 +347,7 @@ def make_jax_generator(cfg: GeneratorConfig):
     """A pure function ``key -> PaddedGraph`` drawing one graph of ``cfg`` (vmap for a batch).
 
     Shapes are ``cfg.padded_shape`` whatever the drawn node count, so one compilation serves
-    every draw. Positions are in SPEC order and ``node_ids`` is the identity on real nodes.
+    every draw. Positions are in canonical order and ``node_ids`` is the identity on real nodes.
     """
     if cfg.mode == "layered":
         raise ValueError("graphs.mode=layered has a NumPy generator only (generate_numpy / generate_dataset)")
@@ -461,7 +463,7 @@ def depth_from_sources(graph: PaddedGraph) -> jax.Array:
 
 
 def _relabel_jax(graph: PaddedGraph) -> PaddedGraph:
-    """Renumber a graph whose positions are a topological order into SPEC order."""
+    """Renumber a graph whose positions are a topological order into canonical order."""
     n_pad = graph.params.shape[-1]
     idx = jnp.arange(n_pad)
     depth = jnp.where(graph.node_mask, depth_from_sources(graph), n_pad)

@@ -51,6 +51,10 @@ FAST_MEMBERS = ("contiguous", "order_policy", "policy", "gumbel")
 #: Fast members run by default (``policy`` dispatches to the shipped order policy).
 DEFAULT_MEMBERS = ("contiguous", "policy", "gumbel")
 EXACT = ("cpsat", "milp")
+#: A member's default ``max_nodes`` (larger graphs skip it): the Gumbel solver refuses larger ones itself.
+MEMBER_MAX_NODES = {"gumbel": 2000}
+#: Seconds past the deadline auto waits for the exact solver and the bound to return (they stop at the deadline).
+JOIN_GRACE_S = 1.0
 #: Relative gap under which a bound is taken to meet the objective (float noise of the evaluator).
 OPTIMAL_RTOL = 1e-6
 #: Seconds the exact models take to build per (node + edge) x (K - 1) (Python loops; measured with CP-SAT on a
@@ -229,7 +233,7 @@ def solve_auto(
         live.show(name, best_obj, winner, bound)
 
     def skip_reason(name: str, o: dict) -> str | None:
-        max_nodes = o.pop("max_nodes", None)
+        max_nodes = o.pop("max_nodes", MEMBER_MAX_NODES.get(name))
         if name in ("policy", "order_policy") and name not in available_solvers():
             return "the learned solvers are not registered (respect_jax.api.register_solvers())"
         if max_nodes is not None and graph.num_nodes > int(max_nodes):
@@ -310,16 +314,22 @@ def solve_auto(
             continue
         run_member(name, o)
     if bound_thread is not None:
-        bound_thread.join()
+        bound_thread.join(timeout=max(deadline - time.perf_counter(), 0.0) + JOIN_GRACE_S)
         if "error" in bound_run:
             raise bound_run["error"]
-        found = bound_run["found"]
-        portfolio["bound"] = {"crossing": found["bound"], "calls": found["calls"], "time_s": found["time_s"]}
-        bound = max(bound, found["bound"])
-        live.show("crossing bound", best_obj, winner, bound)
+        if "found" not in bound_run:  # still building its model: abandoned (its result is dropped)
+            portfolio["bound"] = {"abandoned": "the crossing bound was still running at the deadline"}
+        else:
+            found = bound_run["found"]
+            portfolio["bound"] = {"crossing": found["bound"], "calls": found["calls"], "time_s": found["time_s"]}
+            bound = max(bound, found["bound"])
+            live.show("crossing bound", best_obj, winner, bound)
     optimal = best_obj <= bound * (1 + OPTIMAL_RTOL)
     if thread is not None:
-        thread.join()
+        thread.join(timeout=max(deadline - time.perf_counter(), 0.0) + JOIN_GRACE_S)
+    if thread is not None and thread.is_alive():  # e.g. its model took longer to build than estimated
+        portfolio[exact_name] = {"abandoned": "still running at the deadline; its result is dropped"}
+    elif thread is not None:
         if "error" in exact_run:
             raise exact_run["error"]
         result = exact_run["result"]

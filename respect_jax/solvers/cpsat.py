@@ -1,4 +1,5 @@
-"""Exact CP-SAT oracle (OR-tools) for both SPEC objectives.
+"""Exact CP-SAT oracle (OR-tools) for both objectives (``paper``: peak stage memory + lam * communication;
+``latency``: the bottleneck stage time).
 
 Model (K stages, ``M = K - 1``; notation of :mod:`respect_jax.solvers.common`):
 
@@ -25,13 +26,13 @@ by one integer ``D``:
 * ``latency``: the time unit is ``1 / D`` seconds with ``D`` the least common denominator of
   ``1/R``, ``b_p/H``, ``C/H`` and ``b_a/L``. With integral rates and sizes (e.g. ``R = 2e12``,
   ``H = L = 3.2e8``, ``C = 8 MiB``) ``D`` is a few times 1e12, i.e. sub-picosecond, and every
-  coefficient is an exact integer: the CP-SAT optimum *is* the SPEC optimum.
+  coefficient is an exact integer: the CP-SAT optimum *is* the true optimum.
 
 If ``D`` times the largest possible objective would exceed 2**46 (e.g. ``lam = 0.3`` or rates with
 awkward binary expansions), the model falls back to a *rounded* scaling: ``D`` is set so that the
 largest possible objective is about 2**36 units and each coefficient is rounded to the nearest
 integer. Each stage sum then differs from the true value by at most ``0.5 * (#terms)`` units, so
-the returned schedule is optimal up to ``info['rounding_error_bound']`` (in SPEC units), about
+the returned schedule is optimal up to ``info['rounding_error_bound']`` (in objective units), about
 1e-8 relative for 1000 nodes. (Coefficients are kept well below 2**53 because CP-SAT's LP
 relaxation works in floating point.) ``info['integer_scaling']`` says ``exact`` or ``rounded``. Whatever the
 scaling, the assignment is re-scored by the shared evaluator.
@@ -58,8 +59,10 @@ timed-out run is never worse than any of them.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -99,7 +102,7 @@ def _scaled(counts: np.ndarray, factor: Fraction | float) -> list[int]:
 
 
 class _Scaling:
-    """Integer coefficients of the model and ``unit``, the SPEC value of one integer unit.
+    """Integer coefficients of the model and ``unit``, the objective value of one integer unit.
 
     Attributes (integer lists indexed by node): ``mem`` (parameter memory, in both objectives),
     ``comm`` (paper), ``macs`` and ``inb`` (latency), plus the integer ``sram`` (latency).
@@ -147,6 +150,173 @@ class _Scaling:
         self.error_bound = 0.0 if self.exact else 0.5 * terms * self.unit
 
 
+@dataclass
+class _Model:
+    """The CP-SAT model of one problem and the variables the hint and the answer need.
+
+    Attributes:
+        model: the ``CpModel``; z: Booleans ``z[v][j] = [s(v) >= j + 1]``; y: the crossing Booleans of producers
+        with successors, by ``(u, j)``; aux: ``{"P": peak}`` (paper) or ``{"spill": [...], "B": bottleneck}``.
+    """
+
+    model: object
+    z: list
+    y: dict
+    aux: dict
+
+
+def _crossing_literals(model, z: list, st, out: np.ndarray, m: int) -> tuple[dict, dict]:
+    """``cross[u, j]`` literals (module docstring) and the ``y`` Booleans among them."""
+    cross, y_vars = {}, {}
+    for u in range(st.num_nodes):
+        if out[u] == 0:
+            continue
+        for j in range(m):
+            if st.sink[u]:
+                cross[u, j] = ~z[u][j]
+                continue
+            y = model.new_bool_var(f"y{u}_{j}")
+            for v in st.succs[u]:
+                model.add_bool_or([~z[v][j], z[u][j], y])
+            model.add_implication(y, ~z[u][j])
+            model.add_bool_or([~y] + [z[v][j] for v in st.succs[u]])
+            cross[u, j] = y
+            y_vars[u, j] = y
+    return cross, y_vars
+
+
+def _stage_sums(z: list, coef: list, m: int) -> list:
+    """Linear expressions of ``sum(coef_v : s(v) = k)`` for k = 0..K-1."""
+    nz = [v for v in range(len(coef)) if coef[v] != 0]
+    w = [sum(coef[v] * z[v][j] for v in nz) for j in range(m)]
+    total = int(sum(coef[v] for v in nz))
+    return [total - w[0]] + [w[j - 1] - w[j] for j in range(1, m)] + [w[m - 1]]
+
+
+def _in_sums(cross: dict, coef: list, m: int) -> list:
+    """Linear expressions of ``sum(coef_u * cross[u, j])`` for stages j + 1 = 1..K-1."""
+    return [sum(coef[u] * lit for (u, jj), lit in cross.items() if jj == j and coef[u] != 0) for j in range(m)]
+
+
+def _build_model(graph: Graph, st, sc: _Scaling, objective: str, k: int) -> _Model:
+    """The threshold model of the module docstring, with the objective of ``objective``."""
+    from ortools.sat.python import cp_model  # imported at the first solve: the registry loads without it
+
+    n, m = graph.num_nodes, k - 1
+    model = cp_model.CpModel()
+    z = [[model.new_bool_var(f"z{v}_{j}") for j in range(m)] for v in range(n)]
+    for v in range(n):
+        for j in range(m - 1):
+            model.add_implication(z[v][j + 1], z[v][j])
+    for u, v in st.edges.tolist():
+        for j in range(m):
+            model.add_implication(z[u][j], z[v][j])
+    cross, y_vars = _crossing_literals(model, z, st, graph.output_size, m)
+    mem = _stage_sums(z, sc.mem, m)
+    mem_total = int(sum(sc.mem))
+    if objective == "paper":
+        peak = model.new_int_var(0, max(mem_total, 0), "P")
+        for e in mem:
+            model.add(peak >= e)
+        model.minimize(peak + sum(_in_sums(cross, sc.comm, m)))
+        return _Model(model, z, y_vars, {"P": peak})
+    macs = _stage_sums(z, sc.macs, m)
+    inb = [0] + _in_sums(cross, sc.inb, m)
+    spill_ub = max(mem_total - sc.sram, 0)
+    spill = [model.new_int_var(0, spill_ub, f"spill{kk}") for kk in range(k)]
+    for kk in range(k):
+        model.add(spill[kk] >= mem[kk] - sc.sram)
+    b_ub = int(sum(sc.macs)) + spill_ub + int(sum(sc.inb))
+    bott = model.new_int_var(0, max(b_ub, 0), "B")
+    for kk in range(k):
+        model.add(bott >= macs[kk] + spill[kk] + inb[kk])
+    model.minimize(bott)
+    return _Model(model, z, y_vars, {"spill": spill, "B": bott})
+
+
+def _exact_values(st, sc: _Scaling, objective: str, k: int, a: np.ndarray) -> dict:
+    """Integer values of every model variable (and the objective) for a valid assignment."""
+    n, m = st.num_nodes, k - 1
+    zz, cc = thresholds(a, k), crossings(st, a, k)
+    mem_h = [sum(sc.mem[v] for v in range(n) if a[v] == kk) for kk in range(k)]
+    vals = {"z": zz, "cross": cc}
+    if objective == "paper":
+        comm_h = sum(sc.comm[u] * int(cc[u].sum()) for u in range(n))
+        vals["P"] = max(mem_h)
+        vals["objective"] = vals["P"] + comm_h
+    else:
+        vals["spill"] = [max(x - sc.sram, 0) for x in mem_h]
+        macs_h = [sum(sc.macs[v] for v in range(n) if a[v] == kk) for kk in range(k)]
+        in_h = [0] + [sum(sc.inb[u] for u in range(n) if cc[u, j]) for j in range(m)]
+        vals["B"] = max(macs_h[kk] + vals["spill"][kk] + in_h[kk] for kk in range(k))
+        vals["objective"] = vals["B"]
+    return vals
+
+
+def _add_hint(mdl: _Model, values: dict, objective: str, k: int) -> None:
+    """A complete solution hint: every variable, with the exact auxiliary values of ``values``."""
+    n, m = len(mdl.z), k - 1
+    for v in range(n):
+        for j in range(m):
+            mdl.model.add_hint(mdl.z[v][j], bool(values["z"][v, j]))
+    for (u, j), y in mdl.y.items():
+        mdl.model.add_hint(y, bool(values["cross"][u, j]))
+    if objective == "paper":
+        mdl.model.add_hint(mdl.aux["P"], values["P"])
+        return
+    for kk in range(k):
+        mdl.model.add_hint(mdl.aux["spill"][kk], values["spill"][kk])
+    mdl.model.add_hint(mdl.aux["B"], values["B"])
+
+
+def _configure(params, time_limit_s, deterministic_time, workers, rel_gap, random_seed, verbose, deadline) -> None:
+    """Set the CP-SAT parameters of :func:`solve_cpsat`'s arguments on ``params``."""
+    if time_limit_s is not None:
+        params.max_time_in_seconds = float(time_limit_s)
+    if deterministic_time is not None:
+        if not deterministic_time > 0:
+            raise ValueError(f"deterministic_time must be > 0, got {deterministic_time}")
+        params.max_deterministic_time = float(deterministic_time)
+    params.num_workers = int(workers)
+    params.relative_gap_limit = float(rel_gap)
+    params.random_seed = int(random_seed)
+    params.log_search_progress = bool(verbose)
+    params.presolve_inclusion_work_limit = 0  # OR-tools 9.15 bug workaround, see the module docstring
+    if deadline is not None:
+        left = max(deadline - time.perf_counter(), 0.01)
+        params.max_time_in_seconds = min(float(params.max_time_in_seconds), left)
+
+
+def _progress_callback(progress, to_spec):
+    """A solution callback calling ``progress(objective, bound)`` in objective units (None: no callback)."""
+    if progress is None:
+        return None
+    from ortools.sat.python import cp_model
+
+    class _Progress(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self):
+            progress(to_spec(self.objective_value), to_spec(self.best_objective_bound))
+
+    return _Progress()
+
+
+def _answer(graph, hw, objective, lam, solver, status, mdl: _Model, st, start) -> tuple[np.ndarray, str]:
+    """The assignment to return and where it came from (CP-SAT's solution, the hint or the compiler split)."""
+    from ortools.sat.python import cp_model
+
+    n, m = graph.num_nodes, hw.stages - 1
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        zval = np.array([[solver.boolean_value(mdl.z[v][j]) for j in range(m)] for v in range(n)], dtype=np.float64)
+        return stages_from_thresholds(zval.reshape(n, m), st), "cpsat"
+    if status == cp_model.UNKNOWN:
+        if start is not None:
+            return start, "hint (no solution)"
+        from respect_jax.solvers.partitioners import solve_compiler
+
+        return solve_compiler(graph, hw, objective, lam).assignment, "compiler (no solution)"
+    raise RuntimeError(f"CP-SAT returned {solver.status_name(status)} for graph {graph.name!r} (a model bug)")
+
+
 @register_solver("cpsat")
 def solve_cpsat(
     graph: Graph,
@@ -163,7 +333,7 @@ def solve_cpsat(
     deadline: float | None = None,
     progress=None,
 ) -> SolveResult:
-    """Solve the SPEC scheduling problem exactly with OR-tools CP-SAT.
+    """Solve the scheduling problem exactly with OR-tools CP-SAT.
 
     Args:
         graph, hw, objective, lam: the problem (``hw.stages`` = K).
@@ -180,11 +350,11 @@ def solve_cpsat(
             by the wall-clock ``time_limit_s``, whose schedule, bound and ``optimal`` flag depend on the load.
         deadline: a ``time.perf_counter()`` instant the search must end by (for callers with a budget, such
             as ``solver=auto``): the search gets ``min(time_limit_s, deadline - now)`` once the model is built.
-        progress: ``progress(objective, bound)`` is called, in SPEC units, at every improving solution
+        progress: ``progress(objective, bound)`` is called, in objective units, at every improving solution
             (for a live line); None: no callback.
 
     Returns:
-        SolveResult; ``info`` has the CP-SAT status, objective and best bound in SPEC units, the
+        SolveResult; ``info`` has the CP-SAT status, objective and best bound in objective units, the
         integer scaling (``exact``/``rounded``, unit, rounding bound), wall time and branches.
     """
     if objective not in OBJECTIVES:
@@ -199,152 +369,27 @@ def solve_cpsat(
     t0 = time.perf_counter()
     st = structure(graph)
     sc = _Scaling(graph, hw, objective, lam)
-    n, m = graph.num_nodes, k - 1
-    model = cp_model.CpModel()
-    z = [[model.new_bool_var(f"z{v}_{j}") for j in range(m)] for v in range(n)]
-    for v in range(n):
-        for j in range(m - 1):
-            model.add_implication(z[v][j + 1], z[v][j])
-    for u, v in st.edges.tolist():
-        for j in range(m):
-            model.add_implication(z[u][j], z[v][j])
-    out = graph.output_size
-    # crossing literal of (u, j) and the y variables (for hints)
-    cross: dict[tuple[int, int], cp_model.IntVar] = {}
-    y_vars: dict[tuple[int, int], cp_model.IntVar] = {}
-    for u in range(n):
-        if out[u] == 0:
-            continue
-        for j in range(m):
-            if st.sink[u]:
-                cross[u, j] = ~z[u][j]
-            else:
-                y = model.new_bool_var(f"y{u}_{j}")
-                for v in st.succs[u]:
-                    model.add_bool_or([~z[v][j], z[u][j], y])
-                model.add_implication(y, ~z[u][j])
-                model.add_bool_or([~y] + [z[v][j] for v in st.succs[u]])
-                cross[u, j] = y
-                y_vars[u, j] = y
-
-    def stage_sums(coef: np.ndarray) -> list:
-        """Linear expressions of ``sum(coef_v : s(v) = k)`` for k = 0..K-1."""
-        nz = [v for v in range(n) if coef[v] != 0]
-        w = [sum(coef[v] * z[v][j] for v in nz) for j in range(m)]
-        total = int(sum(coef[v] for v in nz))
-        return [total - w[0]] + [w[j - 1] - w[j] for j in range(1, m)] + [w[m - 1]]
-
-    def in_sums(coef: np.ndarray) -> list:
-        """Linear expressions of ``sum(coef_u * cross[u, j])`` for stages j + 1 = 1..K-1."""
-        return [sum(coef[u] * lit for (u, jj), lit in cross.items() if jj == j and coef[u] != 0) for j in range(m)]
-
-    mem = stage_sums(sc.mem)
-    mem_total = int(sum(sc.mem))
-    if objective == "paper":
-        peak = model.new_int_var(0, max(mem_total, 0), "P")
-        for e in mem:
-            model.add(peak >= e)
-        comm = sum(in_sums(sc.comm))
-        obj_expr = peak + comm
-        aux = {"P": peak}
-    else:
-        macs = stage_sums(sc.macs)
-        inb = [0] + in_sums(sc.inb)
-        spill_ub = max(mem_total - sc.sram, 0)
-        spill = [model.new_int_var(0, spill_ub, f"spill{kk}") for kk in range(k)]
-        for kk in range(k):
-            model.add(spill[kk] >= mem[kk] - sc.sram)
-        b_ub = int(sum(sc.macs)) + spill_ub + int(sum(sc.inb))
-        bott = model.new_int_var(0, max(b_ub, 0), "B")
-        for kk in range(k):
-            model.add(bott >= macs[kk] + spill[kk] + inb[kk])
-        obj_expr = bott
-        aux = {"spill": spill, "B": bott}
-    model.minimize(obj_expr)
-
-    def exact_values(a: np.ndarray) -> dict:
-        """Integer values of every model variable (and the objective) for a valid assignment."""
-        zz, cc = thresholds(a, k), crossings(st, a, k)
-        mem_h = [sum(sc.mem[v] for v in range(n) if a[v] == kk) for kk in range(k)]
-        vals = {"z": zz, "cross": cc}
-        if objective == "paper":
-            comm_h = sum(sc.comm[u] * int(cc[u].sum()) for u in range(n))
-            vals["P"] = max(mem_h)
-            vals["objective"] = vals["P"] + comm_h
-        else:
-            vals["spill"] = [max(x - sc.sram, 0) for x in mem_h]
-            macs_h = [sum(sc.macs[v] for v in range(n) if a[v] == kk) for kk in range(k)]
-            in_h = [0] + [sum(sc.inb[u] for u in range(n) if cc[u, j]) for j in range(m)]
-            vals["B"] = max(macs_h[kk] + vals["spill"][kk] + in_h[kk] for kk in range(k))
-            vals["objective"] = vals["B"]
-        return vals
-
-    start, start_desc = resolve_start(graph, hw, objective, lam, hint, lambda a: exact_values(a)["objective"], "hint")
+    mdl = _build_model(graph, st, sc, objective, k)
+    values = functools.partial(_exact_values, st, sc, objective, k)
+    start, start_desc = resolve_start(graph, hw, objective, lam, hint, lambda a: values(a)["objective"], "hint")
     if start is not None:
-        hv = exact_values(start)
-        for v in range(n):
-            for j in range(m):
-                model.add_hint(z[v][j], bool(hv["z"][v, j]))
-        for (u, j), y in y_vars.items():
-            model.add_hint(y, bool(hv["cross"][u, j]))
-        if objective == "paper":
-            model.add_hint(aux["P"], hv["P"])
-        else:
-            for kk in range(k):
-                model.add_hint(aux["spill"][kk], hv["spill"][kk])
-            model.add_hint(aux["B"], hv["B"])
-
+        _add_hint(mdl, values(start), objective, k)
     solver = cp_model.CpSolver()
-    params = solver.parameters
-    if time_limit_s is not None:
-        params.max_time_in_seconds = float(time_limit_s)
-    if deterministic_time is not None:
-        if not deterministic_time > 0:
-            raise ValueError(f"deterministic_time must be > 0, got {deterministic_time}")
-        params.max_deterministic_time = float(deterministic_time)
-    params.num_workers = int(workers)
-    params.relative_gap_limit = float(rel_gap)
-    params.random_seed = int(random_seed)
-    params.log_search_progress = bool(verbose)
-    params.presolve_inclusion_work_limit = 0  # OR-tools 9.15 bug workaround, see the module docstring
-    if deadline is not None:
-        left = max(deadline - time.perf_counter(), 0.01)
-        params.max_time_in_seconds = min(float(params.max_time_in_seconds), left)
+    _configure(solver.parameters, time_limit_s, deterministic_time, workers, rel_gap, random_seed, verbose, deadline)
     build_s = time.perf_counter() - t0
     offset = hw.stage_overhead_s if objective == "latency" else 0.0
-    callback = None
-    if progress is not None:
-
-        class _Progress(cp_model.CpSolverSolutionCallback):
-            def on_solution_callback(self):
-                to_units = lambda x: offset + float(x) * sc.unit
-                progress(to_units(self.objective_value), to_units(self.best_objective_bound))
-
-        callback = _Progress()
-    status = solver.solve(model, callback)
-    solve_s = time.perf_counter() - t0 - build_s
 
     def to_spec(x: float) -> float:
         return offset + float(x) * sc.unit
 
-    cheap = objective_lower_bound_np(graph, hw, objective, lam)
-    bound = max(to_spec(solver.best_objective_bound), cheap)
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        zval = np.array([[solver.boolean_value(z[v][j]) for j in range(m)] for v in range(n)], dtype=np.float64)
-        assignment, source = stages_from_thresholds(zval.reshape(n, m), st), "cpsat"
-    elif status == cp_model.UNKNOWN:
-        if start is not None:
-            assignment, source = start, "hint (no solution)"
-        else:
-            from respect_jax.solvers.partitioners import solve_compiler
-
-            assignment, source = solve_compiler(graph, hw, objective, lam).assignment, "compiler (no solution)"
-    else:
-        raise RuntimeError(f"CP-SAT returned {solver.status_name(status)} for graph {graph.name!r} (a model bug)")
-    primal = to_spec(exact_values(assignment)["objective"])
-    if start is not None and source == "cpsat" and to_spec(exact_values(start)["objective"]) < primal:
+    status = solver.solve(mdl.model, _progress_callback(progress, to_spec))
+    solve_s = time.perf_counter() - t0 - build_s
+    bound = max(to_spec(solver.best_objective_bound), objective_lower_bound_np(graph, hw, objective, lam))
+    assignment, source = _answer(graph, hw, objective, lam, solver, status, mdl, st, start)
+    primal = to_spec(values(assignment)["objective"])
+    if start is not None and source == "cpsat" and to_spec(values(start)["objective"]) < primal:
         assignment, source = start, "hint (better than the solution)"
-        primal = to_spec(exact_values(start)["objective"])
+        primal = to_spec(values(start)["objective"])
     gap = relative_gap(primal, bound)
     if status == cp_model.OPTIMAL and solver.best_objective_bound >= solver.objective_value:
         gap = 0.0

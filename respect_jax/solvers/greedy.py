@@ -1,7 +1,8 @@
-"""A greedy list scheduler over the SPEC order, scored by the shared evaluator (a "pilot" greedy).
+"""A greedy list scheduler over the canonical order, scored by the shared evaluator (a "pilot" greedy).
 
-Nodes are visited once in the SPEC order (the MDP's order). Node ``v`` (position ``t``) may take a
-stage ``k`` with ``max(s(u) for u in pred(v)) <= k <= f + 1``, where ``f`` is the latest stage used
+Nodes are visited once in the canonical order (topological: by longest-path depth from the sources,
+ties by id), the MDP's order. Node ``v`` (position ``t``) may take a stage ``k`` with
+``max(s(u) for u in pred(v)) <= k <= f + 1``, where ``f`` is the latest stage used
 by the positions before ``t`` (at most one new stage is opened per node, so no leading stage is
 skipped), so every schedule built is valid. The running estimate of the objective for stage ``k``
 is the objective, by the shared evaluator, of the *completed* schedule: positions ``< t`` as
@@ -76,7 +77,7 @@ def complete(prefix: np.ndarray, w: np.ndarray, num_stages: int) -> np.ndarray:
 
 @register_solver("greedy")
 def solve_greedy(graph: Graph, hw: Hardware, objective: str = "paper", lam: float = 1.0) -> SolveResult:
-    """Pilot-style list scheduling over the SPEC order (see the module docstring)."""
+    """Pilot-style list scheduling over the canonical order (see the module docstring)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     k_stages, n = hw.stages, graph.num_nodes

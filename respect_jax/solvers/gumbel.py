@@ -1,8 +1,8 @@
 """Batched differentiable scheduler: straight-through Gumbel-softmax over stage logits.
 
-The ICML'24 idea ("Differentiable Combinatorial Scheduling at Scale", NOTES.md) in JAX: every
+The ICML'24 idea ("Differentiable Combinatorial Scheduling at Scale", Liu et al., ICML 2024) in JAX: every
 graph of a batch gets its own logits, each optimisation step draws ``samples`` hard schedules per
-graph with precedence-respecting samplers, scores a differentiable surrogate of the SPEC objective
+graph with precedence-respecting samplers, scores a differentiable surrogate of the objective
 whose forward value on a hard sample is the exact cost, and takes one optax Adam step on the
 mean surrogate. The surrogate's forward value on a hard sample is its exact objective, so it
 picks each step's best sample; that one is scored with the **shared evaluator**
@@ -37,7 +37,7 @@ noise-free (the current mode).
   action mask). Its straight-through gradient is local (effects on later masks are not
   differentiated) and a masked-out favourite stage leaves a near-uniform choice, so with one-hot
   initial logits it explores badly; kept for ablations.
-* ``"cuts"`` (cut logits): draw K-1 ordered cut positions of the SPEC order (cut k masked to
+* ``"cuts"`` (cut logits): draw K-1 ordered cut positions of the canonical order (cut k masked to
   ``>= cut k-1``); node v gets ``#{k: c_k <= v}``. These are the contiguous splits (the space the
   compiler searches); one sample moves every boundary at once, by any distance.
 * ``"both"`` = half raise, half lower; ``"mixed"`` (default) = a third each of raise, lower, cuts.
@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass, fields, replace
 from functools import partial
 
 import jax
@@ -107,6 +108,11 @@ from respect_jax.solvers.local_search import DENSE_LIMIT, DENSE_MAX_NODES, impro
 SAMPLERS = ("mixed", "both", "raise", "lower", "masked", "cuts")
 INITS = ("compiler", "uniform")
 
+#: Largest graph :func:`solve_gumbel` accepts by default: 1,000 nodes took 18 s and 1.0 GB on the 2-core CPU,
+#: 5,000 were killed at 600 s and 10 GB (experiments/results/bench_scale.md, issue 27), so the 60 s / 8 GiB
+#: target holds only well below 5,000.
+MAX_NODES = 2000
+
 #: Number of times each jitted function was traced (a test checks one compilation per shape).
 TRACE_COUNTER: Counter = Counter()
 
@@ -115,7 +121,7 @@ TRACE_COUNTER: Counter = Counter()
 
 
 def compiler_split(graph: PaddedGraph, num_stages: int) -> jax.Array:
-    """i32[N] the compiler's parameter-count split in SPEC order (jnp twin of partitioners.py).
+    """i32[N] the compiler's parameter-count split in canonical order (jnp twin of partitioners.py).
 
     Target ``total / K`` parameters per stage; each of the first K-1 stages is cut just before the
     node that would make it exceed the target. Padding positions get stage 0.
@@ -173,7 +179,7 @@ def surrogate_objective(
     lam: jax.Array,
     beta: jax.Array,
 ) -> jax.Array:
-    """Differentiable SPEC objective of one relaxed schedule (one graph, unnormalised).
+    """Differentiable objective of one relaxed schedule (one graph, unnormalised).
 
     Args:
         graph: one PaddedGraph (N nodes, E edges).
@@ -378,7 +384,7 @@ def _cut_allowed(n_real, num_pos):
 
 
 def _sample_cuts(graph, phi, noise, tau):
-    """Contiguous sampler: K-1 ordered cut positions of the SPEC order (one graph, S samples).
+    """Contiguous sampler: K-1 ordered cut positions of the canonical order (one graph, S samples).
 
     Cut ``k`` (k = 1..K-1) is drawn from ``phi[k-1]`` (logits over positions ``0..N``) masked to
     ``c_k >= c_{k-1}``; node v gets stage ``#{k: c_k <= v}``, a valid schedule (stages never
@@ -618,28 +624,103 @@ _solve_batch_jit = jax.jit(
 )
 
 
+@dataclass(frozen=True, kw_only=True)
+class GumbelConfig:
+    """Options of :func:`solve_batch` (module docstring for the method).
+
+    Attributes:
+        steps: Adam steps (0: return the initial schedule or its decode, whichever is better).
+        samples: hard samples per graph per step (the first of each sampler group is noise-free).
+        lr: Adam learning rate on the logits.
+        tau_start, tau_end: Gumbel-softmax temperature, annealed geometrically over the steps.
+        beta: smooth-max temperature relative to the initial schedule's objective.
+        init: ``"compiler"`` or ``"uniform"`` (ignored when a warm start is given).
+        init_scale: logit of the initial stage; ``<= 0`` means ``log(2 K n)``.
+        sampler: ``"mixed"``, ``"both"``, ``"raise"``, ``"lower"``, ``"masked"`` or ``"cuts"``.
+        restart_every: every this many steps the logits restart from the best schedule (0: never).
+        cut_alpha: sharpness of the cut logits around the current cuts (``cuts`` sampler).
+        particles: independent optimisation runs per graph (own keys and logits); the best wins.
+        local_search: at most this many hill-climbing moves on each graph's best schedule
+            (:func:`respect_jax.solvers.local_search.improve`; 0: none).
+        dense_max_nodes: batches padded to more nodes use the sparse O(E) closures and local
+            search moves instead of the N x N reachability matrix (module docstring).
+    """
+
+    steps: int = 100
+    samples: int = 64
+    lr: float = 0.1
+    tau_start: float = 2.0
+    tau_end: float = 0.5
+    beta: float = 0.2
+    init: str = "compiler"
+    init_scale: float = 0.0
+    sampler: str = "mixed"
+    restart_every: int = 10
+    cut_alpha: float = 1.5
+    particles: int = 1
+    local_search: int = 300
+    dense_max_nodes: int = DENSE_MAX_NODES
+
+    def check(self) -> None:
+        """Raise a one-line ValueError for a value out of range."""
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
+        if self.init not in INITS:
+            raise ValueError(f"unknown init {self.init!r}; choose one of {', '.join(INITS)}")
+        if self.particles < 1:
+            raise ValueError(f"need particles >= 1, got {self.particles}")
+        if self.local_search < 0:
+            raise ValueError(f"need local_search >= 0, got {self.local_search}")
+        if self.steps < 0 or self.samples < 1 or self.restart_every < 0:
+            raise ValueError(
+                "need steps >= 0, samples >= 1, restart_every >= 0; "
+                f"got {self.steps}, {self.samples}, {self.restart_every}"
+            )
+        if not (self.tau_start > 0 and self.tau_end > 0 and self.beta > 0 and self.cut_alpha > 0):
+            raise ValueError("tau_start, tau_end, beta and cut_alpha must be > 0")
+
+    def hyper_parameters(self) -> dict:
+        """The float options as traced f32 scalars (changing them does not recompile)."""
+        names = ("lr", "tau_start", "tau_end", "beta", "init_scale", "cut_alpha")
+        return {name: jnp.float32(getattr(self, name)) for name in names}
+
+    def static(self) -> dict:
+        """The options that fix the compiled programme (``STATIC_OPTIONS``)."""
+        return {name: (getattr(self, name) if name in ("init", "sampler") else int(getattr(self, name)))
+                for name in STATIC_OPTIONS}
+
+
+def _batch_keys(key: jax.Array, size: int) -> jax.Array:
+    """B per-graph keys: ``key`` split B ways, or ``key`` itself when it already is a batch of B keys."""
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    single = key.ndim == (0 if typed else 1)
+    keys = jax.random.split(key, size) if single else key
+    if keys.shape[0] != size:
+        raise ValueError(f"got {keys.shape[0]} keys for a batch of {size} graphs")
+    return keys
+
+
+def _check_size(n_pad: int, dense_max_nodes: int) -> None:
+    """Refuse, in one line, a padded size the chosen path cannot hold."""
+    if n_pad <= dense_max_nodes and n_pad > DENSE_LIMIT:
+        raise ValueError(
+            f"gumbel: the dense path (dense_max_nodes={dense_max_nodes}) holds N x N arrays; "
+            f"at most {DENSE_LIMIT} padded nodes, got {n_pad}"
+        )
+    if n_pad >= 1 << KEY_BITS:
+        raise ValueError(f"gumbel: at most {(1 << KEY_BITS) - 1} padded nodes, got {n_pad}")
+
+
 def solve_batch(
     batch: PaddedGraph,
     hw: Hardware,
     objective: str,
     lam: float,
     key: jax.Array,
+    config: GumbelConfig | None = None,
     *,
-    steps: int = 100,
-    samples: int = 64,
-    lr: float = 0.1,
-    tau_start: float = 2.0,
-    tau_end: float = 0.5,
-    beta: float = 0.2,
-    init: str = "compiler",
-    init_scale: float = 0.0,
-    sampler: str = "mixed",
-    restart_every: int = 10,
-    cut_alpha: float = 1.5,
-    particles: int = 1,
-    local_search: int = 300,
     warm_start: jax.Array | None = None,
-    dense_max_nodes: int = DENSE_MAX_NODES,
+    **options,
 ) -> tuple[jax.Array, jax.Array]:
     """Solve a batch of graphs in one jitted call (see the module docstring for the method).
 
@@ -650,22 +731,10 @@ def solve_batch(
         lam: communication weight of ``paper``.
         key: one PRNG key (split into B per-graph keys) or a batch of B keys (graph b uses key b,
             so solving graph b alone with key b gives the same result).
-        steps: Adam steps (0: return the initial schedule or its decode, whichever is better).
-        samples: hard samples per graph per step (the first of each sampler group is noise-free).
-        lr: Adam learning rate on the logits.
-        tau_start, tau_end: Gumbel-softmax temperature, annealed geometrically over the steps.
-        beta: smooth-max temperature relative to the initial schedule's objective.
-        init: ``"compiler"`` or ``"uniform"`` (ignored when ``warm_start`` is given).
-        init_scale: logit of the initial stage; ``<= 0`` means ``log(2 K n)``.
-        sampler: ``"mixed"``, ``"both"``, ``"raise"``, ``"lower"``, ``"masked"`` or ``"cuts"``.
-        restart_every: every this many steps the logits restart from the best schedule (0: never).
-        cut_alpha: sharpness of the cut logits around the current cuts (``cuts`` sampler).
-        particles: independent optimisation runs per graph (own keys and logits); the best wins.
-        local_search: at most this many hill-climbing moves on each graph's best schedule
-            (:func:`respect_jax.solvers.local_search.improve`; 0: none).
-        warm_start: optional i32[B, N] initial assignment by position (SPEC order).
-        dense_max_nodes: batches padded to more nodes use the sparse O(E) closures and local
-            search moves instead of the N x N reachability matrix (module docstring).
+        config: the method's options (:class:`GumbelConfig`; None: its defaults).
+        warm_start: optional i32[B, N] initial assignment by position (canonical order: topological, by
+            depth, ties by id).
+        **options: fields of :class:`GumbelConfig` overriding ``config``'s (e.g. ``steps=50``).
 
     Returns:
         (best_assignment i32[B, N] by position, 0 on padding; best_objective f32[B]) where the
@@ -673,50 +742,21 @@ def solve_batch(
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
-    if sampler not in SAMPLERS:
-        raise ValueError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
-    if init not in INITS:
-        raise ValueError(f"unknown init {init!r}; choose one of {', '.join(INITS)}")
-    if particles < 1:
-        raise ValueError(f"need particles >= 1, got {particles}")
-    if local_search < 0:
-        raise ValueError(f"need local_search >= 0, got {local_search}")
-    if steps < 0 or samples < 1 or restart_every < 0:
-        raise ValueError(f"need steps >= 0, samples >= 1, restart_every >= 0; got {steps}, {samples}, {restart_every}")
-    if not (tau_start > 0 and tau_end > 0 and beta > 0 and cut_alpha > 0):
-        raise ValueError("tau_start, tau_end, beta and cut_alpha must be > 0")
-    n_pad = batch.params.shape[-1]
-    if n_pad <= dense_max_nodes and n_pad > DENSE_LIMIT:
-        raise ValueError(
-            f"gumbel: the dense path (dense_max_nodes={dense_max_nodes}) holds N x N arrays; "
-            f"at most {DENSE_LIMIT} padded nodes, got {n_pad}"
-        )
-    if n_pad >= 1 << KEY_BITS:
-        raise ValueError(f"gumbel: at most {(1 << KEY_BITS) - 1} padded nodes, got {n_pad}")
-    size = batch.num_nodes.shape[0]
-    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
-    single = key.ndim == (0 if typed else 1)
-    keys = jax.random.split(key, size) if single else key
-    if keys.shape[0] != size:
-        raise ValueError(f"got {keys.shape[0]} keys for a batch of {size} graphs")
+    unknown = sorted(set(options) - {f.name for f in fields(GumbelConfig)})
+    if unknown:
+        raise ValueError(f"gumbel: unknown option(s) {', '.join(unknown)}")
+    config = replace(config or GumbelConfig(), **options)
+    config.check()
+    _check_size(batch.params.shape[-1], config.dense_max_nodes)
+    keys = _batch_keys(key, batch.num_nodes.shape[0])
     if warm_start is not None:
         warm_start = jnp.asarray(warm_start, jnp.int32)
         if warm_start.shape != batch.params.shape:
             raise ValueError(f"warm_start has shape {warm_start.shape}, expected {batch.params.shape}")
-    hp = {
-        "lr": jnp.float32(lr),
-        "tau_start": jnp.float32(tau_start),
-        "tau_end": jnp.float32(tau_end),
-        "beta": jnp.float32(beta),
-        "init_scale": jnp.float32(init_scale),
-        "cut_alpha": jnp.float32(cut_alpha),
-    }
+    latency = jnp.bool_(objective == "latency")
     return _solve_batch_jit(
-        batch, hw, jnp.float32(lam), jnp.bool_(objective == "latency"), keys, warm_start, hp,
-        steps=int(steps), samples=int(samples), init=init, sampler=sampler,
-        restart_every=int(restart_every), particles=int(particles), local_search=int(local_search),
-        dense_max_nodes=int(dense_max_nodes),
-    )  # fmt: skip
+        batch, hw, jnp.float32(lam), latency, keys, warm_start, config.hyper_parameters(), **config.static()
+    )
 
 
 # ============================================================================ registry entry
@@ -736,14 +776,22 @@ def solve_gumbel(
     init: str = "compiler",
     local_search: int = 300,
     warm_start=None,
+    max_nodes: int = MAX_NODES,
     **options,
 ) -> SolveResult:
     """Single-graph entry of :func:`solve_batch` (B = 1); ``warm_start`` is indexed by node id.
 
-    Extra ``options`` of :func:`solve_batch` (``tau_start``, ``tau_end``, ``beta``, ``init_scale``,
+    A graph of more than ``max_nodes`` nodes is refused with a one-line ValueError (``MAX_NODES``).
+
+    Extra ``options`` (fields of :class:`GumbelConfig`: ``tau_start``, ``tau_end``, ``beta``, ``init_scale``,
     ``sampler``, ``restart_every``, ``cut_alpha``, ``particles``) pass through. The result is a
     heuristic: ``optimal`` and ``gap`` are None.
     """
+    if graph.num_nodes > max_nodes:
+        raise ValueError(
+            f"gumbel: {graph.num_nodes} nodes > max_nodes {max_nodes} (beyond it the solver overruns 60 s and 8 GiB "
+            "on a 2-core CPU); pass max_nodes to run it anyway"
+        )
     padded = pad_graph(graph)
     batch = jax.tree.map(lambda x: jnp.asarray(x)[None], padded)
     warm = None
@@ -770,4 +818,4 @@ def solve_gumbel(
     return SolveResult(result, optimal=None, gap=None, info=info)
 
 
-solve_gumbel.forwards_to = solve_batch  # its **options are solve_batch's (checked by run_solver)
+solve_gumbel.forwards_to = GumbelConfig  # its **options are GumbelConfig's fields (checked by run_solver)

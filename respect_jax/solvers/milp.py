@@ -1,4 +1,5 @@
-"""Exact MILP oracle (cvxpy + HiGHS) for both SPEC objectives.
+"""Exact MILP oracle (cvxpy + HiGHS) for both objectives (``paper``: peak stage memory + lam * communication;
+``latency``: the bottleneck stage time).
 
 Model (K stages, ``M = K - 1`` thresholds, N nodes, E edges; see :mod:`respect_jax.solvers.common`):
 
@@ -13,7 +14,7 @@ Model (K stages, ``M = K - 1`` thresholds, N nodes, E edges; see :mod:`respect_j
   (every successor v) and ``Y >= 0``; for a graph output (``last = K-1``) it is the expression
   ``1 - Z[u, j]``. Every objective below is non-decreasing in ``Y`` (activation sizes are
   >= 0), so some optimal solution has ``Y`` at its lower bound ``max(0, max_v Z[v,j] - Z[u,j])``,
-  which for binary ``Z`` is the exact crossing indicator: the MILP optimum equals the SPEC
+  which for binary ``Z`` is the exact crossing indicator: the MILP optimum equals the true
   optimum. ``in_{j+1} = b_a * sum_u out_u * cross[u, j]`` and ``comm = sum_j in_{j+1}``
   (``last(u) - s(u) = sum_j cross[u, j]``).
 * ``paper``: ``t >= P + lam * comm`` with ``P >= mem_k`` for all k; minimise ``t``.
@@ -298,7 +299,7 @@ def solve_milp(
     verbose: bool = False,
     deadline: float | None = None,
 ) -> SolveResult:
-    """Solve the SPEC scheduling problem exactly with a MILP (cvxpy + HiGHS).
+    """Solve the scheduling problem exactly with a MILP (cvxpy + HiGHS).
 
     Args:
         graph: the graph; hw: hardware (``hw.stages`` = K); objective: ``paper`` or ``latency``;
@@ -319,7 +320,7 @@ def solve_milp(
         SolveResult with ``optimal`` True iff HiGHS proved optimality (status optimal and gap
         <= 1e-6), ``gap`` the proven relative gap (as measured: an optimal answer may report a gap
         up to 1e-6, HiGHS's tolerance, since huge counts leave float64 a few units short), and
-        ``info`` holding status, model objective and dual bound (in SPEC units), HiGHS's own
+        ``info`` holding status, model objective and dual bound (in objective units), HiGHS's own
         ``mip_gap``, node count, build/solve times, the objective unit and whether the warm start
         was used.
     """
