@@ -1,4 +1,4 @@
-"""Local search (respect_jax/solvers/local_search.py) against Python references and brute force."""
+"""Local search (respect_jax/local_search.py) against Python references and brute force."""
 
 from __future__ import annotations
 
@@ -11,11 +11,7 @@ from flax import nnx
 
 from respect_jax.graphs import pad_graph, stack_graphs
 from respect_jax.graphs.padded import reachability, to_original_order, to_position_order
-from respect_jax.policy.config import PolicyConfig
-from respect_jax.policy.decoding import Decoding, make_decoder
-from respect_jax.policy.model import SchedulingPolicy
-from respect_jax.reference import enumerate_valid_schedules, reference_metrics, reference_objective
-from respect_jax.solvers.local_search import (
+from respect_jax.local_search import (
     TIE_BREAK,
     best_pair_move,
     improve,
@@ -24,6 +20,10 @@ from respect_jax.solvers.local_search import (
     search_value,
     single_move_values,
 )
+from respect_jax.policy.config import PolicyConfig
+from respect_jax.policy.decoding import Decoding, make_decoder
+from respect_jax.policy.model import SchedulingPolicy
+from respect_jax.reference import enumerate_valid_schedules, reference_metrics, reference_objective
 
 SHAPE = (16, 96, 8)  # one padded shape for every small graph: one compilation per function
 

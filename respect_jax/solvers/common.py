@@ -19,12 +19,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from respect_jax.costs import evaluate, lower_bound_from_totals, objective_value
 from respect_jax.graphs.graph import Graph
+from respect_jax.solvers.partitioners import solve_compiler, solve_contiguous
+from respect_jax.solvers.respect_label import solve_respect_label
+
+# re-exported: greedy.py, milp.py, cpsat.py and tests import them from here
+from respect_jax.solvers.scoring import EVAL_ROWS, evaluate_batch, evaluate_positions, objective_lower_bound_np  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Structure:
         succs: successor ids of every node.
         preds: predecessor ids of every node.
         sink: bool[N] True for nodes without successors (model outputs, ``last = K-1``).
-        order: int64[N] the SPEC topological order.
+        order: int64[N] the graph's topological order (by depth from the sources, ties by id).
     """
 
     num_nodes: int
@@ -105,7 +107,7 @@ def crossings(st: Structure, assignment: np.ndarray, num_stages: int) -> np.ndar
 def stages_from_thresholds(z: np.ndarray, st: Structure) -> np.ndarray:
     """int64[N] stages from (possibly slightly fractional) threshold values, repaired to be valid.
 
-    Rounds ``z`` at 0.5 and counts the ones; then, in SPEC order, raises any stage below a
+    Rounds ``z`` at 0.5 and counts the ones; then, in that order, raises any stage below a
     predecessor's (a no-op for a feasible integral solution; guards against solver tolerances).
     """
     s = (np.asarray(z) > 0.5).sum(axis=1).astype(np.int64) if np.asarray(z).size else np.zeros(st.num_nodes, np.int64)
@@ -115,36 +117,6 @@ def stages_from_thresholds(z: np.ndarray, st: Structure) -> np.ndarray:
     return s
 
 
-def objective_lower_bound_np(graph: Graph, hw, objective: str, lam: float = 1.0) -> float:
-    """``costs.objective_lower_bound`` in float64 on a :class:`Graph` (same formula, one definition).
-
-    Used to choose a numerical scale for the models and as a fallback proven bound.
-    """
-    counts = {"paper": graph.params, "latency": graph.macs}.get(objective)
-    if counts is None:
-        raise ValueError(f"unknown objective {objective!r}; choose one of paper, latency")
-    counts = counts.astype(np.float64)
-    return float(lower_bound_from_totals(float(counts.sum()), float(counts.max(initial=0.0)), hw, objective))
-
-
-
-evaluate_batch = jax.jit(jax.vmap(evaluate, in_axes=(None, 0, None)))
-"""The shared evaluator vmapped over schedules: ``(PaddedGraph, i32[B, N_pad], hw) -> Metrics[B]``."""
-
-EVAL_ROWS = 16
-"""Batch size the heuristics pad their :data:`evaluate_batch` calls to (one compilation per graph
-bucket and K serves the greedy and the profiling partitioner)."""
-
-
-def evaluate_positions(padded, stages: np.ndarray, hw, objective: str, lam: float = 1.0) -> np.ndarray:
-    """f64[B] the objective of each schedule ``stages`` (i32[B, N_pad], by position) of one padded graph.
-
-    One call of :data:`evaluate_batch` (compiles once per bucket, B and K).
-    """
-    metrics = evaluate_batch(padded, jnp.asarray(stages, dtype=jnp.int32), hw)
-    return np.asarray(objective_value(metrics, objective, lam), dtype=np.float64)
-
-
 def auto_starts(graph: Graph, hw, objective: str, lam: float = 1.0) -> dict[str, np.ndarray]:
     """Cheap valid schedules used as default warm starts by the exact oracles (pure NumPy, no JAX).
 
@@ -152,9 +124,6 @@ def auto_starts(graph: Graph, hw, objective: str, lam: float = 1.0) -> dict[str,
     ``objective`` (exact, milliseconds to a quarter of a second on the real models; on them it is
     often optimal); the oracles keep the one with the smallest objective under their own exact model.
     """
-    from respect_jax.solvers.partitioners import solve_compiler, solve_contiguous
-    from respect_jax.solvers.respect_label import solve_respect_label
-
     return {
         "compiler": solve_compiler(graph, hw).assignment,
         "respect_label": solve_respect_label(graph, hw).assignment,

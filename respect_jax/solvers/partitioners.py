@@ -1,7 +1,10 @@
-"""Compiler-style partitioners: contiguous ranges of the SPEC topological order.
+"""Compiler-style partitioners: contiguous ranges of the graph's order.
+
+The order is :meth:`~respect_jax.graphs.graph.Graph.topological_order` (nodes by depth from the sources, ties
+by id; "the order" below).
 
 ``compiler``: libcoral's ParameterCountBasedPartitioner / ``edgetpu_compiler --num_segments``
-(NOTES.md): target ``total_params / K`` per segment; each of the first K-1 segments is cut just
+(libcoral's documentation): target ``total_params / K`` per segment; each of the first K-1 segments is cut just
 before the node that would make it exceed the target. The last segment takes the rest.
 
 ``profiling``: libcoral's profiling partitioner with the shared cost model as the profiler (see
@@ -23,15 +26,15 @@ from respect_jax.costs import Hardware, objective_value
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import pad_graph
 from respect_jax.solvers.base import SolveResult, register_solver
-from respect_jax.solvers.common import EVAL_ROWS, evaluate_batch, objective_lower_bound_np
+from respect_jax.solvers.scoring import EVAL_ROWS, evaluate_batch, objective_lower_bound_np
 
 
 def contiguous_assignment(graph: Graph, cut_positions: list[int], order: np.ndarray | None = None) -> np.ndarray:
-    """Assignment (by id) of the contiguous split of the SPEC order at ``cut_positions``.
+    """Assignment (by id) of the contiguous split of the order at ``cut_positions``.
 
     ``cut_positions`` are increasing positions where a new stage starts; stage i holds positions
     ``[cut[i-1], cut[i])``. Any such split is valid because the order is topological. ``order``: the
-    graph's SPEC order (``graph.topological_order()``, computed when None).
+    graph's order (``graph.topological_order()``, computed when None).
     """
     order = graph.topological_order() if order is None else order
     cuts = np.asarray(cut_positions, dtype=np.int64)
@@ -73,7 +76,7 @@ def solve_single_stage(graph: Graph, hw: Hardware, objective: str = "paper", lam
 class _SegmentProfiler:
     """Stage times of contiguous segments measured with the shared evaluator (the "profiler").
 
-    For a contiguous split of the SPEC order, the time ``T_k`` of segment ``k = [start, end)`` does
+    For a contiguous split of the order, the time ``T_k`` of segment ``k = [start, end)`` does
     not depend on where the later cuts go: its memory and MACs are those of its nodes, and a
     tensor enters stage k iff it is produced before ``start`` and consumed at a position
     ``>= start`` (or is a graph output). So ``T_k(start, end)`` is read off the evaluator's
@@ -155,12 +158,12 @@ def solve_profiling(
     rel_tol: float = 1e-3,
     max_iters: int = 60,
 ) -> SolveResult:
-    """libcoral's profiling partitioner, with the SPEC cost model as the profiler.
+    """libcoral's profiling partitioner, with the shared cost model (:mod:`respect_jax.costs`) as the profiler.
 
     Start from the compiler's parameter-count split and take its bottleneck stage time as the
     upper bound ``hi`` of a bisection on a target stage latency; the lower bound ``lo`` is the
     cheap bound ``tau + max(total MACs / K, largest node MACs) / R``. For each target ``t``, cut
-    the first K-1 contiguous segments of the SPEC order greedily, each as long as possible with
+    the first K-1 contiguous segments of the order greedily, each as long as possible with
     its stage time <= ``t`` (:meth:`_SegmentProfiler.partition`); if the last segment also fits,
     ``hi = t`` (and the split is kept as a candidate), else ``lo = t``. Stop when
     ``hi - lo <= rel_tol * hi`` (libcoral stops at 1 ms; our stage times are often below that) or
@@ -207,13 +210,13 @@ def solve_profiling(
 def _segment_terms(
     graph: Graph, hw: Hardware, order: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Prefix parameter bytes f64[n+1], prefix MACs f64[n+1] and ``cut_b`` f64[n+1] along the SPEC order.
+    """Prefix parameter bytes f64[n+1], prefix MACs f64[n+1] and ``cut_b`` f64[n+1] along the order.
 
     ``cut_b[i]``: the bytes crossing a stage boundary just before position i in a contiguous split: the
     tensors produced before i and consumed at a position >= i, and the graph outputs produced before i
     (they leave from the last stage). With boundaries at positions ``c_1 <= ... <= c_{K-1}`` (equal ones
-    make empty stages), SPEC's ``comm_bytes = sum_k cut_b[c_k]`` and ``in_k = cut_b[c_k]``: a tensor
-    crosses boundary k iff ``s(u) < k <= last(u)``. ``order``: the SPEC order (computed when None).
+    make empty stages), the cost model's ``comm_bytes = sum_k cut_b[c_k]`` and ``in_k = cut_b[c_k]``: a tensor
+    crosses boundary k iff ``s(u) < k <= last(u)``. ``order``: the order (computed when None).
     """
     order = graph.topological_order() if order is None else order
     n = graph.num_nodes
@@ -473,7 +476,7 @@ DENSE_ZOOM_ROUNDS, DENSE_ZOOM_POINTS = 1, 4  # the same with the dense programme
 
 
 def best_contiguous_cuts(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0) -> tuple[list[int], float]:
-    """The boundaries of the best contiguous split of the SPEC order and its objective (exact).
+    """The boundaries of the best contiguous split of the order and its objective (exact).
 
     Stage k holds positions ``[c_k, c_{k+1})`` (``c_0 = 0``, ``c_K = n``; stages may be empty). Memory is
     O(K n log n) and time O(K n log n) per tested target or cap (no n x n table): 10,000 nodes take seconds.
@@ -507,7 +510,7 @@ def contiguous_search(
     graph: Graph, hw: Hardware, objective: str, lam: float = 1.0, order: np.ndarray | None = None
 ) -> tuple[list[int], float, int]:
     """:func:`best_contiguous_cuts` plus the number of memory caps the ``paper`` walk visited (0 for latency).
-    ``order``: the graph's SPEC order (computed when None)."""
+    ``order``: the graph's order (computed when None)."""
     if objective not in ("paper", "latency"):
         raise ValueError(f"unknown objective {objective!r}")
     k_stages, n = hw.stages, graph.num_nodes
@@ -575,7 +578,7 @@ def _cap_bound(best: float, comm: float) -> float:
 
 @register_solver("contiguous")
 def solve_contiguous(graph: Graph, hw: Hardware, objective: str = "paper", lam: float = 1.0) -> SolveResult:
-    """The best contiguous split of the SPEC order for ``objective`` (exact over contiguous splits only;
+    """The best contiguous split of the order for ``objective`` (exact over contiguous splits only;
     most optimal schedules of branching graphs are not contiguous): :func:`best_contiguous_cuts`.
 
     The programme's own segment costs only steer the search, as the MILP's constraints do; ``run_solver``

@@ -1,0 +1,321 @@
+"""Batched hill climbing on a valid schedule: precedence-closed moves of one stage, in pure JAX.
+
+From a valid schedule ``s`` (i32[N] by position), every step scores all moves of the neighbourhood
+with the **shared evaluator** and applies the one with the lowest search score if that is lower
+than the current one. The score is the objective times ``1 + TIE_BREAK * balance`` with
+``balance = mean_k (x_k / max_k x_k)^4`` over the per-stage memory (``paper``) or stage times
+(``latency``): a max-objective has wide plateaus (lowering the second-fullest stage does not change
+it), and the tie-break lets the search walk across them towards schedules where the peak can
+drop. The best objective seen is returned. The moves:
+
+* raise node v by one stage: ``s'_w = max(s_w, s_v + 1)`` for every w in ``desc*(v)`` (v and its
+  descendants), i.e. v moves to the next stage and drags along whatever would otherwise precede it;
+* lower node v by one stage: ``s'_w = min(s_w, s_v - 1)`` for every w in ``anc*(v)``.
+
+Both moves keep every edge forward, so every schedule visited is valid; when v's successors
+(predecessors) already sit on later (earlier) stages the move changes v alone, so the neighbourhood
+contains every valid single-node move to an adjacent stage. That is ``2 N`` candidates per step,
+scored in one ``vmap`` of :func:`respect_jax.costs.evaluate`. The search stops at a local optimum
+of the score (no move lowers it by more than a relative ``1e-7``) or after ``max_steps`` moves;
+the result is never worse than the start.
+
+With ``pair_escapes > 0`` a local optimum is not the end: the best of the ``(2 N)^2`` compositions
+of two moves (e.g. one node up and another one down, which swaps them between adjacent stages
+without passing through the worse schedule in between) is taken if it lowers the score, and the
+single-move descent goes on from there, up to ``pair_escapes`` times (a variable-neighbourhood
+descent). The pair neighbourhood is scored one first move at a time (``lax.map``), so its memory is
+that of one single-move step.
+
+Sparse path (graphs above ``dense_max_nodes`` padded nodes, default :data:`DENSE_MAX_NODES`): the
+closure moves need the N x N reachability matrix and ``2 N`` full evaluations per step (O(N^2)
+memory and time: 10 GB at 4,700 nodes), so large graphs use the **single-node** moves instead:
+node v moves one stage up or down when its feasible range ``[max pred stage, min succ stage]``
+(two segment reductions over the edges) allows it, which is exactly the subset of the closure moves
+that change v alone. Their objectives are computed incrementally from the current per-stage totals
+(a move changes v's stage, v's own tensor interval and, through ``last(u)``, its producers'),
+O(N K + E) per step for all ``2 N`` candidates; the chosen move is then scored by the shared
+evaluator before it is taken. Pair escapes scan the first moves one at a time as in the dense path.
+
+Used after decoding the learned policy (``Decoding(local_search=...)``) and available to any
+solver's output. Works on one graph; ``jax.vmap`` it for a batch (the batch runs until its slowest
+graph stops).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from respect_jax.costs import Hardware, evaluate, last_stage, objective_value
+from respect_jax.graphs.padded import PaddedGraph, neighbour_reduce, reachability
+
+#: Relative improvement of the search score a move must bring (guards against float-rounding cycles).
+MIN_IMPROVEMENT = 1e-7
+#: Weight of the balance tie-break in the search score (relative to the objective).
+TIE_BREAK = 1e-3
+#: Graphs padded to more nodes than this use the sparse single-node moves (module docstring).
+DENSE_MAX_NODES = 1024
+#: The dense path's N x N matrices and (2N, N) candidate batches exhaust memory beyond this size.
+DENSE_LIMIT = 4096
+
+
+def neighbours(graph: PaddedGraph, reach: jax.Array, stage: jax.Array, num_stages: int) -> jax.Array:
+    """i32[2N, N] the raise-by-one (rows 0..N-1) and lower-by-one (rows N..2N-1) moves of ``stage``.
+
+    Args: reach bool[N, N] with ``reach[u, v]``: u is v or an ancestor of v. A move of a padding
+    node, or one that would leave the stages 0..K-1, returns ``stage`` itself (padding nodes reach
+    only themselves, so real moves never touch them).
+    """
+    up_to = jnp.minimum(stage + 1, num_stages - 1)  # [v]
+    down_to = jnp.maximum(stage - 1, 0)
+    raised = jnp.where(reach, jnp.maximum(stage[None, :], up_to[:, None]), stage[None, :])  # row v: desc*(v)
+    lowered = jnp.where(reach.T, jnp.minimum(stage[None, :], down_to[:, None]), stage[None, :])  # row v: anc*(v)
+    moves = jnp.concatenate([raised, lowered], axis=0)
+    real_row = jnp.concatenate([graph.node_mask, graph.node_mask])[:, None]
+    return jnp.where(real_row, moves, stage[None, :])
+
+
+def search_value(
+    graph: PaddedGraph, stage: jax.Array, hw: Hardware, latency: bool | jax.Array, lam: float
+) -> tuple[jax.Array, jax.Array]:
+    """(objective f32[], search score f32[]) of the schedule i32[N] (inf for an invalid one).
+
+    The score is ``objective * (1 + TIE_BREAK * balance)`` (module docstring): it breaks the
+    objective's plateaus. ``latency``: True for the ``latency`` objective, else ``paper``.
+    """
+    m = evaluate(graph, stage, hw)
+    obj = jnp.where(latency, objective_value(m, "latency"), objective_value(m, "paper", lam))
+    obj = jnp.where(m.valid, obj, jnp.inf)
+    loads = jnp.where(latency, m.time_k, m.mem_k)
+    balance = jnp.mean((loads / jnp.maximum(jnp.max(loads), 1e-30)) ** 4)
+    return obj, obj * (1.0 + TIE_BREAK * balance)
+
+
+def best_move(
+    graph: PaddedGraph, reach: jax.Array, stage: jax.Array, num_stages: int, value
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The best :func:`neighbours` move of ``stage``: (stage i32[N], objective f32[], score f32[])
+    by ``value(s) -> (objective, score)`` (:func:`search_value`), the lowest score of all ``2 N``."""
+    cands = neighbours(graph, reach, stage, num_stages)
+    objs, scores = jax.vmap(value)(cands)
+    j = jnp.argmin(scores)
+    return cands[j], objs[j], scores[j]
+
+
+def best_pair_move(
+    graph: PaddedGraph, reach: jax.Array, stage: jax.Array, num_stages: int, value
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The best composition of two :func:`neighbours` moves of ``stage`` (as :func:`best_move`),
+    the lowest score of all ``(2 N)^2``.
+
+    The first moves are scanned one at a time (``lax.map``); each takes its :func:`best_move`.
+    """
+    after = lambda first: best_move(graph, reach, first, num_stages, value)
+    cands, objs, scores = jax.lax.map(after, neighbours(graph, reach, stage, num_stages))
+    j = jnp.argmin(scores)
+    return cands[j], objs[j], scores[j]
+
+
+def _score_from_loads(obj: jax.Array, loads: jax.Array) -> jax.Array:
+    """The search score ``obj * (1 + TIE_BREAK * mean((loads / max loads)^4))`` (last axis = K)."""
+    balance = jnp.mean((loads / jnp.maximum(jnp.max(loads, axis=-1, keepdims=True), 1e-30)) ** 4, axis=-1)
+    return obj * (1.0 + TIE_BREAK * balance)
+
+
+def move_range(graph: PaddedGraph, stage: jax.Array, num_stages: int) -> tuple[jax.Array, jax.Array]:
+    """(low i32[N], high i32[N]): the stages node v may take with every other node fixed,
+    ``[max pred stage, min succ stage]`` clipped to ``0..K-1`` (two O(E) segment reductions)."""
+    low = neighbour_reduce(graph, stage, "max", "down", 0)
+    high = neighbour_reduce(graph, stage, "min", "up", num_stages - 1)
+    return jnp.maximum(low, 0), jnp.minimum(high, num_stages - 1)
+
+
+def single_move_values(
+    graph: PaddedGraph, stage: jax.Array, hw: Hardware, latency: bool | jax.Array, lam: float
+) -> tuple[jax.Array, jax.Array]:
+    """(objective f32[2N], score f32[2N]) of moving node v alone one stage up (rows 0..N-1) or down
+    (rows N..2N-1), ``inf`` where the move is infeasible or v is padding. O(N K + E), no N x N.
+
+    Incremental from the current totals (module docstring): moving v from s to t changes mem/macs of
+    stages s and t; v's tensor interval ``(s, last(v)]`` gains (down) or loses (up) one stage; a
+    producer u with ``last(u) = s`` gets ``last(u) = s + 1`` when v goes up, and ``last(u) = s - 1``
+    when v goes down if v is its only consumer on stage s.
+    """
+    k = hw.stages
+    stage = jnp.where(graph.node_mask, stage, 0).astype(jnp.int32)
+    m = evaluate(graph, stage, hw)
+    real = graph.node_mask
+    low, high = move_range(graph, stage, k)
+    up_ok = real & (stage + 1 <= high)
+    down_ok = real & (stage - 1 >= low)
+    n = stage.shape[0]
+    last = last_stage(graph, stage, k)
+    out = hw.act_bytes * jnp.where(real, graph.output_size, 0.0)
+    at_last = graph.edge_mask & (stage[graph.receivers] == last[graph.senders])  # consumer on producer's last
+    on_last = jax.ops.segment_sum(at_last.astype(jnp.int32), graph.senders, num_segments=n)
+    lifted = jax.ops.segment_sum(jnp.where(at_last, out[graph.senders], 0.0), graph.receivers, num_segments=n)
+    sole = at_last & (on_last[graph.senders] == 1)
+    dropped = jax.ops.segment_sum(jnp.where(sole, out[graph.senders], 0.0), graph.receivers, num_segments=n)
+    here = jax.nn.one_hot(stage, k, dtype=jnp.float32)
+    above = jax.nn.one_hot(stage + 1, k, dtype=jnp.float32)
+    below = jax.nn.one_hot(stage - 1, k, dtype=jnp.float32)
+    p = (hw.param_bytes * jnp.where(real, graph.params, 0.0))[:, None]
+    c = jnp.where(real, graph.macs, 0.0)[:, None]
+    mem = jnp.concatenate([m.mem_k + p * (above - here), m.mem_k + p * (below - here)])  # [2N, K]
+    macs = jnp.concatenate([m.macs_k + c * (above - here), m.macs_k + c * (below - here)])
+    in_k = jnp.concatenate([m.in_k + above * (lifted - out)[:, None], m.in_k + here * (out - dropped)[:, None]])
+    comm = jnp.concatenate([m.comm_bytes + lifted - out, m.comm_bytes + out - dropped])
+    spill = jnp.maximum(0.0, mem - hw.sram_bytes)
+    time_k = hw.stage_overhead_s + macs / hw.macs_per_s + spill / hw.host_bw + in_k / hw.link_bw
+    obj = jnp.where(latency, jnp.max(time_k, axis=-1), jnp.max(mem, axis=-1) + lam * comm)
+    obj = jnp.where(jnp.concatenate([up_ok, down_ok]), obj, jnp.inf)
+    return obj, _score_from_loads(obj, jnp.where(latency, time_k, mem))
+
+
+def apply_single_move(stage: jax.Array, j: jax.Array) -> jax.Array:
+    """i32[N] ``stage`` after single move ``j`` of :func:`single_move_values` (row order)."""
+    n = stage.shape[0]
+    v = j % n
+    return stage.at[v].add(jnp.where(j < n, 1, -1))
+
+
+def best_single_move(
+    graph: PaddedGraph, stage: jax.Array, hw: Hardware, latency: bool | jax.Array, lam: float
+) -> tuple[jax.Array, jax.Array]:
+    """(index i32[], predicted score f32[]) of the best single-node move (inf score: none)."""
+    _, scores = single_move_values(graph, stage, hw, latency, lam)
+    j = jnp.argmin(scores)
+    return j.astype(jnp.int32), scores[j]
+
+
+def best_sparse_pair_move(
+    graph: PaddedGraph, stage: jax.Array, hw: Hardware, latency: bool | jax.Array, lam: float
+) -> tuple[jax.Array, jax.Array]:
+    """(stage i32[N], predicted score f32[]) of the best composition of two single-node moves.
+
+    The ``2 N`` first moves are scanned one at a time (``lax.map``), each followed by its best
+    single move; only (score, second move) per first move is kept (O(N) memory).
+    """
+    n = stage.shape[0]
+    first_obj, _ = single_move_values(graph, stage, hw, latency, lam)
+
+    def after(j):
+        s1 = apply_single_move(stage, j)
+        j2, score = best_single_move(graph, s1, hw, latency, lam)
+        return j2, jnp.where(jnp.isfinite(first_obj[j]), score, jnp.inf)
+
+    seconds, scores = jax.lax.map(after, jnp.arange(2 * n, dtype=jnp.int32))
+    j = jnp.argmin(scores)
+    return apply_single_move(apply_single_move(stage, j), seconds[j]), scores[j]
+
+
+def _improve_sparse(graph, stage, value, hw, latency, lam, max_steps, pair_escapes):
+    """:func:`improve` with single-node moves (module docstring); same carry semantics."""
+    start, start_score = value(stage)
+
+    def take(carry, cand, predicted):  # take the move if predicted and exact scores both improve
+        return _advance(carry, cand, *value(cand), predicted < carry[1] * (1.0 - MIN_IMPROVEMENT), max_steps)
+
+    def single(carry):
+        j, predicted = best_single_move(graph, carry[0], hw, latency, lam)
+        return take(carry, apply_single_move(carry[0], j), predicted)
+
+    def descend(carry):
+        return jax.lax.while_loop(lambda c: c[5] & (c[4] < max_steps), single, carry[:5] + (jnp.bool_(True),))
+
+    carry = descend((stage, start_score, stage, start, jnp.int32(0), jnp.bool_(True)))
+    if pair_escapes > 0:
+
+        def escape(outer):
+            carry, escapes, _ = outer
+            carry = take(carry, *best_sparse_pair_move(graph, carry[0], hw, latency, lam))
+            moved = carry[5]
+            return descend(carry), escapes + moved, moved & (escapes + 1 < pair_escapes)
+
+        carry, _, _ = jax.lax.while_loop(lambda o: o[2], escape, (carry, jnp.int32(0), jnp.bool_(True)))
+    _, _, best_s, best_obj, steps, _ = carry
+    return best_s, best_obj, steps
+
+
+def _advance(carry, cand, obj, score, allowed, max_steps: int):
+    """The hill climber's carry ``(s, s_score, best_s, best_obj, steps, moved)`` after the move ``cand``
+    (objective ``obj``, search score ``score``): taken iff ``allowed`` and it lowers the score by a relative
+    :data:`MIN_IMPROVEMENT` within ``max_steps`` moves; the best objective seen is kept."""
+    s, s_score, best_s, best_obj, steps, _ = carry
+    moved = allowed & (score < s_score * (1.0 - MIN_IMPROVEMENT)) & (steps < max_steps)
+    better = moved & (obj < best_obj)
+    return (
+        jnp.where(moved, cand, s),
+        jnp.where(moved, score, s_score),
+        jnp.where(better, cand, best_s),
+        jnp.where(better, obj, best_obj),
+        steps + moved,
+        moved,
+    )
+
+
+def improve(
+    graph: PaddedGraph,
+    stage: jax.Array,
+    hw: Hardware,
+    objective: str | jax.Array,
+    lam: float,
+    max_steps: int,
+    reach: jax.Array | None = None,
+    pair_escapes: int = 0,
+    dense_max_nodes: int = DENSE_MAX_NODES,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Best-improvement hill climbing from a valid schedule of one graph.
+
+    Args:
+        graph: one PaddedGraph (N padded nodes).
+        stage: i32[N] valid schedule by position (padding entries are ignored).
+        hw, objective, lam: the problem (``hw.stages`` = K); ``objective`` may also be a traced
+            bool[] (True: ``latency``) so one compilation serves both objectives.
+        max_steps: at most this many moves (a Python int; 0 returns the start); a pair move counts
+            as one.
+        reach: optional bool[N, N] ``reachability(graph) > 0`` when the caller already has it.
+        pair_escapes: at most this many pair moves out of single-move local optima (a Python int;
+            0: plain hill climbing); see the module docstring.
+        dense_max_nodes: graphs padded to more nodes use the sparse single-node moves (module
+            docstring) unless ``reach`` is given; a Python int.
+
+    Returns:
+        (stage i32[N] with 0 on padding, objective f32[] from the shared evaluator, moves i32[] taken).
+    """
+    k = hw.stages
+    stage = jnp.where(graph.node_mask, stage, 0).astype(jnp.int32)
+
+    latency = objective == "latency" if isinstance(objective, str) else objective
+    value = lambda s: search_value(graph, s, hw, latency, lam)
+    start, start_score = value(stage)
+    if max_steps <= 0 or k == 1:
+        return stage, start, jnp.int32(0)
+    if reach is None and stage.shape[0] > dense_max_nodes:
+        return _improve_sparse(graph, stage, value, hw, latency, lam, max_steps, pair_escapes)
+    if stage.shape[0] > DENSE_LIMIT:
+        raise ValueError(f"local search: the dense closure moves hold N x N arrays; at most {DENSE_LIMIT} padded nodes")
+    reach = reachability(graph) > 0 if reach is None else reach
+
+    def step(carry, cand, obj, score):  # take the move (cand, obj, score) if it lowers the score
+        return _advance(carry, cand, obj, score, jnp.bool_(True), max_steps)
+
+    def single(carry):
+        return step(carry, *best_move(graph, reach, carry[0], k, value))
+
+    def descend(carry):  # single moves until a local optimum of the score (or max_steps)
+        return jax.lax.while_loop(lambda c: c[5] & (c[4] < max_steps), single, carry[:5] + (jnp.bool_(True),))
+
+    init = (stage, start_score, stage, start, jnp.int32(0), jnp.bool_(True))
+    carry = descend(init)
+    if pair_escapes > 0:
+
+        def escape(outer):
+            carry, escapes, _ = outer
+            carry = step(carry, *best_pair_move(graph, reach, carry[0], k, value))
+            moved = carry[5]
+            return descend(carry), escapes + moved, moved & (escapes + 1 < pair_escapes)
+
+        carry, _, _ = jax.lax.while_loop(lambda o: o[2], escape, (carry, jnp.int32(0), jnp.bool_(True)))
+    _, _, best_s, best_obj, steps, _ = carry
+    return best_s, best_obj, steps
