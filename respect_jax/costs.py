@@ -130,6 +130,17 @@ def is_valid(graph: PaddedGraph, stage: jax.Array, num_stages: int) -> jax.Array
     return jnp.all(forward | ~graph.edge_mask) & jnp.all(in_range | ~graph.node_mask)
 
 
+def spill(mem, hw: Hardware):
+    """``spill = max(0, mem - C)``: parameter bytes of a stage streamed from the host per inference."""
+    return jnp.maximum(0.0, mem - hw.sram_bytes)
+
+
+def stage_time(mem, macs, in_bytes, hw: Hardware):
+    """``T = tau + macs / R + spill(mem) / H + in_bytes / L``: the time of a stage holding ``mem`` parameter
+    bytes and ``macs`` compute that receives ``in_bytes`` from the previous stage (any broadcastable shapes)."""
+    return hw.stage_overhead_s + macs / hw.macs_per_s + spill(mem, hw) / hw.host_bw + in_bytes / hw.link_bw
+
+
 def evaluate(graph: PaddedGraph, stage: jax.Array, hw: Hardware) -> Metrics:
     """All SPEC quantities of the schedule ``stage`` (i32[N], positions) on ``graph``.
 
@@ -148,8 +159,8 @@ def evaluate(graph: PaddedGraph, stage: jax.Array, hw: Hardware) -> Metrics:
     ks = jnp.arange(k)[None, :]
     crossing = (stage[:, None] < ks) & (ks <= last[:, None])  # [N, K]
     in_k = hw.act_bytes * jnp.sum(jnp.where(crossing, out[:, None], 0.0), axis=0)
-    spill_k = jnp.maximum(0.0, mem_k - hw.sram_bytes)
-    time_k = hw.stage_overhead_s + macs_k / hw.macs_per_s + spill_k / hw.host_bw + in_k / hw.link_bw
+    spill_k = spill(mem_k, hw)
+    time_k = stage_time(mem_k, macs_k, in_k, hw)
     return Metrics(
         mem_k=mem_k,
         in_k=in_k,

@@ -1,7 +1,7 @@
 """Decoding strategies (all batched): greedy, sampling with a temperature, best-of-N samples
 (independent, or distinct: stochastic beam search), beam search over the policy's log-probabilities,
 each optionally followed by a local search
-(:mod:`respect_jax.solvers.local_search`).
+(:mod:`respect_jax.local_search`).
 
 :func:`make_decoder` returns one jitted function ``(params, graphs, key) -> DecodeResult`` per
 strategy; it compiles once per padded bucket shape. Every schedule it returns is valid by
@@ -19,8 +19,8 @@ from flax import nnx, struct
 
 from respect_jax.costs import Hardware
 from respect_jax.graphs.padded import PaddedGraph
+from respect_jax.local_search import improve
 from respect_jax.policy.model import SchedulingPolicy, beam_search, rollout, schedule_objectives
-from respect_jax.solvers.local_search import improve
 
 STRATEGIES = ("greedy", "sample", "best_of", "beam", "sbs")
 #: the strategies that decode ``samples`` candidates per graph and keep the best
@@ -28,12 +28,10 @@ MULTI_STRATEGIES = ("best_of", "beam", "sbs")
 
 #: message passing of the encoder pass of every decoding. Both implementations compute the same
 #: embeddings (tests/test_policy.py). Without a gradient the jraph segment ops are faster from the
-#: 64-node bucket up, because the dense path builds [N, N] attention scores per head: 1.1-1.7x on
-#: 50-node graphs in batches of 256, 5-19x on 300-node graphs, and ResNet-101 greedy decoding with
-#: respect_k4_paper_cut takes 29 instead of 63 ms on a 2-core CPU. At the 32-node bucket the two are
-#: within 1.5x either way (experiments/results/bench_aggregation.md). Training keeps the network's
-#: own ``policy.aggregation`` (dense by default): differentiated, dense is the faster one on the
-#: training graphs in 5 of the 6 cases measured.
+#: 64-node bucket up, because the dense path builds [N, N] attention scores per head; at the 32-node
+#: bucket the two are close. Training keeps the network's own ``policy.aggregation`` (dense by default):
+#: differentiated, dense is the faster one on the training graphs. Timings:
+#: experiments/results/bench_aggregation.md.
 INFERENCE_AGGREGATION = "segment"
 
 
@@ -49,15 +47,13 @@ class Decoding:
             lowest objective; no randomness, temperature ignored) or ``sbs`` (stochastic beam search:
             ``samples`` distinct schedules sampled without replacement from
             ``softmax(logits / temperature)``, keep the best; independent samples of ``best_of``
-            repeat the likely schedules: the greedy schedule and 63 samples of a 50-node graph
-            from the default checkpoint hold 34.5 distinct ones on average,
-            experiments/results/decoding_budget_cut.md).
+            repeat the likely schedules, experiments/results/decoding_budget_cut.md counts them).
         samples: candidates of ``best_of`` and ``sbs``, beam width of ``beam`` (ignored otherwise).
         temperature: sampling temperature.
         include_greedy: ``best_of`` makes the greedy schedule one of its ``samples`` candidates
             (``sbs`` does not: its candidates are all samples).
         local_search: at most this many hill-climbing moves on every candidate before the best is
-            kept (0: none), see :func:`respect_jax.solvers.local_search.improve`; label ``+ls``.
+            kept (0: none), see :func:`respect_jax.local_search.improve`; label ``+ls``.
         pair_escapes: then at most this many pair moves out of the local optima of the best
             ``pair_candidates`` candidates, each followed by hill climbing (0: none; needs
             ``local_search``); label ``+ls+pairs`` (``+ls+pairs_topC`` for C > 1 candidates).

@@ -1,25 +1,17 @@
-"""Per-stage decoding state of the scheduling MDP, computed two ways that agree exactly.
+"""The raw state of a partial schedule, as the decoder sees it, computed two ways that agree exactly.
 
-The decoder places the nodes of a :class:`~respect_jax.graphs.padded.PaddedGraph` in SPEC order
-(positions ``0..n-1``). Before placing node ``t`` it looks at the partial schedule ``s[0..t-1]``
-through these raw quantities (K stages, bytes already multiplied by ``param_bytes``/``act_bytes``):
-
-* ``mem[k]``    parameter bytes placed on stage k;
-* ``macs[k]``   compute placed on stage k;  ``count[k]`` nodes placed on stage k;
-* ``cross[k]``  bytes of tensors already known to enter stage k from stage k-1: producer ``u`` placed,
-  ``s(u) < k <= L_t(u)`` with ``L_t(u)`` the largest stage among u's placed consumers (K-1 at
-  once for a graph output, SPEC's ``last``); ``sum_k cross[k]`` is the communication so far;
-* ``open[k]``   bytes of placed tensors still awaited by an unplaced consumer that would newly enter
-  stage k if that consumer landed on k or later (``L_t(u) < k``);
-* ``predin[k]`` bytes of node t's input tensors that newly enter stage k if t is placed on stage
-  ``>= k`` (``cumsum(predin)[k]`` is the extra communication of placing t on k);
-* ``low``       the smallest allowed stage, ``max(s(u) : u in pred(t))`` (the env's mask rule);
-* ``emb[k]``    the sum of node embeddings placed on stage k.
+The decoder places the nodes of a :class:`~respect_jax.graphs.padded.PaddedGraph` in the graph's order
+(positions ``0..n-1``, producers before consumers), one per step, as the scheduling environment does
+(:mod:`respect_jax.env`; an action below the precedence bound ``max(s(u) : u in pred(t))`` is raised to it).
+Before placing node t it looks at the partial schedule ``s[0..t-1]`` through the quantities of
+:class:`~respect_jax.policy.features.StepQuantities` (per-stage memory, compute, node counts, bytes crossing
+into each stage, bytes still awaited, the precedence bound, per-stage embedding sums, look-ahead loads).
 
 :func:`prefix_quantities` computes them for every ``t`` at once from a known schedule (teacher
 forcing: exclusive cumulative sums and interval counts, no scan), :func:`step_quantities` from a
-:class:`DecodeState` during autoregressive decoding. :func:`features` turns either into the
-decoder's normalised inputs. All functions work on one graph; vmap them for batches.
+:class:`DecodeState` during autoregressive decoding, whose :func:`advance` places a node through the
+environment's transition (:func:`respect_jax.env.environment.place_node`). :mod:`respect_jax.policy.features` turns
+either into the decoder's normalised inputs. All functions work on one graph; vmap them for batches.
 """
 
 from __future__ import annotations
@@ -28,88 +20,46 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from respect_jax.costs import OBJECTIVES, Hardware
-from respect_jax.graphs.padded import PaddedGraph, reachability
+from respect_jax.env.environment import place_node, precedence_bound
+from respect_jax.graphs.padded import PaddedGraph
+from respect_jax.policy.features import (
+    FEATURE_VERSIONS,
+    NUM_CONTEXT_FEATURES,
+    NUM_CUT_FEATURES,
+    NUM_HARDWARE_FEATURES,
+    NUM_STAGE_FEATURES,
+    GraphStatics,
+    StepQuantities,
+    cut_features,
+    features,
+    graph_statics,
+    hardware_context,
+    num_context_features,
+)
 
-NUM_STAGE_FEATURES = 23
-NUM_CONTEXT_FEATURES = 17
-NUM_CUT_FEATURES = 8
-#: extra context features of ``feature_version`` 2: K and the hardware relative to the graph
-#: (:func:`hardware_context`); version 1 (every checkpoint before them) has none
-NUM_HARDWARE_FEATURES = 8
-FEATURE_VERSIONS = (1, 2)
-
-
-def num_context_features(version: int) -> int:
-    """Length of the decoder's context vector under feature ``version`` (1: 17, 2: 25)."""
-    if version not in FEATURE_VERSIONS:
-        raise ValueError(f"policy.feature_version must be one of {FEATURE_VERSIONS}, got {version!r}")
-    return NUM_CONTEXT_FEATURES + (NUM_HARDWARE_FEATURES if version >= 2 else 0)
-
-
-@struct.dataclass
-class GraphStatics:
-    """Per-graph constants of the decoder (one graph; N padded nodes).
-
-    Attributes:
-        par_b: f32[N] parameter bytes of each node (0 on padding).
-        out_b: f32[N] output tensor bytes of each node.
-        macs: f32[N] compute of each node.
-        is_sink: bool[N] real node without successors (its tensor leaves from stage K-1).
-        maxsucc: i32[N] largest successor position (the node itself for sinks and padding).
-        rem_par: f32[N] fraction of parameter bytes at positions > t.
-        rem_macs: f32[N] fraction of compute at positions > t.
-        mem_scale: f32[] ``max(b_p * max(P / K, max p), 1)``: the paper objective's lower bound.
-        macs_scale: f32[] ``max(M / K, 1)``.
-        time_scale: f32[] the latency objective's lower bound (s).
-        n: f32[] number of real nodes.
-        desc: bool[N, N] ``desc[u, w]``: w is reachable from u by a non-empty path.
-        succ: bool[N, N] ``succ[u, w]``: the edge u -> w exists.
-        par_before: f32[N] parameter bytes at positions < j; macs_before: f32[N] the same for compute.
-        cut_b: f32[N] bytes of the tensors crossing a cut just before position j (producer at a
-            position < j and a consumer at >= j, or a graph output: it leaves from the last stage).
-        hw_context: f32[NUM_HARDWARE_FEATURES] :func:`hardware_context` (read by feature version 2 only).
-    """
-
-    par_b: jax.Array
-    out_b: jax.Array
-    macs: jax.Array
-    is_sink: jax.Array
-    maxsucc: jax.Array
-    rem_par: jax.Array
-    rem_macs: jax.Array
-    mem_scale: jax.Array
-    macs_scale: jax.Array
-    time_scale: jax.Array
-    n: jax.Array
-    desc: jax.Array
-    succ: jax.Array
-    par_before: jax.Array
-    macs_before: jax.Array
-    cut_b: jax.Array
-    hw_context: jax.Array
-
-
-@struct.dataclass
-class StepQuantities:
-    """Raw per-step state before placing node t (see the module docstring); add axes for batches.
-
-    Attributes: mem, macs, count, cross, open, predin, forced_par, pushed_par, forced_macs,
-    pushed_macs: f32[K]; low: i32[]; emb: f32[K, d].
-    """
-
-    mem: jax.Array
-    macs: jax.Array
-    count: jax.Array
-    cross: jax.Array
-    open: jax.Array
-    predin: jax.Array
-    low: jax.Array
-    emb: jax.Array
-    forced_par: jax.Array
-    pushed_par: jax.Array
-    forced_macs: jax.Array
-    pushed_macs: jax.Array
+#: the feature names are re-exported here for the modules that import them from this one
+__all__ = [
+    "FEATURE_VERSIONS",
+    "NUM_CONTEXT_FEATURES",
+    "NUM_CUT_FEATURES",
+    "NUM_HARDWARE_FEATURES",
+    "NUM_STAGE_FEATURES",
+    "DecodeState",
+    "GraphStatics",
+    "StepQuantities",
+    "advance",
+    "cut_features",
+    "features",
+    "first_consumer_at_or_after",
+    "graph_statics",
+    "hardware_context",
+    "init_decode_state",
+    "lookahead",
+    "num_context_features",
+    "prefix_quantities",
+    "stage_sums_before",
+    "step_quantities",
+]
 
 
 @struct.dataclass
@@ -132,118 +82,6 @@ class DecodeState:
     macs: jax.Array
     count: jax.Array
     emb: jax.Array
-
-
-def graph_statics(graph: PaddedGraph, hw: Hardware) -> GraphStatics:
-    """The per-graph constants of one padded graph under hardware ``hw``."""
-    k = hw.stages
-    n_pad = graph.params.shape[-1]
-    mask = graph.node_mask
-    fmask = mask.astype(jnp.float32)
-    par_b = hw.param_bytes * graph.params * fmask
-    out_b = hw.act_bytes * graph.output_size * fmask
-    macs = graph.macs * fmask
-    edge_w = graph.edge_mask.astype(jnp.float32)
-    out_deg = jax.ops.segment_sum(edge_w, graph.senders, num_segments=n_pad)
-    idx = jnp.arange(n_pad, dtype=jnp.int32)
-    succ_pos = jnp.where(graph.edge_mask, graph.receivers, -1)
-    maxsucc = jax.ops.segment_max(succ_pos, graph.senders, num_segments=n_pad)
-    maxsucc = jnp.maximum(maxsucc, idx)
-    total_par, total_macs = jnp.sum(par_b), jnp.sum(macs)
-    suffix_par = jnp.cumsum(par_b[::-1])[::-1] - par_b
-    suffix_macs = jnp.cumsum(macs[::-1])[::-1] - macs
-    mem_scale = jnp.maximum(jnp.maximum(total_par / k, jnp.max(par_b)), 1.0)
-    time_lb = hw.stage_overhead_s + jnp.maximum(total_macs / k, jnp.max(macs)) / hw.macs_per_s
-    is_sink = mask & (out_deg == 0)
-    last_use = jnp.where(is_sink, n_pad, maxsucc)  # a graph output crosses every later cut
-    crosses = (idx[:, None] < idx[None, :]) & (idx[None, :] <= last_use[:, None])  # [u, j]
-    cut_b = (out_b @ crosses.astype(jnp.float32)) * fmask
-    time_scale = jnp.maximum(time_lb, 1e-9)
-    return GraphStatics(
-        par_b=par_b,
-        out_b=out_b,
-        macs=macs,
-        is_sink=is_sink,
-        maxsucc=maxsucc.astype(jnp.int32),
-        rem_par=suffix_par / jnp.maximum(total_par, 1.0),
-        rem_macs=suffix_macs / jnp.maximum(total_macs, 1.0),
-        mem_scale=mem_scale,
-        macs_scale=jnp.maximum(total_macs / k, 1.0),
-        time_scale=time_scale,
-        n=jnp.maximum(graph.num_nodes, 1).astype(jnp.float32),
-        desc=(reachability(graph) > 0) & ~jnp.eye(n_pad, dtype=bool),
-        succ=jnp.zeros((n_pad, n_pad), bool).at[graph.senders, graph.receivers].max(graph.edge_mask),
-        par_before=jnp.cumsum(par_b) - par_b,
-        macs_before=jnp.cumsum(macs) - macs,
-        cut_b=cut_b,
-        hw_context=hardware_context(total_par, mem_scale, time_scale, cut_b, fmask, hw),
-    )
-
-
-def hardware_context(
-    total_par: jax.Array, mem_scale: jax.Array, time_scale: jax.Array, cut_b: jax.Array, fmask: jax.Array, hw: Hardware
-) -> jax.Array:
-    """f32[NUM_HARDWARE_FEATURES]: K and the hardware rates relative to the graph's totals.
-
-    Scale-free (unchanged when every byte count, or every rate and the overhead, is multiplied by the
-    same factor; no dependence on the padded size): ``1/K``; memory pressure ``log1p(P / (K C))``
-    (parameter bytes over the pipeline's SRAM); the overhead's share ``tau / T*`` of the latency
-    bound ``T*``; ``log1p((P / K) / H / T*)`` (streaming a stage's share of parameters from the
-    host, in units of ``T*``); ``log1p(mean cut bytes / L / T*)`` (link time of a typical cut of
-    the SPEC order); ``log1p(mean cut bytes / mem_scale)`` (the same in the paper objective's
-    units); ``log(H / L) / 4`` and ``log(b_a / b_p) / 2``.
-
-    Args: ``total_par`` f32[] parameter bytes; ``mem_scale``, ``time_scale`` as in
-    :class:`GraphStatics`; ``cut_b`` f32[N] bytes crossing each cut; ``fmask`` f32[N] real nodes.
-    """
-    k = float(hw.stages)
-    mean_cut = jnp.sum(cut_b) / jnp.maximum(jnp.sum(fmask), 1.0)
-    tiny = 1e-30
-    return jnp.stack(
-        [
-            jnp.asarray(1.0 / k, jnp.float32),
-            jnp.log1p(total_par / jnp.maximum(k * hw.sram_bytes, 1.0)),
-            hw.stage_overhead_s / time_scale,
-            jnp.log1p(total_par / k / hw.host_bw / time_scale),
-            jnp.log1p(mean_cut / hw.link_bw / time_scale),
-            jnp.log1p(mean_cut / mem_scale),
-            jnp.log(hw.host_bw / hw.link_bw) / 4.0,
-            jnp.log(jnp.maximum(hw.act_bytes, tiny) / jnp.maximum(hw.param_bytes, tiny)) / 2.0,
-        ]
-    ).astype(jnp.float32)
-
-
-def cut_features(st: GraphStatics, t: jax.Array, hw: Hardware) -> tuple[jax.Array, jax.Array]:
-    """What closing the current stage at a later position would cost, for placing node t.
-
-    For every position j with ``t < j < n`` (a cut just before j: nodes t..j-1 join the current
-    stage, the rest go later) the features are, normalised by the objectives' lower bounds:
-    parameter bytes of t..j-1 and their square, compute of t..j-1 and its square, the bytes
-    crossing the cut (plain and log1p), their link time, and ``(j - t) / n``. The squares let a
-    query-dependent linear score peak at a target load. Used by the decoder's cut attention
-    (:class:`respect_jax.policy.decoder.CutAttention`); one graph, one step.
-
-    Returns: f32[N, NUM_CUT_FEATURES] (zero rows where not valid) and valid bool[N].
-    """
-    idx = jnp.arange(st.par_b.shape[0])
-    valid = (idx > t) & (idx < st.n)
-    par = (st.par_before - st.par_before[t]) / st.mem_scale
-    macs = (st.macs_before - st.macs_before[t]) / st.macs_scale
-    cut = st.cut_b / st.mem_scale
-    feats = jnp.stack(
-        [
-            par,
-            par * par,
-            macs,
-            macs * macs,
-            cut,
-            jnp.log1p(cut),
-            st.cut_b / hw.link_bw / st.time_scale,
-            (idx - t) / st.n,
-        ],
-        axis=-1,
-    )
-    return jnp.where(valid[:, None], feats, 0.0), valid
 
 
 def lookahead(
@@ -272,7 +110,8 @@ def lookahead(
 def first_consumer_at_or_after(st: GraphStatics, stage: jax.Array, k_stages: int) -> jax.Array:
     """i32[N, K] ``first[u, k]``: smallest consumer position w of u with ``s(w) >= k``; N if none.
 
-    A graph output counts as consumed at its own position on stage K-1 (SPEC's ``last = K-1``).
+    A graph output counts as consumed at its own position on stage K-1 (its tensor leaves the pipeline
+    from the last stage, as the cost model's ``last(u) = K-1`` for a node without consumers).
     Dense over ``succ`` (no scatter: faster on CPUs for padded buckets).
     """
     n_pad = stage.shape[0]
@@ -361,10 +200,10 @@ def stage_sums_before(
     Args:
         stage: i32[N] the schedule by position; mask: bool[N] real nodes; h: f32[N, e] (e may be 0).
         by_stage_rows: how the prefix sums are multiplied out (same sums). True: one
-            ``[t*K, u] @ [u, e]`` matmul whose left side depends on the schedule (teacher forcing: 17%
-            faster imitation epochs on a 2-core CPU; also REINFORCE's replay of one schedule per graph);
-            False: the constant triangular ``[t, u]`` matrix times ``[u, K*e]`` (REINFORCE's replay of S > 1
-            sampled schedules sharing h: 10-20% faster POMO epochs).
+            ``[t*K, u] @ [u, e]`` matmul whose left side depends on the schedule (the faster one for teacher
+            forcing and REINFORCE's replay of one schedule per graph); False: the constant triangular
+            ``[t, u]`` matrix times ``[u, K*e]`` (faster for the replay of S > 1 sampled schedules sharing h).
+            Timings: experiments/results/prefix_sum_layouts.md.
     Returns:
         ``emb`` f32[N, K, e] (entry [t, k]: sum of h[u] over u < t with s(u) = k) and ``count``
         f32[N, K] (how many such u).
@@ -407,7 +246,7 @@ def step_quantities(graph: PaddedGraph, st: GraphStatics, ds: DecodeState, t: ja
     preds, pmask = graph.preds[t], graph.pred_mask[t]
     p_new = pmask[:, None] & (ds.last[preds][:, None] < ks)
     predin = jnp.sum(jnp.where(p_new, st.out_b[preds][:, None], 0.0), axis=0)
-    low = jnp.max(jnp.where(pmask, ds.stage[preds], 0), initial=0)
+    low = precedence_bound(graph, ds.stage, t)
     idx = jnp.arange(ds.stage.shape[0])
     future = (idx > t) & graph.node_mask
     forced_par, pushed_par, forced_macs, pushed_macs = lookahead(ds.lb, future, st.desc[t], st, k_stages)
@@ -430,18 +269,17 @@ def step_quantities(graph: PaddedGraph, st: GraphStatics, ds: DecodeState, t: ja
 def advance(
     graph: PaddedGraph, st: GraphStatics, ds: DecodeState, t: jax.Array, action: jax.Array, h_t: jax.Array
 ) -> DecodeState:
-    """Place node t on stage ``action`` (raised to the precedence bound; no-op once t >= n).
+    """Place node t on stage ``action`` through the environment's transition
+    (:func:`respect_jax.env.environment.place_node`: raised to the precedence bound; a no-op once t >= n), then update
+    the running sums the decoder reads.
 
     Args:
         h_t: f32[d] node t's embedding (d may be 0).
     """
     k_stages = ds.mem.shape[0]
     n_pad = ds.stage.shape[0]
-    active = t < graph.num_nodes
+    stage, a, active = place_node(graph, ds.stage, t, action, k_stages)
     preds, pmask = graph.preds[t], graph.pred_mask[t]
-    low = jnp.max(jnp.where(pmask, ds.stage[preds], 0), initial=0)
-    a = jnp.clip(jnp.maximum(action.astype(jnp.int32), low), 0, k_stages - 1)
-    stage = ds.stage.at[t].set(jnp.where(active, a, ds.stage[t]))
     last = ds.last.at[t].set(jnp.where(active, jnp.where(st.is_sink[t], k_stages - 1, a), ds.last[t]))
     last = last.at[jnp.where(pmask & active, preds, n_pad)].max(a, mode="drop")
     onehot = ((jnp.arange(k_stages) == a) & active).astype(jnp.float32)
@@ -455,118 +293,3 @@ def advance(
         count=ds.count + onehot,
         emb=ds.emb + onehot[:, None] * h_t[None, :],
     )
-
-
-# ============================================================================ features
-
-
-def features(
-    q: StepQuantities,
-    st: GraphStatics,
-    t: jax.Array,
-    hw: Hardware,
-    objective: str,
-    lam: float,
-    version: int = 1,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Normalised decoder inputs for placing node t (one graph, one step).
-
-    ``hw``'s fields other than ``stages`` may be traced scalars (per-graph hardware in training).
-    ``version`` 2 appends :func:`hardware_context` to the context; version 1 is the input of every
-    checkpoint trained before it (same numbers as then).
-
-    Returns:
-        stage_feats f32[K, NUM_STAGE_FEATURES], context f32[num_context_features(version)] and the
-        mask bool[K] of allowed stages (``k >= low``).
-    """
-    k_stages = hw.stages
-    ks = jnp.arange(k_stages)
-    a, m_scale, t_scale = st.mem_scale, st.macs_scale, st.time_scale
-    pb, mc = st.par_b[t], st.macs[t]
-    mem_here = q.mem + pb
-    delta = jnp.cumsum(q.predin)
-    comm_now = jnp.sum(q.cross)
-
-    def stage_time(mem, macs, inbytes):
-        spill = jnp.maximum(mem - hw.sram_bytes, 0.0)
-        return hw.stage_overhead_s + macs / hw.macs_per_s + spill / hw.host_bw + inbytes / hw.link_bw
-
-    time_now = stage_time(q.mem, q.macs, q.cross)
-    time_here = stage_time(mem_here, q.macs + mc, q.cross + q.predin)
-    paper_here = jnp.maximum(jnp.max(q.mem), mem_here) + lam * (comm_now + delta)
-    # lower bounds on the final peak memory / compute per stage if t goes to stage k (rows: k, cols: j)
-    here = ks[:, None] == ks[None, :]
-    ge = ks[:, None] >= ks[None, :]  # [k, j]: k >= j
-    spread = (k_stages - ks).astype(jnp.float32)  # stages j..K-1
-
-    def bound(placed, own, forced, pushed):
-        loads = placed[None, :] + jnp.where(here, own, 0.0)  # [k, j]
-        placed_ge = jnp.cumsum(loads[:, ::-1], axis=1)[:, ::-1]
-        total_ge = placed_ge + forced[None, :] + jnp.where(ge, pushed[None, :], 0.0)
-        return jnp.maximum(jnp.max(loads, axis=1), jnp.max(total_ge / spread[None, :], axis=1))
-
-    mem_bound = bound(q.mem, pb, q.forced_par, q.pushed_par)
-    macs_bound = bound(q.macs, mc, q.forced_macs, q.pushed_macs)
-    allowed = ks >= q.low
-    scaled = jnp.stack(
-        [
-            q.mem / a,
-            mem_here / a,
-            jnp.maximum(mem_here - hw.sram_bytes, 0.0) / a,
-            q.macs / m_scale,
-            (q.macs + mc) / m_scale,
-            q.cross / a,
-            q.open / a,
-            q.predin / a,
-            delta / a,
-            paper_here / a,
-            time_now / t_scale,
-            time_here / t_scale,
-            jnp.maximum(jnp.max(time_now), time_here) / t_scale,
-            mem_bound / a,
-            (mem_bound + lam * (comm_now + delta)) / a,
-            (hw.stage_overhead_s + macs_bound / hw.macs_per_s) / t_scale,
-            q.forced_par / a,
-            q.pushed_par / a,
-        ],
-        axis=-1,
-    )
-    k_den = float(max(k_stages - 1, 1))
-    flags = jnp.stack(
-        [
-            allowed.astype(jnp.float32),
-            (ks == q.low).astype(jnp.float32),
-            ks / k_den,
-            q.count / st.n,
-            (q.count == 0).astype(jnp.float32),
-        ],
-        axis=-1,
-    )
-    stage_feats = jnp.concatenate([jnp.log1p(jnp.maximum(scaled, 0.0)), flags], axis=-1)
-    obj_onehot = jnp.asarray([objective == name for name in OBJECTIVES], jnp.float32)
-    context = jnp.concatenate(
-        [
-            jnp.stack(
-                [
-                    t / jnp.maximum(st.n - 1.0, 1.0),
-                    jnp.log1p(st.n) / 7.0,
-                    k_stages / 8.0,
-                    jnp.log1p(pb / a),
-                    jnp.log1p(st.out_b[t] / a),
-                    jnp.log1p(mc / m_scale),
-                    st.rem_par[t],
-                    st.rem_macs[t],
-                    jnp.log1p(comm_now / a),
-                    jnp.log1p(jnp.max(q.mem) / a),
-                    jnp.log1p(jnp.max(time_now) / t_scale),
-                    q.low / k_den,
-                    jnp.log1p(hw.sram_bytes / a),
-                    jnp.asarray(lam, jnp.float32),
-                    jnp.log1p(jnp.sum(q.open) / a),
-                ]
-            ),
-            obj_onehot,
-        ]
-        + ([st.hw_context] if version >= 2 else [])
-    )
-    return stage_feats, context, allowed
