@@ -19,6 +19,7 @@ from respect_jax.env import SchedulingEnv
 from respect_jax.graphs import GeneratorConfig, make_jax_generator, pad_graph, stack_graphs, to_original_order
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, make_decoder
+from respect_jax.policy.features import features, graph_statics
 from respect_jax.policy.model import (
     SchedulingPolicy,
     decoder_steps,
@@ -28,8 +29,6 @@ from respect_jax.policy.model import (
 )
 from respect_jax.policy.state import (
     advance,
-    features,
-    graph_statics,
     init_decode_state,
     prefix_quantities,
     stage_sums_before,
@@ -119,7 +118,7 @@ def test_cut_features_match_the_reference_evaluator_on_prefix_cuts():
     """The cut attention's per-position quantities are what the NumPy reference evaluator charges for
     the two-stage schedule that cuts just before position j: stage-0 parameter bytes and the bytes
     forwarded across the boundary (graph outputs included)."""
-    from respect_jax.policy.state import NUM_CUT_FEATURES, cut_features
+    from respect_jax.policy.features import NUM_CUT_FEATURES, cut_features
 
     hw = make_hw(2, param_bytes=2.0, act_bytes=3.0)
     for graph in random_graphs(4, seed=31, min_nodes=6, max_nodes=25):
@@ -436,7 +435,7 @@ def test_stochastic_beam_search_draws_distinct_schedules_like_gumbel_top_k():
 
 
 def numpy_hardware_context(graph, hw) -> np.ndarray:
-    """Independent NumPy form of :func:`respect_jax.policy.state.hardware_context` on a Graph (by id)."""
+    """Independent NumPy form of :func:`respect_jax.policy.features.hardware_context` on a Graph (by id)."""
     k = hw.stages
     par = hw.param_bytes * graph.params.astype(np.float64)
     macs = graph.macs.astype(np.float64)
@@ -467,7 +466,7 @@ def test_hardware_context_matches_numpy_and_is_scale_free():
     """Feature version 2's hardware inputs equal a NumPy reference and do not change when every rate
     and the overhead (time unit) or every byte count and the SRAM (byte unit) are scaled together."""
     from respect_jax.graphs.generators import padded_to_graph
-    from respect_jax.policy.state import graph_statics
+    from respect_jax.policy.features import graph_statics
 
     graphs = generated("dnn", 3, seed=11, lo=8, hi=20)
     hw = make_hw(3, sram_bytes=2e5, host_bw=3e5, link_bw=1e5, stage_overhead_s=1e-4, act_bytes=2.0)

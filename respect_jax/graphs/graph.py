@@ -47,6 +47,8 @@ class Graph:
     node_names: tuple[str, ...] = field(default=())
     ops: tuple[str, ...] = field(default=())
     source: str = ""
+    # depth, height and SPEC order, computed once (the graph is immutable)
+    _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         n = len(self.params)
@@ -90,18 +92,27 @@ class Graph:
             succs[u].append(v)
         return [sorted(s) for s in succs]
 
+    def _cached(self, name: str, compute) -> np.ndarray:
+        """A derived read-only array, computed once per graph (the graph is immutable)."""
+        if name not in self._derived:
+            value = np.asarray(compute())
+            value.setflags(write=False)
+            self._derived[name] = value
+        return self._derived[name]
+
     def depth(self) -> np.ndarray:
-        """int64[N] longest-path depth from the sources (ASAP level; sources are 0)."""
-        return _longest_path(self.num_nodes, self.predecessors(), topological_order_kahn(self))
+        """int64[N] longest-path depth from the sources (ASAP level; sources are 0). Read-only."""
+        return self._cached("depth", lambda: _longest_path(self.num_nodes, self.predecessors(),
+                                                           topological_order_kahn(self)))
 
     def height(self) -> np.ndarray:
-        """int64[N] longest-path distance to a sink (sinks are 0)."""
-        order = topological_order_kahn(self)[::-1]
-        return _longest_path(self.num_nodes, self.successors(), order)
+        """int64[N] longest-path distance to a sink (sinks are 0). Read-only."""
+        return self._cached("height", lambda: _longest_path(self.num_nodes, self.successors(),
+                                                            topological_order_kahn(self)[::-1]))
 
     def topological_order(self) -> np.ndarray:
-        """int64[N] the SPEC node order: by depth from the sources, ties by id."""
-        return np.lexsort((np.arange(self.num_nodes), self.depth()))
+        """int64[N] the SPEC node order: by depth from the sources, ties by id. Read-only."""
+        return self._cached("topological_order", lambda: np.lexsort((np.arange(self.num_nodes), self.depth())))
 
     def to_dict(self) -> dict:
         """The SPEC JSON document of this graph."""

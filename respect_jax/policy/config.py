@@ -29,9 +29,9 @@ class PolicyConfig:
         stage_embeddings: add the mean embedding of the nodes already placed on each stage to its token.
         cut_heads: heads of the decoder's cut attention over the later positions of the graph
             (:class:`~respect_jax.policy.decoder.CutAttention`; 0: none; decoder width % heads == 0).
-        feature_version: the decoder's inputs (:func:`respect_jax.policy.state.features`): 1, those of
+        feature_version: the decoder's inputs (:func:`respect_jax.policy.features.features`): 1, those of
             every checkpoint trained at one K and hardware (a network.json without the key); 2 adds K
-            and the hardware rates relative to the graph (:func:`respect_jax.policy.state.hardware_context`)
+            and the hardware rates relative to the graph (:func:`respect_jax.policy.features.hardware_context`)
             to the context, for one policy trained across K and hardware.
     """
 

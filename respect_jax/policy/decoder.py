@@ -3,7 +3,7 @@
 Inputs have arbitrary leading axes ``...`` (batch, samples, steps). For node t:
 
 * query ``q = MLP(W_h h_t + W_g g + W_c context)`` from node t's embedding, the graph embedding and
-  the context features of :func:`respect_jax.policy.state.features`;
+  the context features of :func:`respect_jax.policy.features.features`;
 * one token per stage ``z_k = relu(W_f stage_feats_k + E_k + W_q q)``, where ``E_k`` is the mean of
   ``W_e h_u`` over the nodes u already placed on stage k (so the decoder attends to the node
   embeddings per stage).
@@ -19,7 +19,7 @@ the allowed stages.
 
 With ``cut_heads`` > 0 the query first attends over the later positions j of the graph
 (:class:`CutAttention`): where the current stage could be closed, at what load and at what
-communication cost (:func:`respect_jax.policy.state.cut_features`), so a decision sees the whole
+communication cost (:func:`respect_jax.policy.features.cut_features`), so a decision sees the whole
 rest of the graph, not only the GNN's neighbourhood of node t.
 """
 
@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
 
-from respect_jax.policy.state import NUM_CUT_FEATURES, NUM_STAGE_FEATURES, num_context_features
+from respect_jax.policy.features import NUM_CUT_FEATURES, NUM_STAGE_FEATURES, num_context_features
 
 NEG_INF = -1e9
 
@@ -42,7 +42,7 @@ class CutInputs:
     Attributes:
         keys: f32[G, H, N, d'/H] and values: f32[G, H, d'/H, N] per-node projections
             (:meth:`CutAttention.project`, in the layouts of the attention's matmuls).
-        pair: f32[G, T, N, NUM_CUT_FEATURES] :func:`~respect_jax.policy.state.cut_features` of step t
+        pair: f32[G, T, N, NUM_CUT_FEATURES] :func:`~respect_jax.policy.features.cut_features` of step t
             and position j; valid: bool[G, T, N] (positions after t).
     """
 

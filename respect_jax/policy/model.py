@@ -28,13 +28,10 @@ from respect_jax.graphs.padded import PaddedGraph
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoder import CutInputs, StageDecoder
 from respect_jax.policy.encoder import GraphEncoder
+from respect_jax.policy.features import GraphStatics, cut_features, features, graph_statics
 from respect_jax.policy.state import (
     DecodeState,
-    GraphStatics,
     advance,
-    cut_features,
-    features,
-    graph_statics,
     init_decode_state,
     prefix_quantities,
     stage_sums_before,
@@ -49,7 +46,7 @@ class DecoderInputs:
 
     Attributes:
         stage_feats: f32[B, S, N, K, NUM_STAGE_FEATURES]; context: f32[B, S, N, NUM_CONTEXT_FEATURES];
-        allowed: bool[B, S, N, K] (see :func:`respect_jax.policy.state.features`).
+        allowed: bool[B, S, N, K] (see :func:`respect_jax.policy.features.features`).
     """
 
     stage_feats: jax.Array
@@ -64,7 +61,7 @@ def hw_axis(hw: Hardware) -> int | None:
 
 
 def batch_statics(graphs: PaddedGraph, hw: Hardware) -> GraphStatics:
-    """:func:`~respect_jax.policy.state.graph_statics` of every graph of a batch (shared or per-graph ``hw``)."""
+    """:func:`~respect_jax.policy.features.graph_statics` of every graph of a batch (shared or per-graph ``hw``)."""
     return jax.vmap(graph_statics, in_axes=(0, hw_axis(hw)))(graphs, hw)
 
 
@@ -93,7 +90,7 @@ class SchedulingPolicy(nnx.Module):
         )
 
     def features(self, q, st, t, hw: Hardware, objective: str, lam: float):
-        """:func:`respect_jax.policy.state.features` of this network's ``feature_version``."""
+        """:func:`respect_jax.policy.features.features` of this network's ``feature_version``."""
         return features(q, st, t, hw, objective, lam, self.cfg.feature_version)
 
     def encode(
@@ -249,7 +246,7 @@ def with_hardware_inputs(source: SchedulingPolicy, seed: int = 0) -> SchedulingP
     """``source`` (feature version 1) as a feature-version-2 network that computes the same logits.
 
     Every parameter is copied; the context projection gets zero weights for the appended
-    :func:`~respect_jax.policy.state.hardware_context` inputs, so training across K and hardware
+    :func:`~respect_jax.policy.features.hardware_context` inputs, so training across K and hardware
     starts from the trained network's function. A version-2 source is returned unchanged.
     """
     if source.cfg.feature_version == 2:

@@ -305,8 +305,15 @@ def decode_scores(
 
 # ----------------------------------------------------------------------------- inference and checkpoints
 
-#: graphs above this padded size use the O(E) segment aggregation instead of N x N adjacency matmuls
+#: on accelerators, graphs above this padded size use the O(E) segment aggregation instead of N x N matmuls
 DENSE_MAX_NODES = 1024
+
+
+def default_aggregation(padded_nodes: int) -> str:
+    """``segment`` (O(E) gathers and segment sums) on CPU, where it is faster than the dense N x N adjacency
+    matmuls at every bucket size and batch (``experiments/order_aggregation.py``), and above
+    :data:`DENSE_MAX_NODES`; ``dense`` on accelerators below it. Both give the same scores up to float error."""
+    return "segment" if jax.default_backend() == "cpu" or padded_nodes > DENSE_MAX_NODES else "dense"
 
 
 _FORWARD: dict[int, tuple] = {}  # id(model) -> (model, state, {aggregation: jitted forward}); the model is kept alive
@@ -335,7 +342,7 @@ def predict_scores(model: OrderPolicy, graphs: list[Graph], hws: list[Hardware],
         groups.setdefault(bucket_size(g.num_nodes), []).append(i)
     for size, idx in groups.items():
         shape = bucket_shape([graphs[i] for i in idx])
-        aggregation = "dense" if size <= DENSE_MAX_NODES else "segment"
+        aggregation = default_aggregation(size)
         for start in range(0, len(idx), batch_size):
             chunk = idx[start : start + batch_size]
             rows = chunk + [chunk[-1]] * (batch_size - len(chunk)) if len(idx) > batch_size else chunk

@@ -13,7 +13,7 @@ recognised by its ``network.json``:
   earlier default): ``decoding`` ``greedy`` (its default) | ``sample`` | ``best_of`` | ``beam`` | ``sbs``;
   ``samples`` (best_of and sbs candidates, beam width; default 64); ``temperature``; ``local_search``
   (hill-climbing moves on every candidate, 0: none); ``pair_escapes`` (pair moves out of the local optima of
-  the best ``pair_candidates`` candidates, 0: none; see :mod:`respect_jax.solvers.local_search`).
+  the best ``pair_candidates`` candidates, 0: none; see :mod:`respect_jax.local_search`).
 
 The step policy runs under the caller's hardware and objective (its features are normalised per graph and
 hardware), even when they differ from those it was trained on; ``info.trained_on`` records both. The order

@@ -1,0 +1,86 @@
+"""Dense vs segment message passing in the order policy's forward pass, on this machine's backend.
+
+Times the shipped order policy's forward pass (scores of every node) with N x N adjacency matmuls (``dense``)
+and with O(E) gathers and segment sums (``segment``) on generated DNN architectures of several sizes, one
+graph and a batch, best of ``--repeats`` after compilation. ``respect_jax.policy.order.default_aggregation``
+picks ``segment`` on CPU from these figures; both give the same scores up to float error (reported).
+
+    .venv/bin/python experiments/order_aggregation.py --out experiments/results/order_aggregation
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from respect_jax.costs import hardware_from_dict  # noqa: E402
+from respect_jax.experiments.report import write_results  # noqa: E402
+from respect_jax.graphs.architectures import generate_arch_numpy  # noqa: E402
+from respect_jax.graphs.padded import bucket_shape  # noqa: E402
+from respect_jax.policy.order import _forward, load_order_policy, make_batch  # noqa: E402
+from respect_jax.reporting import markdown_table  # noqa: E402
+
+SIZES = ((20, 30), (40, 60), (90, 120), (190, 250), (400, 500))  # node ranges of the generated architectures
+
+
+def best_time(fn, repeats: int) -> float:
+    """Seconds of the fastest of ``repeats`` calls of ``fn`` (after one warm-up call that compiles)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "results" / "order_aggregation")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    import yaml
+
+    preset = yaml.safe_load((ROOT / "conf" / "hardware" / "coral_usb.yaml").read_text())
+    hw = hardware_from_dict({**preset, "stages": 4})
+    model, _ = load_order_policy(ROOT / "data" / "checkpoints" / "order_policy")
+    rng = np.random.default_rng(0)
+    rows = []
+    for lo, hi in SIZES:
+        graphs = [generate_arch_numpy(lo, hi, rng, name=f"a{i}") for i in range(args.batch)]
+        shape = bucket_shape(graphs)
+        for batch_size in (1, args.batch):
+            batch = make_batch(graphs[:batch_size], [hw] * batch_size, ["latency"] * batch_size, shape)
+            ms, scores = {}, {}
+            for aggregation in ("dense", "segment"):
+                state, forward = _forward(model, aggregation)
+
+                def call(state=state, forward=forward, batch=batch):
+                    return forward(state, batch.graphs, batch.feats, batch.context).block_until_ready()
+
+                ms[aggregation] = 1e3 * best_time(call, args.repeats)
+                scores[aggregation] = np.asarray(call())
+            diff = float(np.abs(scores["dense"] - scores["segment"]).max())
+            rows.append([f"{lo}-{hi}", shape[0], batch_size, ms["dense"], ms["segment"], ms["dense"] / ms["segment"],
+                         diff])
+            print(f"{lo}-{hi} nodes (bucket {shape[0]}), batch {batch_size}: dense {ms['dense']:.1f} ms, "
+                  f"segment {ms['segment']:.1f} ms", flush=True)
+    header = ["nodes", "bucket", "batch", "dense ms", "segment ms", "dense / segment", "max |score diff|"]
+    markdown = ("# Order policy forward pass: dense vs segment message passing\n\n"
+                "Best of the repeats after compilation; generated DNN architectures, Coral USB preset, K = 4.\n\n"
+                + markdown_table(header, rows, digits=2))
+    doc = {"rows": [dict(zip(header, r, strict=True)) for r in rows], "batch": args.batch, "repeats": args.repeats}
+    for path in write_results(args.out.parent, args.out.name, doc, markdown):
+        print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
