@@ -182,11 +182,16 @@ def main() -> None:
                         for r in group:
                             r["best_known"] = best
                         records.extend(group)
+                        write(args, records)  # after every group: a run stopped early keeps what it measured
+    print(summary(records))
+
+
+def write(args: argparse.Namespace, records: list[dict]) -> None:
+    """``<out>.md``, ``<out>.json`` (with the machine description) and ``<out>.png`` of the records so far."""
     stem = result_stem(args.out)
     doc = {"experiment": "bench_scale", "args": vars(args), "records": records}
     write_results(stem.parent, stem.name, doc, summary(records))
     plot(records, with_extension(stem, ".png"))
-    print(summary(records))
 
 
 if __name__ == "__main__":

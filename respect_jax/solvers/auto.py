@@ -30,6 +30,7 @@ of them). ``optimal`` is True when the exact solver proved the winner optimal or
 
 from __future__ import annotations
 
+import atexit
 import functools
 import sys
 import threading
@@ -83,6 +84,22 @@ def polish(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: n
     return to_original_order(padded, np.asarray(out)).astype(np.int64)
 
 
+#: Worker threads abandoned at a deadline; joined when the interpreter exits (a daemon thread killed inside
+#: JAX or OR-tools C++ code at exit aborts the process: "FATAL: exception not rethrown").
+_ABANDONED: list[threading.Thread] = []
+
+
+@atexit.register
+def _join_abandoned() -> None:
+    for thread in _ABANDONED:
+        thread.join()
+
+
+def abandon(thread: threading.Thread) -> None:
+    """Leave ``thread`` running (its result is dropped); the process waits for it only when it exits."""
+    _ABANDONED[:] = [t for t in _ABANDONED if t.is_alive()] + [thread]
+
+
 def run_until(fn, deadline: float, name: str) -> tuple[bool, object]:
     """Run ``fn()`` in a daemon thread until it returns or ``deadline`` (``time.perf_counter()``) passes.
 
@@ -102,6 +119,7 @@ def run_until(fn, deadline: float, name: str) -> tuple[bool, object]:
     thread.start()
     thread.join(timeout=max(deadline - time.perf_counter(), 0.0))
     if thread.is_alive():
+        abandon(thread)
         return False, None
     if "error" in box:
         raise box["error"]
@@ -318,6 +336,7 @@ def solve_auto(
         if "error" in bound_run:
             raise bound_run["error"]
         if "found" not in bound_run:  # still building its model: abandoned (its result is dropped)
+            abandon(bound_thread)
             portfolio["bound"] = {"abandoned": "the crossing bound was still running at the deadline"}
         else:
             found = bound_run["found"]
@@ -328,6 +347,7 @@ def solve_auto(
     if thread is not None:
         thread.join(timeout=max(deadline - time.perf_counter(), 0.0) + JOIN_GRACE_S)
     if thread is not None and thread.is_alive():  # e.g. its model took longer to build than estimated
+        abandon(thread)
         portfolio[exact_name] = {"abandoned": "still running at the deadline; its result is dropped"}
     elif thread is not None:
         if "error" in exact_run:
