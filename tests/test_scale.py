@@ -28,7 +28,7 @@ def layered(nodes: int, seed: int = 0, edges_per_node: float = 2.9):
 def test_gumbel_refuses_a_graph_above_its_limit_in_one_line():
     graph = layered(2001)
     with pytest.raises(ValueError, match="2001 nodes > max_nodes 2000") as err:
-        run_solver("gumbel", graph, make_hw(4), "paper")
+        run_solver("gumbel", graph, make_hw(4), "paper", max_nodes=2000)
     assert "\n" not in str(err.value)
 
 

@@ -69,21 +69,21 @@ import numpy as np
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
-from respect_jax.solvers.base import SolveResult, register_solver
+from respect_jax.solvers.base import OPTIMAL_RTOL, SolveResult, register_solver
 from respect_jax.solvers.common import (
     check_assignment,
     crossings,
-    objective_lower_bound_np,
     relative_gap,
     resolve_start,
     stages_from_thresholds,
     structure,
     thresholds,
 )
+from respect_jax.solvers.scoring import objective_lower_bound_np
 
 EXACT_LIMIT = 2**46  # largest objective (in integer units) accepted for exact scaling
 ROUNDED_TARGET = 2**36  # objective magnitude aimed at by the rounded fallback
-OPTIMALITY_TOL = 1e-6  # relative gap under which the answer counts as proven optimal (as the MILP)
+OPTIMALITY_TOL = OPTIMAL_RTOL  # relative gap under which an optimal status counts as proven (1e-6)
 
 
 def _lcd(values: list[Fraction]) -> int:

@@ -38,7 +38,7 @@ from respect_jax.costs import OBJECTIVES, Hardware, objective_value
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import pad_graph
 from respect_jax.solvers.base import SolveResult, register_solver
-from respect_jax.solvers.common import EVAL_ROWS, evaluate_batch
+from respect_jax.solvers.scoring import EVAL_ROWS, evaluate_batch
 
 
 def node_weights(graph: Graph, hw: Hardware, objective: str) -> np.ndarray:

@@ -12,7 +12,7 @@ whole batch (``vmap`` over graphs) on one device; it compiles once per padded sh
 option set (steps, samples, sampler, init, restart_every, particles, local_search); the objective,
 lam and the float hyper-parameters are traced values, so changing them does not recompile.
 Optionally (``local_search``) each graph's best schedule is then hill-climbed by
-:func:`respect_jax.solvers.local_search.improve` inside the same call.
+:func:`respect_jax.local_search.improve` inside the same call.
 
 Parameters per graph: node logits ``theta[N, K]`` and cut logits ``phi[K-1, N+1]``.
 
@@ -102,16 +102,11 @@ from respect_jax.graphs.padded import (
     to_original_order,
     to_position_order,
 )
+from respect_jax.local_search import DENSE_LIMIT, DENSE_MAX_NODES, improve
 from respect_jax.solvers.base import SolveResult, register_solver
-from respect_jax.solvers.local_search import DENSE_LIMIT, DENSE_MAX_NODES, improve
 
 SAMPLERS = ("mixed", "both", "raise", "lower", "masked", "cuts")
 INITS = ("compiler", "uniform")
-
-#: Largest graph :func:`solve_gumbel` accepts by default: 1,000 nodes took 18 s and 1.0 GB on the 2-core CPU,
-#: 5,000 were killed at 600 s and 10 GB (experiments/results/bench_scale.md, issue 27), so the 60 s / 8 GiB
-#: target holds only well below 5,000.
-MAX_NODES = 2000
 
 #: Number of times each jitted function was traced (a test checks one compilation per shape).
 TRACE_COUNTER: Counter = Counter()
@@ -641,7 +636,7 @@ class GumbelConfig:
         cut_alpha: sharpness of the cut logits around the current cuts (``cuts`` sampler).
         particles: independent optimisation runs per graph (own keys and logits); the best wins.
         local_search: at most this many hill-climbing moves on each graph's best schedule
-            (:func:`respect_jax.solvers.local_search.improve`; 0: none).
+            (:func:`respect_jax.local_search.improve`; 0: none).
         dense_max_nodes: batches padded to more nodes use the sparse O(E) closures and local
             search moves instead of the N x N reachability matrix (module docstring).
     """
@@ -776,21 +771,20 @@ def solve_gumbel(
     init: str = "compiler",
     local_search: int = 300,
     warm_start=None,
-    max_nodes: int = MAX_NODES,
+    max_nodes: int | None = None,
     **options,
 ) -> SolveResult:
     """Single-graph entry of :func:`solve_batch` (B = 1); ``warm_start`` is indexed by node id.
 
-    A graph of more than ``max_nodes`` nodes is refused with a one-line ValueError (``MAX_NODES``).
+    A graph of more than ``max_nodes`` nodes (None: no limit) is refused with a one-line ValueError.
 
     Extra ``options`` (fields of :class:`GumbelConfig`: ``tau_start``, ``tau_end``, ``beta``, ``init_scale``,
     ``sampler``, ``restart_every``, ``cut_alpha``, ``particles``) pass through. The result is a
     heuristic: ``optimal`` and ``gap`` are None.
     """
-    if graph.num_nodes > max_nodes:
+    if max_nodes is not None and graph.num_nodes > max_nodes:
         raise ValueError(
-            f"gumbel: {graph.num_nodes} nodes > max_nodes {max_nodes} (beyond it the solver overruns 60 s and 8 GiB "
-            "on a 2-core CPU); pass max_nodes to run it anyway"
+            f"gumbel: {graph.num_nodes} nodes > max_nodes {max_nodes}; raise max_nodes (or set it to null) to run it"
         )
     padded = pad_graph(graph)
     batch = jax.tree.map(lambda x: jnp.asarray(x)[None], padded)

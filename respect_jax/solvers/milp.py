@@ -67,20 +67,20 @@ if TYPE_CHECKING:
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
-from respect_jax.solvers.base import SolveResult, register_solver
+from respect_jax.solvers.base import OPTIMAL_RTOL, SolveResult, register_solver
 from respect_jax.solvers.common import (
     Structure,
     check_assignment,
     crossings,
-    objective_lower_bound_np,
     relative_gap,
     resolve_start,
     stages_from_thresholds,
     structure,
     thresholds,
 )
+from respect_jax.solvers.scoring import objective_lower_bound_np
 
-OPTIMALITY_TOL = 1e-6  # relative gap under which a kOptimal answer counts as proven optimal
+OPTIMALITY_TOL = OPTIMAL_RTOL  # relative gap under which an optimal status counts as proven (1e-6)
 
 
 @functools.cache
