@@ -139,7 +139,7 @@ except Killed:
 assert len((root / "killed" / "metrics.jsonl").read_text().splitlines()) == 2
 messages = []
 resumed = train_dqn(scn, cfg, root / "killed", chunk=2, log=messages.append)
-assert messages[0] == f"resumed {root / 'killed'} from episode 2", messages
+assert messages[0] == f"resumed from episode 2 of {root / 'killed'}", messages
 assert [h["loss"] for h in resumed.history] == [h["loss"] for h in first.history]
 for x, y in zip(jax.tree.leaves(first.params), jax.tree.leaves(resumed.params), strict=True):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
@@ -151,8 +151,8 @@ try:
     train_dqn(scn, dataclasses.replace(cfg, lr=3e-4), root / "whole", chunk=2)
     raise SystemExit("other settings were not refused")
 except ValueError as err:
-    assert str(err) == (f"{root / 'whole'} holds an agent trained with other settings (dqn.lr); use a new run_dir, "
-                        "or overwrite=true to replace it"), err
+    assert str(err) == (f"{root / 'whole'} holds checkpoints of another network (dqn.lr differ from this command's); "
+                        "use a new run_dir, or overwrite=true to replace it"), err
 assert before == {p: p.stat().st_mtime_ns for p in (root / "whole").rglob("*")}  # nothing changed on disk
 again = train_dqn(scn, cfg, root / "whole", chunk=2, overwrite=True)  # same seed: the same agent again
 assert [h["loss"] for h in again.history] == [h["loss"] for h in first.history]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from respect_jax.cli.rt import preset
 from respect_jax.realtime.evaluate import Runner, summarise
+from respect_jax.realtime.experiment import scenario_preset as preset
 from respect_jax.realtime.generator import generate
 from respect_jax.realtime.platform import platform_from_dict
 from respect_jax.realtime.policy import RTPolicyConfig
@@ -54,7 +54,12 @@ def test_tiny_run_trains_checkpoints_and_resumes(tmp_path):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     messages = []
     _, logs2 = fit(pool, RTPolicyConfig(machines=3, hidden=16, layers=1), cfg, tmp_path, log=messages.append)
-    assert messages == ["resumed from step 2"] and [r["step"] for r in logs2] == [1, 2]
+    assert messages == [f"resumed from step 2 of {tmp_path}"] and [r["step"] for r in logs2] == [1, 2]
+    # another network is refused before anything is written (the folder keeps describing its checkpoints)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    with pytest.raises(ValueError, match=r"holds checkpoints of another network \(policy differ"):
+        fit(pool, RTPolicyConfig(machines=3, hidden=32, layers=1), cfg, tmp_path, log=lambda s: None)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
 
 
 @pytest.mark.slow

@@ -12,8 +12,7 @@ import pytest
 from flax import struct as fstruct
 from tensorboardX.proto.event_pb2 import Event, SessionLog
 
-from respect_jax.train.config import TrainConfig
-from respect_jax.train.loop import host_loop
+from respect_jax.train.harness import LoopConfig, host_loop
 from respect_jax.train.run_logs import TensorBoardLog, check_tensorboard_setting, scalars, write_curves
 
 
@@ -57,30 +56,24 @@ def test_scalars_flatten_numeric_fields_and_the_evaluation():
 
 def fit_fake(run_dir: Path, steps: int, on_record, resume: bool = True) -> list[dict]:
     """host_loop on a fake trainer whose epoch adds 1 to a counter: loss = 1 / (1 + step)."""
-    tcfg = TrainConfig(steps=steps, batch_size=1, steps_per_epoch=2, checkpoint_every=2, eval_every=4)
+    loop = LoopConfig(steps, checkpoint_every=2, eval_every=4)
 
     def run_epoch(state):
         step = state.step + 2
         return FakeState({"w": state.params["w"] + 1}, step), {"phase": "fake", "loss": 1.0 / (1 + int(step))}
 
-    def restore(ckpt, state, step):
-        params, train = ckpt.restore(state.params, {"step": state.step}, step)
-        return FakeState(params, train["step"])
-
-    _, history = host_loop(
+    result = host_loop(
         run_dir,
-        tcfg,
+        loop,
         init_state=lambda: FakeState({"w": jnp.zeros(3)}, jnp.asarray(0)),
-        write_network=lambda d: (d / "network.json").write_text("{}"),
-        restore=restore,
         run_epoch=run_epoch,
+        network={"format": "fake"},
         evaluate=lambda params: {"gap_mean_pct": float(params["w"][0])},
-        train_item=lambda st: {"step": st.step},
         resume=resume,
         progress=False,
         on_record=on_record,
     )
-    return history
+    return result.history
 
 
 def test_event_files_hold_every_metrics_record_and_a_resume_purges_the_rewritten_steps(tmp_path):

@@ -61,5 +61,6 @@ def train_order(cfg: DictConfig) -> dict:
         raise ValueError("policy=order needs a validation set: algorithm.val_models and/or algorithm.val_labels")
     run_dir = job_path(cfg, "run_dir")
     summary = train_order_policy(tcfg, policy, presets, labelled, cases, run_dir, lam,
-                                 log=lambda line: print(line, file=sys.stderr, flush=True))
+                                 log=lambda line: print(line, file=sys.stderr, flush=True),
+                                 resolved_config=OmegaConf.to_yaml(cfg, resolve=True))
     return {"run_dir": str(run_dir), "step": tcfg.steps, **summary}

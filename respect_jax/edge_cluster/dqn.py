@@ -14,15 +14,11 @@ PureJaxRL layout: :func:`make_train` returns pure functions; one *episode* of tr
    double-DQN updates (Huber loss, Adam, global-norm clipping) per step once ``learning_starts`` transitions are stored,
 3. a target-network update every ``target_period`` updates (a copy, or a soft one with ``tau`` < 1).
 
-A chunk of episodes is one jitted ``lax.scan`` (the carry is donated); :func:`train_dqn` is the
-thin host loop around it: it logs one JSON line per episode, writes orbax checkpoints with the
-project's :class:`respect_jax.train.checkpoints.Checkpointer` and a ``network.json`` from which
-:func:`load_agent` rebuilds the agent without retraining.
-
-Why not :class:`respect_jax.train.loop.Trainer`: that loop is built around the graph scheduler's
-``SchedulingPolicy`` (encoder/decoder, labelled buckets, REINFORCE over graphs) and has no
-off-policy pieces (replay buffer, target network, epsilon schedule); DQN keeps its own scanned
-update and reuses the shared checkpoint format instead.
+A chunk of episodes is one jitted ``lax.scan`` (the carry is donated): the DQN's epoch. :func:`train_dqn` hands
+it, the initial carry and the network document to the shared host loop
+(:func:`respect_jax.train.harness.host_loop`), which writes one metrics record per episode, orbax checkpoints
+(the whole carry, replay buffer included) and the ``network.json`` from which :func:`load_agent` rebuilds the
+agent without retraining, and resumes or refuses a used run folder like every trainer.
 
 An "episode" here is a chunk of ``episode_steps`` dispatches; chunk boundaries are not terminal
 (the last transition bootstraps from the next observation and the environment goes on). A trace
@@ -43,25 +39,21 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import nnx, struct
 
 from respect_jax.edge_cluster.environment import EdgeEnv
 from respect_jax.edge_cluster.scenarios import Scenario, TraceConfig, query_slots, scenario_from_dict
-from respect_jax.edge_cluster.simulator import (
-    HINT_POLICIES,
-    SITE_FEATURES,
-    Policy,
-    action_mask,
-    features,
-    num_features,
-)
+from respect_jax.edge_cluster.simulator import HINT_POLICIES, SITE_FEATURES, features, num_features
 from respect_jax.edge_cluster.traces import generate_trace
-from respect_jax.edge_cluster.types import EdgeParams, SimState, State, TimeStep, Trace
+from respect_jax.edge_cluster.types import EdgeParams, Policy, SimState, State, TimeStep, Trace, action_mask
+from respect_jax.graphs.graph import write_json_atomic
+from respect_jax.train import run_folder
+from respect_jax.train.checkpoints import Checkpointer
+from respect_jax.train.config import from_values
+from respect_jax.train.harness import LoopConfig, host_loop, make_optimizer
+from respect_jax.train.run_folder import CHECKPOINT_DIR, METRICS_FILE, NETWORK_FILE
 
-NETWORK_FILE = "network.json"
-METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 FORMAT = "respect-jax-edge-dqn/4"  # 4: measured per-site/per-app features (issue 30)
 FORMAT_V3 = "respect-jax-edge-dqn/3"  # agents saved before them still load (Layout.measured False)
@@ -158,12 +150,7 @@ class DQNConfig:
 
     @classmethod
     def from_dict(cls, values: dict | None) -> DQNConfig:
-        values = dict(values or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown dqn option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**values)
+        return from_values(cls, values, "dqn")
 
     def to_dict(self) -> dict:
         doc = asdict(self)
@@ -372,7 +359,7 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
     layout = replace(Layout.of(params_env), rules_only=cfg.rules_only)
     model = QNetwork(layout, cfg.hidden, cfg.action_width, rngs=nnx.Rngs(cfg.seed))
     graphdef, init_params = nnx.split(model)
-    optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr))
+    optimizer = make_optimizer(cfg.lr, cfg.max_grad_norm)
     loads = jnp.asarray(cfg.loads or tuple(scn.loads.values()), jnp.float32)
     scenarios = training_scenarios(scn, cfg)
     stack = lambda xs: jax.tree.map(lambda *x: jnp.stack([jnp.asarray(y) for y in x]), *xs)  # noqa: E731
@@ -562,6 +549,18 @@ class Agent:
         return agent_policy(self.graphdef, self.params)
 
 
+@struct.dataclass
+class Episodes:
+    """The training state as the host loop sees it: the carry and the episodes done (``step``)."""
+
+    carry: Carry
+    step: jax.Array
+
+    @property
+    def params(self) -> Any:
+        return self.carry.params
+
+
 def train_dqn(
     scn: Scenario,
     cfg: DQNConfig,
@@ -569,8 +568,10 @@ def train_dqn(
     chunk: int = 10,
     log: Callable[[str], None] | None = None,
     overwrite: bool = False,
+    resolved_config: str | None = None,
 ) -> Agent:
-    """Train on a scenario; with ``run_dir``, write network.json, metrics.jsonl and orbax checkpoints.
+    """Train on a scenario; with ``run_dir``, write network.json, metrics.jsonl (one record per episode), orbax
+    checkpoints (one per chunk of ``chunk`` episodes) and summary.json.
 
     A ``run_dir`` that already holds checkpoints of an agent with the same scenario and settings (only
     ``episodes`` may differ) is resumed from its latest checkpoint. A checkpoint holds the whole training state
@@ -579,54 +580,55 @@ def train_dqn(
     epsilon schedule (it spans ``episodes``), so exploration rises again when training continues. Other settings
     are refused (ValueError, before anything changes) unless ``overwrite``, which first removes that agent's files
     and trains afresh. The first chunk includes compilation; ``train_time_s`` (this call's) and the metrics report
-    both.
+    both. ``resolved_config``: the command's resolved config, written to ``config.yaml``.
     """
     model, init, run = make_train(scn, cfg)
     graphdef, _ = nnx.split(model)
-    carry = init(jax.random.key(cfg.seed))
-    done, history, ckpt = 0, [], None
     if run_dir is not None:
         run_dir = Path(run_dir)
-        carry, done, history = _prepare_run_dir(run_dir, scn, cfg, carry, overwrite, log)
-        from respect_jax.train.checkpoints import Checkpointer
-
-        ckpt = Checkpointer(run_dir, max_to_keep=2)
-    resumed_from = done
+        if overwrite and (run_dir / CHECKPOINT_DIR).exists():
+            run_folder.clear(run_dir, (SUMMARY_FILE,))
     run_jit = jax.jit(run, static_argnums=1, donate_argnums=0)
+
+    def run_epoch(state: Episodes) -> tuple[Episodes, list[dict]]:
+        n = min(chunk, cfg.episodes - int(state.step))
+        carry, metrics = run_jit(state.carry, n)
+        metrics = jax.device_get(metrics)
+        return Episodes(carry, state.step + n), [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
+
+    def restore(ckpt, like: Episodes, latest: int) -> Episodes:
+        carry = like.carry
+        if latest == cfg.episodes:  # finished: nothing to train, the parameters are the agent
+            params, _ = ckpt.restore(carry.params, None, latest)
+            return Episodes(carry.replace(params=params), jnp.int32(latest))
+        if "replay" not in ckpt.stored_keys(latest, "train"):
+            raise ValueError(f"{run_dir} holds an agent saved without its training state (keep_parameters_only), "
+                             "which cannot be trained on; use a new run_dir, or overwrite=true to replace it")
+        params, train = ckpt.restore(carry.params, _train_item(carry, 0), latest)
+        return Episodes(_carry_from(params, train, carry), jnp.int32(latest))
+
+    loop = LoopConfig(cfg.episodes, max_to_keep=2, items_per_step=cfg.episode_steps * cfg.num_envs,
+                      rate="env_steps_per_s", step_key="episode")
     start = time.perf_counter()
-    try:
-        while done < cfg.episodes:
-            n = min(chunk, cfg.episodes - done)
-            t0 = time.perf_counter()
-            carry, metrics = run_jit(carry, n)
-            metrics = jax.device_get(metrics)
-            dt = time.perf_counter() - t0
-            steps_per_s = n * cfg.episode_steps * cfg.num_envs / dt
-            for i in range(n):
-                record = {"episode": done + i + 1, **{k: float(v[i]) for k, v in metrics.items()},
-                          "env_steps_per_s": steps_per_s}
-                history.append(record)
-            done += n
-            if run_dir is not None:
-                with open(run_dir / METRICS_FILE, "a") as fh:
-                    for record in history[-n:]:
-                        fh.write(json.dumps(record) + "\n")
-                ckpt.save(done, carry.params, _train_item(carry, done))
-            if log is not None:
-                last = history[-1]
-                log(f"episode {done}/{cfg.episodes}: success {last['success']:.3f} loss {last['loss']:.4f} "
-                    f"eps {last['epsilon']:.2f} ({steps_per_s:,.0f} env steps/s)")
-    finally:
-        if ckpt is not None:
-            ckpt.wait()
-            ckpt.close()
-    params = jax.device_get(carry.params)
+    result = host_loop(
+        run_dir, loop,
+        init_state=lambda: Episodes(init(jax.random.key(cfg.seed)), jnp.int32(0)),
+        run_epoch=run_epoch,
+        network=_network_doc(scn, cfg, num_features(scn.params)),
+        train_item=lambda state: _train_item(state.carry, int(state.step)),
+        restore=restore,
+        ignore=("dqn.episodes",),
+        hint=", or overwrite=true to replace it",
+        resolved_config=resolved_config,
+        log=log or (lambda msg: None),
+        progress=False,
+    )
+    history, resumed_from = result.history, result.resumed_at
+    params = jax.device_get(result.state.params)
     agent = Agent(graphdef, params, cfg, scn.doc, history, time.perf_counter() - start, resumed_from)
     if run_dir is not None and resumed_from == cfg.episodes:  # a finished run again: nothing was trained
         agent.train_time_s = _recorded_train_time(run_dir)
     elif run_dir is not None:
-        from respect_jax.graphs.graph import write_json_atomic
-
         write_json_atomic({"scenario": scn.name, "episodes": cfg.episodes,
                            "env_steps": cfg.episodes * cfg.episode_steps * cfg.num_envs,
                            "train_time_s": agent.train_time_s, "resumed_from_episode": resumed_from,
@@ -643,65 +645,9 @@ def _recorded_train_time(run_dir: Path) -> float:
         return 0.0
 
 
-def _prepare_run_dir(
-    run_dir: Path, scn: Scenario, cfg: DQNConfig, carry: Carry, overwrite: bool, log: Callable[[str], None] | None
-) -> tuple[Carry, int, list[dict]]:
-    """Make ``run_dir`` ready to train into: ``(carry, episodes done, metrics so far)``, restored from its
-    latest checkpoint when it holds an agent of the same scenario and settings. Nothing in the folder changes
-    before its checkpoint and metrics have been read without error."""
-    from respect_jax.train.checkpoints import CHECKPOINT_DIR, Checkpointer
-    from respect_jax.train.loop import metrics_up_to
-
-    network = _network_doc(scn, cfg, num_features(scn.params))
-    if (run_dir / CHECKPOINT_DIR).exists() and overwrite:
-        shutil.rmtree(run_dir / CHECKPOINT_DIR)
-        for name in (NETWORK_FILE, METRICS_FILE, SUMMARY_FILE):
-            (run_dir / name).unlink(missing_ok=True)
-    latest = None
-    if (run_dir / CHECKPOINT_DIR).exists():
-        differ = _settings_differ(run_dir, network)
-        if differ:
-            raise ValueError(f"{run_dir} holds an agent trained with other settings ({differ}); use a new run_dir, "
-                             "or overwrite=true to replace it")
-        reader = Checkpointer(run_dir, max_to_keep=None, create=False)
-        try:
-            latest = reader.latest_step()
-            if latest is not None and latest > cfg.episodes:
-                raise ValueError(f"{run_dir} holds an agent trained for {latest} episodes, more than "
-                                 f"dqn.episodes={cfg.episodes}; raise dqn.episodes or use a new run_dir")
-            if latest is not None:
-                history = metrics_up_to(run_dir / METRICS_FILE, latest, key="episode")
-                if latest == cfg.episodes:  # finished: nothing to train, the parameters are the agent
-                    params, _ = reader.restore(carry.params, None, latest)
-                    carry = carry.replace(params=params)
-                elif "replay" not in reader.stored_keys(latest, "train"):
-                    raise ValueError(f"{run_dir} holds an agent saved without its training state "
-                                     f"(keep_parameters_only), which cannot be trained on; use a new run_dir, "
-                                     "or overwrite=true to replace it")
-                else:
-                    params, train = reader.restore(carry.params, _train_item(carry, 0), latest)
-                    carry = _carry_from(params, train, carry)
-        finally:
-            reader.close()
-    if latest is None:
-        if (run_dir / CHECKPOINT_DIR).is_dir() and any((run_dir / CHECKPOINT_DIR).iterdir()) and log is not None:
-            log(f"{run_dir / CHECKPOINT_DIR} holds no complete checkpoint; training starts from episode 0")
-        history = []
-    elif log is not None:
-        log(f"resumed {run_dir} from episode {latest}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    from respect_jax.graphs.graph import write_json_atomic
-
-    write_json_atomic(network, run_dir / NETWORK_FILE)
-    (run_dir / METRICS_FILE).write_text("".join(json.dumps(r) + "\n" for r in history))
-    return carry, latest or 0, history
-
-
 def keep_parameters_only(run_dir: str | Path) -> None:
     """Shrink a finished run folder to what :func:`load_agent` needs: the last checkpoint's parameters (the
     training state, replay buffer included, is what makes a checkpoint large). For agents that are shipped."""
-    from respect_jax.train.checkpoints import CHECKPOINT_DIR, Checkpointer
-
     run_dir = Path(run_dir)
     agent, _ = load_agent(run_dir)
     reader = Checkpointer(run_dir, max_to_keep=None, create=False)
@@ -716,26 +662,6 @@ def keep_parameters_only(run_dir: str | Path) -> None:
         ckpt.wait()
     finally:
         ckpt.close()
-
-
-def _settings_differ(run_dir: Path, network: dict) -> str:
-    """What differs between the agent of ``run_dir`` (its network.json) and ``network`` ("" if nothing but
-    ``dqn.episodes``)."""
-    path = run_dir / NETWORK_FILE
-    try:
-        old = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return f"{NETWORK_FILE} is missing or unreadable"
-    if not isinstance(old, dict):
-        return f"{NETWORK_FILE} is not a JSON object"
-    old = {**old, "dqn": {k: v for k, v in (old.get("dqn") or {}).items() if k != "episodes"}}
-    new = {**network, "dqn": {k: v for k, v in network["dqn"].items() if k != "episodes"}}
-    keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-    if "dqn" in keys:
-        keys.remove("dqn")
-        keys += sorted(f"dqn.{k}" for k in old["dqn"].keys() | new["dqn"].keys()
-                       if old["dqn"].get(k) != new["dqn"].get(k))
-    return ", ".join(keys)
 
 
 def _train_item(carry: Carry, episode: int) -> dict:
@@ -767,8 +693,6 @@ def _network_doc(scn: Scenario, cfg: DQNConfig, obs_size: int) -> dict:
 
 def load_agent(path: str | Path, step: int | None = None) -> tuple[Agent, Scenario]:
     """Rebuild a trained agent (and its scenario) from a run folder written by :func:`train_dqn`."""
-    from respect_jax.train.checkpoints import Checkpointer
-
     run_dir = Path(path)
     if not (run_dir / NETWORK_FILE).is_file():
         raise FileNotFoundError(f"{run_dir}: not an edge agent run folder (no {NETWORK_FILE})")
@@ -785,15 +709,7 @@ def load_agent(path: str | Path, step: int | None = None) -> tuple[Agent, Scenar
         params, _ = ckpt.restore(params, None, step)
     finally:
         ckpt.close()
-    history = []
-    if (run_dir / METRICS_FILE).is_file():
-        history = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text().splitlines() if line.strip()]
+    history = run_folder.read_metrics(run_dir / METRICS_FILE)
     summary = json.loads((run_dir / SUMMARY_FILE).read_text()) if (run_dir / SUMMARY_FILE).is_file() else {}
     return Agent(graphdef, params, cfg, doc["scenario"], history, float(summary.get("train_time_s", 0.0))), scn
 
-
-def greedy_success(agent: Agent, scn: Scenario, load: float, key: jax.Array, traces: int = 4) -> float:
-    """Mean success ratio of the greedy agent on fresh traces at one load multiplier (a quick check)."""
-    from respect_jax.edge_cluster.evaluation import evaluate_policy
-
-    return float(np.mean(evaluate_policy(scn, agent.policy, load, key, traces)["success"]))

@@ -1,10 +1,7 @@
 """REINFORCE training of :class:`~.policy.RTPolicy` in the HRT/SRT environment.
 
-Why not ``respect_jax.train.Trainer``: that trainer is built around the graph policy
-(``SchedulingPolicy``, labelled graph buckets, graph generators and the graph cost model); the
-real-time policy has a different network, environment and data (a pool of packed scenarios). We
-reuse its generic orbax :class:`respect_jax.train.checkpoints.Checkpointer` and follow the same
-structure:
+The real-time policy supplies its pure update step, its initial state and its network document; the shared
+harness (:mod:`respect_jax.train.harness`) does the rest, as for every trainer:
 
 * :func:`make_update` returns one pure ``(state, pool) -> (state, metrics)`` step: draw ``batch``
   scenarios from the device-resident pool, roll each out ``samples`` times (``lax.scan`` over
@@ -12,8 +9,8 @@ structure:
   ``samples`` rollouts of the same scenario as baseline (POMO-style shared baseline), Adam with
   global-norm clipping. All randomness comes from ``fold_in(state.key, state.step)``.
 * an epoch is a jitted ``lax.scan`` of ``updates_per_epoch`` steps (train state donated);
-* :func:`fit` is the host loop: log a JSON line per epoch, checkpoint, resume from the latest
-  checkpoint of the run folder.
+* :func:`fit` runs the shared host loop: a metrics record and a progress line per epoch, a checkpoint per
+  epoch, resume from the latest checkpoint of the run folder (refused when it holds another network).
 
 Return of an episode = SRT jobs meeting their deadline / SRT jobs (in [0, 1]) minus
 ``hrt_penalty`` x the fraction of HRT jobs missed minus ``override_penalty`` per rejected proposal.
@@ -22,23 +19,22 @@ Return of an episode = SRT jobs meeting their deadline / SRT jobs (in [0, 1]) mi
 from __future__ import annotations
 
 import json
-import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
-from flax import nnx, struct
+from flax import nnx
 
-from respect_jax.graphs.graph import write_json_atomic
 from respect_jax.realtime.environment import RTEnv, episode_metrics
 from respect_jax.realtime.policy import RTPolicy, RTPolicyConfig, choose
 from respect_jax.realtime.types import RTParams
+from respect_jax.train.config import from_values
+from respect_jax.train.harness import LoopConfig, TrainState, host_loop, make_optimizer, scanned_epoch
+from respect_jax.train.run_folder import NETWORK_FILE
 
-NETWORK_FILE = "network.json"
-METRICS_FILE = "metrics.jsonl"
 FORMAT = "respect-jax-rt-policy/1"
 
 
@@ -61,11 +57,7 @@ class RTTrainConfig:
 
     @classmethod
     def from_dict(cls, doc: dict) -> RTTrainConfig:
-        fields = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(doc) - fields)
-        if unknown:
-            raise ValueError(f"unknown train key(s): {', '.join(unknown)}")
-        return cls(**doc)
+        return from_values(cls, doc, "train")
 
     def __post_init__(self) -> None:
         if self.updates < 1 or self.updates_per_epoch < 1 or self.updates % self.updates_per_epoch:
@@ -74,16 +66,6 @@ class RTTrainConfig:
             raise ValueError(f"train.batch must be >= 1, got {self.batch}")
         if self.samples < 2:
             raise ValueError(f"train.samples must be >= 2 (the shared baseline needs two rollouts), got {self.samples}")
-
-
-@struct.dataclass
-class TrainState:
-    """params (nnx.State), optax state, step i32[], key u32[2]."""
-
-    params: Any
-    opt_state: Any
-    step: jax.Array
-    key: jax.Array
 
 
 def episode_steps(params: RTParams, cfg: RTTrainConfig) -> int:
@@ -140,14 +122,15 @@ def sampled_returns(model: RTPolicy, env: RTEnv, params: RTParams, key: jax.Arra
     }
 
 
-def make_optimizer(cfg: RTTrainConfig) -> optax.GradientTransformation:
-    return optax.chain(optax.clip_by_global_norm(cfg.grad_clip), optax.adam(cfg.lr))
+def rt_optimizer(cfg: RTTrainConfig) -> optax.GradientTransformation:
+    """Adam at ``lr`` after global-norm clipping to ``grad_clip``."""
+    return make_optimizer(cfg.lr, cfg.grad_clip)
 
 
 def make_update(graphdef: nnx.GraphDef, cfg: RTTrainConfig, steps: int):
     """The pure update ``(state, pool) -> (state, metrics)`` (pool: RTParams with axis N)."""
     env = make_env(cfg)
-    opt = make_optimizer(cfg)
+    opt = rt_optimizer(cfg)
     b, k = cfg.batch, cfg.samples
 
     def loss_fn(params, batch, key):
@@ -185,17 +168,20 @@ def init_state(model: RTPolicy, cfg: RTTrainConfig) -> tuple[nnx.GraphDef, Train
     graphdef, params = nnx.split(model)
     state = TrainState(
         params=params,
-        opt_state=make_optimizer(cfg).init(params),
+        opt_state=rt_optimizer(cfg).init(params),
         step=jnp.int32(0),
         key=jax.random.PRNGKey(cfg.seed),
     )
     return graphdef, state
 
 
-def write_network(run_dir: Path, policy: RTPolicyConfig, extra: dict) -> dict:
-    doc = {"format": FORMAT, "policy": policy.to_dict(), **extra}
-    write_json_atomic(doc, run_dir / NETWORK_FILE)
-    return doc
+#: network.json keys that are not part of the network: the training knobs and the training pool
+NOT_NETWORK = ("train", "presets", "pool")
+
+
+def network_doc(policy: RTPolicyConfig, cfg: RTTrainConfig, extra: dict) -> dict:
+    """network.json: format, policy, ``extra`` (platform, sizes, presets, pool statistics) and the training knobs."""
+    return {"format": FORMAT, "policy": policy.to_dict(), **extra, "train": asdict(cfg)}
 
 
 def fit(
@@ -204,67 +190,32 @@ def fit(
     cfg: RTTrainConfig,
     run_dir: str | Path,
     extra: dict | None = None,
-    log=print,
+    log: Callable[[str], None] = print,
+    resolved_config: str | None = None,
 ) -> tuple[RTPolicy, list[dict]]:
-    """Train (resuming from ``run_dir`` if it holds checkpoints); returns the model and epoch logs.
+    """Train (resuming from ``run_dir`` if it holds checkpoints of the same network); returns the model and the
+    epoch records.
 
     Args:
         pool: packed training scenarios, RTParams with leading axis N (moved to the device once).
-        extra: written into ``network.json`` (platform, sizes, scenario presets...).
+        extra: written into ``network.json`` (platform, sizes, scenario presets...); a folder whose network.json
+            differs in other keys than :data:`NOT_NETWORK` is refused.
+        resolved_config: the command's resolved config, written to ``config.yaml``.
     """
-    from respect_jax.train.checkpoints import Checkpointer
-
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_network(run_dir, policy_cfg, {**(extra or {}), "train": asdict(cfg)})
     model = RTPolicy(policy_cfg, rngs=nnx.Rngs(cfg.seed))
     graphdef, state = init_state(model, cfg)
-    ckpt = Checkpointer(run_dir, max_to_keep=2)
-    logs: list[dict] = []
-    metrics_path = run_dir / METRICS_FILE
-    try:
-        if ckpt.latest_step() is not None:
-            params, train = ckpt.restore(
-                state.params, {"opt_state": state.opt_state, "step": state.step, "key": state.key}
-            )
-            state = TrainState(
-                params=params, opt_state=train["opt_state"], step=jnp.asarray(train["step"]), key=train["key"]
-            )
-            log(f"resumed from step {int(state.step)}")
-            if metrics_path.is_file():
-                logs = [json.loads(x) for x in metrics_path.read_text().splitlines() if x.strip()]
-                logs = [r for r in logs if r["step"] <= int(state.step)]
-                metrics_path.write_text("".join(json.dumps(r) + "\n" for r in logs))
-        pool = jax.tree.map(jnp.asarray, pool)
-        steps = episode_steps(pool, cfg)
-        update = make_update(graphdef, cfg, steps)
+    pool = jax.tree.map(jnp.asarray, pool)
+    epoch = scanned_epoch(make_update(graphdef, cfg, episode_steps(pool, cfg)), cfg.updates_per_epoch)
 
-        def epoch(state, pool):
-            return jax.lax.scan(lambda s, _: update(s, pool), state, None, length=cfg.updates_per_epoch)
+    def run_epoch(state: TrainState) -> tuple[TrainState, dict]:
+        state, metrics = epoch(state, pool)
+        return state, {k: float(jnp.mean(v)) for k, v in metrics.items()}
 
-        epoch = jax.jit(epoch, donate_argnums=0)
-        while int(state.step) < cfg.updates:
-            tic = time.perf_counter()
-            state, metrics = epoch(state, pool)
-            jax.block_until_ready(state.step)
-            wall = time.perf_counter() - tic
-            rec = {"step": int(state.step), **{k: float(jnp.mean(v)) for k, v in metrics.items()}, "wall_s": wall}
-            rec["episodes_per_s"] = cfg.updates_per_epoch * cfg.batch * cfg.samples / wall
-            logs.append(rec)
-            with open(metrics_path, "a") as fh:
-                fh.write(json.dumps(rec) + "\n")
-            log(
-                f"step {rec['step']}: return {rec['return']:.3f} srt {rec['srt_rate']:.3f} "
-                f"overrides {rec['override_rate']:.3f} finished {rec['finished']:.2f} "
-                f"({rec['episodes_per_s']:.1f} ep/s)"
-            )
-            ckpt.save(
-                int(state.step), state.params, {"opt_state": state.opt_state, "step": state.step, "key": state.key}
-            )
-        ckpt.wait()
-    finally:
-        ckpt.close()
-    return nnx.merge(graphdef, state.params), logs
+    loop = LoopConfig(cfg.updates, max_to_keep=2, items_per_step=cfg.batch * cfg.samples, rate="episodes_per_s")
+    result = host_loop(run_dir, loop, init_state=lambda: state, run_epoch=run_epoch,
+                       network=network_doc(policy_cfg, cfg, extra or {}), ignore=NOT_NETWORK,
+                       resolved_config=resolved_config, log=log, progress=False)
+    return nnx.merge(graphdef, result.state.params), result.history
 
 
 def load_policy(run_dir: str | Path) -> tuple[RTPolicy, dict]:

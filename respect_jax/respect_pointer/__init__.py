@@ -1,6 +1,6 @@
 """RESPECT-faithful baseline: an LSTM pointer network over nodes, stage packing and REINFORCE.
 
-The original method (arXiv 2304.04716, GitHub Yu-Maryland/RESPECT; NOTES.md) re-implemented in
+The original method (arXiv 2304.04716, GitHub Yu-Maryland/RESPECT) re-implemented in
 JAX for an honest comparison with our policy:
 
 * :mod:`~respect_jax.respect_pointer.features`: RESPECT's 15 node features;

@@ -12,7 +12,6 @@ from pathlib import Path
 from flax import nnx
 
 from respect_jax.costs import Hardware
-from respect_jax.graphs.graph import write_json_atomic
 from respect_jax.respect_pointer.config import PointerConfig
 from respect_jax.respect_pointer.model import PointerNetwork
 from respect_jax.train.checkpoints import NETWORK_FILE, find_run_dir, load_network
@@ -21,10 +20,10 @@ FORMAT = "respect-jax-pointer/1"
 KIND = "respect_pointer"
 
 
-def write_network(run_dir: str | Path, cfg: PointerConfig, hw: Hardware, objective: str, lam: float) -> dict:
+def network_doc(cfg: PointerConfig, hw: Hardware, objective: str, lam: float) -> dict:
+    """The pointer's network.json document (written by the shared host loop)."""
     doc = {"format": FORMAT, "kind": KIND, "policy": cfg.to_dict(), "hardware": hw.to_dict()}
     doc.update(objective=objective, lam=lam)
-    write_json_atomic(doc, Path(run_dir) / NETWORK_FILE)
     return doc
 
 

@@ -16,7 +16,7 @@ BASELINES = ("rollout", "exponential", "none")
 class PointerConfig:
     """RESPECT pointer network and its REINFORCE training.
 
-    Network (NOTES.md: 256-d LSTM pointer network, one glimpse, ``10 * tanh`` clipping):
+    Network (as the RESPECT paper's: 256-d LSTM pointer network, one glimpse, ``10 * tanh`` clipping):
         embedding: width of the linear node embedding (no bias, as in the original).
         hidden: LSTM hidden width of the encoder and the decoder.
         glimpses: attention glimpses before the pointer (the original uses 1).
@@ -36,7 +36,8 @@ class PointerConfig:
         exp_beta: decay of the exponential baseline.
         bl_eval_graphs: training graphs on which candidate and baseline are compared after every epoch.
         shuffle_inputs: the encoder reads the nodes in a random order while training (RESPECT's data
-            generator shuffles them); inference always reads them in SPEC order.
+            generator shuffles them); inference always reads them in the MDP order
+            (by longest-path depth from the sources, ties by id).
     """
 
     embedding: int = 256

@@ -1,4 +1,4 @@
-"""RESPECT's 15 node features (NOTES.md): level, up to 6 predecessor levels and ids, id, weight.
+"""RESPECT's 15 node features (as its released code builds them): level, up to 6 predecessor levels and ids, id, weight.
 
 Column layout of :func:`respect_features` (``P = max_preds``, 6 by default: 1 + 6 + 6 + 1 + 1 = 15):
 
@@ -6,7 +6,7 @@ Column layout of :func:`respect_features` (``P = max_preds``, 6 by default: 1 + 
 0          level: ``(depth + 1) / (max depth + 1)`` (longest-path level from the sources)
 1..P       levels of the node's nearest P predecessors (largest positions first), 0 if none
 P+1..2P    their ids ``(position + 1) / n``, 0 if none
-2P+1       the node's id ``(position + 1) / n`` (position in SPEC order)
+2P+1       the node's id ``(position + 1) / n`` (position in the MDP order: by longest-path depth, ties by id)
 2P+2       weight: ``params / max params`` (parameter memory, RESPECT's node weight)
 =========  ===============================================================================
 

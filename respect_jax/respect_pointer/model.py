@@ -86,7 +86,8 @@ def rollout(
     """Decode one permutation of ``graph`` (greedy arg-max or a sample at ``temperature``).
 
     ``input_order`` (i32[N], a permutation with the real nodes first) is the order in which the
-    encoder reads the nodes (default: SPEC order). The returned order is in positions either way.
+    encoder reads the nodes (default: the MDP order, by longest-path depth, ties by id). The returned order is
+    in positions either way.
     ``feats``: the graph's precomputed :func:`respect_features` (f32[N, F]).
     """
     n_pad = graph.params.shape[-1]

@@ -7,9 +7,10 @@
    smallest cap whose packing uses at most K stages. Next-fit's stage count never grows with the
    cap, so the search is exact up to ``2^-iters``; the cap is always ``>= max(total / K, largest)``.
 3. :func:`repair`: the pointer has no precedence mask, so an edge ``u -> v`` may come out with
-   ``s(u) > s(v)``. Visiting nodes in topological (SPEC) order, each node moves to the latest
-   stage of its predecessors when that is later: ``s'(v) = max(s(v), max_u s'(u))``. The result is
-   valid (SPEC section 2) and stays within 0..K-1; repaired stages may exceed the cap.
+   ``s(u) > s(v)``. Visiting nodes in the MDP's topological order (by longest-path depth, ties by id),
+   each node moves to the latest stage of its predecessors when that is later:
+   ``s'(v) = max(s(v), max_u s'(u))``. The result is valid (``s(u) <= s(v)`` on every edge) and stays
+   within 0..K-1; repaired stages may exceed the cap.
 
 All functions take one padded graph (vmap for a batch) and return stages by position.
 """

@@ -10,14 +10,14 @@
 * After every epoch the host compares the policy's and the baseline's greedy costs on
   ``bl_eval_graphs`` training graphs and replaces the baseline when the policy is better with a
   paired one-sided t-test ``p < bl_alpha`` (Kool et al.'s ``RolloutBaseline.epoch_callback``).
-* :meth:`PointerTrainer.fit` logs, evaluates and writes orbax checkpoints (policy parameters;
-  optimiser state, step, key, baseline parameters and moving average), and resumes exactly.
+* :meth:`PointerTrainer.fit` hands the epoch to the shared host loop
+  (:func:`respect_jax.train.harness.host_loop`), which logs, evaluates and writes orbax checkpoints (policy
+  parameters; optimiser state, step, key, baseline parameters and moving average), and resumes exactly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +29,16 @@ from flax import nnx, struct
 
 from respect_jax.costs import Hardware, evaluate, objective_lower_bound, objective_value
 from respect_jax.policy.decoding import Decoding
-from respect_jax.respect_pointer.checkpoints import write_network
+from respect_jax.respect_pointer.checkpoints import network_doc
 from respect_jax.respect_pointer.config import PointerConfig
 from respect_jax.respect_pointer.decoding import make_decoder, schedules
 from respect_jax.respect_pointer.features import respect_features
 from respect_jax.respect_pointer.model import PointerNetwork, batched_rollout
 from respect_jax.respect_pointer.reward import cosine_cost
-from respect_jax.train.checkpoints import Checkpointer
 from respect_jax.train.config import TrainConfig
 from respect_jax.train.data import LabelledBatch
 from respect_jax.train.evaluation import decode_set, summarise
-from respect_jax.train.loop import host_loop
+from respect_jax.train.harness import FitResult, host_loop, loop_config, make_optimizer, scanned_epoch
 
 
 @struct.dataclass
@@ -52,13 +51,6 @@ class PointerState:
     key: jax.Array
     baseline: Any
     ema: jax.Array
-
-
-@dataclass
-class PointerFitResult:
-    state: PointerState
-    history: list[dict] = field(default_factory=list)
-
 
 
 def step_keys(key: jax.Array, step: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -102,7 +94,7 @@ class PointerTrainer:
         model = PointerNetwork(cfg, rngs=nnx.Rngs(tcfg.seed))
         self.graphdef, self._init_params = nnx.split(model)
         lr = cfg.lr if cfg.lr is not None else tcfg.lr
-        self.optimizer = optax.chain(optax.clip_by_global_norm(tcfg.clip_norm), optax.adam(lr))
+        self.optimizer = make_optimizer(lr, tcfg.clip_norm)
         self._epochs: dict[tuple[bool, int], Callable] = {}
         self._greedy_costs = jax.jit(self.greedy_costs)
         self._decoder = None
@@ -129,7 +121,7 @@ class PointerTrainer:
         return objective_value(metrics, self.objective, self.lam) / bound
 
     def greedy_costs(self, params, graphs, labels: jax.Array) -> jax.Array:
-        """f32[B] cost of the greedy permutations of the network ``params`` (encoder in SPEC order)."""
+        """f32[B] cost of the greedy permutations of the network ``params`` (encoder in the MDP order)."""
         model = nnx.merge(self.graphdef, params)
         order = batched_rollout(model, graphs, jax.random.PRNGKey(0), greedy=True).order
         return self.costs(graphs, labels, order)
@@ -179,13 +171,7 @@ class PointerTrainer:
     def epoch_fn(self, warmup: bool, bucket: int) -> Callable:
         """Jitted ``(state, data) -> (state, metrics[steps_per_epoch])``."""
         if (warmup, bucket) not in self._epochs:
-            step = self.update_step(warmup)
-            steps = self.tcfg.steps_per_epoch
-
-            def epoch(state, data):
-                return jax.lax.scan(lambda s, _: step(s, data), state, None, length=steps)
-
-            self._epochs[(warmup, bucket)] = jax.jit(epoch, donate_argnums=0)
+            self._epochs[(warmup, bucket)] = scanned_epoch(self.update_step(warmup), self.tcfg.steps_per_epoch)
         return self._epochs[(warmup, bucket)]
 
     # ------------------------------------------------------------------ host side
@@ -246,77 +232,20 @@ class PointerTrainer:
         out["cost"] = float(np.mean(np.concatenate(costs)))
         return out
 
-    def fit(
-        self,
-        run_dir: str | Path,
-        resume: bool = True,
-        resolved_config: str | None = None,
-        log: Callable[[str], None] | None = None,
-        progress: bool = True,
-        on_record: Callable[[dict], None] | None = None,
-    ) -> PointerFitResult:
-        """Train until ``train.steps`` into ``run_dir``; resume from its latest checkpoint."""
-
-        def restore(ckpt: Checkpointer, state: PointerState, step: int) -> PointerState:
-            params, train = ckpt.restore(state.params, _train_item(state), step)
-            return PointerState(params=params, **train)
+    def fit(self, run_dir: str | Path, **options) -> FitResult:
+        """Train until ``train.steps`` into ``run_dir``; resume from its latest checkpoint (``options``: as
+        :meth:`respect_jax.train.loop.Trainer.fit`)."""
 
         def epoch(state: PointerState) -> tuple[PointerState, dict]:
             state, means = self.run_epoch(state)
             return state, {"phase": "reinforce", **means}
 
-        state, history = host_loop(
+        return host_loop(
             run_dir,
-            self.tcfg,
+            loop_config(self.tcfg),
             init_state=self.init_state,
-            write_network=lambda d: write_network(d, self.cfg, self.hw, self.objective, self.lam),
-            restore=restore,
             run_epoch=epoch,
+            network=network_doc(self.cfg, self.hw, self.objective, self.lam),
             evaluate=self.evaluate if (self.tcfg.eval_graphs > 0 or self.eval_sets) else None,
-            train_item=_train_item,
-            resume=resume,
-            resolved_config=resolved_config,
-            log=log,
-            progress=progress,
-            on_record=on_record,
+            **options,
         )
-        return PointerFitResult(state=state, history=history)
-
-
-def _train_item(state: PointerState) -> dict:
-    return {
-        "opt_state": state.opt_state,
-        "step": state.step,
-        "key": state.key,
-        "baseline": state.baseline,
-        "ema": state.ema,
-    }
-
-
-def build_pointer_trainer(cfg) -> PointerTrainer:
-    """``respect-train policy=respect_pointer algorithm=reinforce ...``: the trainer of a resolved config."""
-    from omegaconf import OmegaConf
-
-    from respect_jax.cli.common import hardware_from_cfg
-    from respect_jax.costs import OBJECTIVES
-    from respect_jax.train.data import load_labelled_batches
-
-    if cfg.algorithm.name != "reinforce":
-        raise ValueError(
-            f"policy=respect_pointer trains with algorithm=reinforce only, got algorithm {cfg.algorithm.name}"
-        )
-    if cfg.objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {cfg.objective!r}")
-    pcfg = PointerConfig.from_dict(OmegaConf.to_container(cfg.policy, resolve=True))
-    tcfg = TrainConfig.from_dict(OmegaConf.to_container(cfg.train, resolve=True))
-    hw, lam = hardware_from_cfg(cfg.hardware), float(cfg.lam)
-    from respect_jax.cli.common import shipped_path
-
-    dirs = [shipped_path(d) for d in cfg.datasets or []]
-    if not dirs:
-        raise ValueError("policy=respect_pointer needs datasets=[labelled dataset dirs] (oracle labels / graphs)")
-    datasets = load_labelled_batches(dirs, hw, cfg.objective, lam, cfg.dataset_limit)
-    eval_sets = []
-    if cfg.eval_dataset:
-        eval_sets = load_labelled_batches([shipped_path(cfg.eval_dataset)], hw, cfg.objective, lam, cfg.eval_limit)
-    return PointerTrainer(pcfg, hw, cfg.objective, lam, tcfg, datasets, eval_sets)

@@ -16,6 +16,7 @@ from flax import nnx
 
 from respect_jax.costs import Hardware, objective_lower_bound
 from respect_jax.graphs.padded import PaddedGraph
+from respect_jax.local_search import improve
 from respect_jax.policy.decoding import candidates
 from respect_jax.policy.model import (
     SchedulingPolicy,
@@ -26,7 +27,6 @@ from respect_jax.policy.model import (
     rollout_recorded,
     schedule_objectives,
 )
-from respect_jax.solvers.local_search import improve
 from respect_jax.train.config import ImitationConfig, ReinforceConfig, SelfImprovementConfig
 
 

@@ -1,11 +1,8 @@
-"""Run folders: orbax checkpoints plus everything needed to rebuild the policy from the folder alone.
+"""Checkpoints of a run folder (orbax) and everything needed to rebuild the GNN policy from the folder alone.
 
-Layout of a run folder::
-
-    <run>/network.json     policy config + hardware + objective + lam (rebuilds the network)
-    <run>/config.yaml      the resolved Hydra config of the run (provenance)
-    <run>/metrics.jsonl    one line per epoch (and per evaluation)
-    <run>/checkpoints/<step>/{params,train}/   orbax: parameters; optimiser state, step, RNG key
+The folder's layout is :mod:`respect_jax.train.run_folder`'s; the policy's ``network.json`` holds the policy
+config, hardware, objective and lam (:func:`network_doc`), and each ``checkpoints/<step>/`` the parameters and the
+training state (optimiser state, step, RNG key).
 
 :func:`load_policy` takes a run folder (or its ``checkpoints`` folder, or a step folder) and returns
 the network with its trained parameters: this is what ``respect-eval`` and ``solver=policy`` use.
@@ -23,19 +20,28 @@ import orbax.checkpoint as ocp
 from flax import nnx
 
 from respect_jax.costs import OBJECTIVES, Hardware, hardware_from_dict
-from respect_jax.graphs.graph import write_json_atomic
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.model import SchedulingPolicy
+from respect_jax.train import run_folder
+from respect_jax.train.run_folder import CHECKPOINT_DIR, CONFIG_FILE, METRICS_FILE, NETWORK_FILE  # noqa: F401
 
-NETWORK_FILE = "network.json"
-CONFIG_FILE = "config.yaml"
-METRICS_FILE = "metrics.jsonl"
-CHECKPOINT_DIR = "checkpoints"
 FORMAT = "respect-jax-policy/1"
 ITEMS = ("params", "train")  # the two orbax items of a checkpoint step
 
 # orbax logs every save/restore at INFO and warns about missing sharding on CPU restores
 logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+def network_doc(
+    policy: PolicyConfig, hw: Hardware, objective: str, lam: float, trained_across: dict | None = None
+) -> dict:
+    """The policy's network.json document. ``policy.feature_version`` (2: K and hardware are inputs) is the flag
+    of the decoder's inputs; a document without it is version 1. ``trained_across``: the K range and hardware
+    presets of a conditioned run (``hardware`` is then its evaluation hardware)."""
+    doc = {"format": FORMAT, "policy": policy.to_dict(), "hardware": hw.to_dict(), "objective": objective, "lam": lam}
+    if trained_across is not None:
+        doc["trained_across"] = trained_across
+    return doc
 
 
 def write_network(
@@ -46,14 +52,8 @@ def write_network(
     lam: float,
     trained_across: dict | None = None,
 ) -> dict:
-    """Write network.json. ``policy.feature_version`` (2: K and hardware are inputs) is the flag of the
-    decoder's inputs; a document without it is version 1. ``trained_across``: the K range and hardware
-    presets of a conditioned run (``hardware`` is then its evaluation hardware)."""
-    doc = {"format": FORMAT, "policy": policy.to_dict(), "hardware": hw.to_dict(), "objective": objective, "lam": lam}
-    if trained_across is not None:
-        doc["trained_across"] = trained_across
-    write_json_atomic(doc, Path(run_dir) / NETWORK_FILE)
-    return doc
+    """Write the policy's network.json (:func:`network_doc`) into ``run_dir``."""
+    return run_folder.write_network(run_dir, network_doc(policy, hw, objective, lam, trained_across))
 
 
 def find_run_dir(path: str | Path) -> Path:
@@ -252,7 +252,7 @@ def average_checkpoints(sources: Sequence[str | Path], out_dir: str | Path) -> d
     mean = jax.tree.map(lambda *xs: sum(xs) / len(xs), *states)
     doc = {**network, "averaged_from": [{"run_dir": d["run_dir"], "step": d["step"]} for _, d in loaded]}
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(doc, out / NETWORK_FILE)
+    run_folder.write_network(out, doc)
     ckpt = Checkpointer(out, max_to_keep=None)
     try:
         ckpt.save(0, mean, {"step": 0})
@@ -261,6 +261,3 @@ def average_checkpoints(sources: Sequence[str | Path], out_dir: str | Path) -> d
         ckpt.close()
     return doc
 
-
-def hardware_of(doc: dict) -> Hardware:
-    return hardware_from_dict(doc["hardware"])

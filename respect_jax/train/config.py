@@ -17,7 +17,9 @@ BASELINES = ("pomo", "greedy", "mean", "none")
 SCHEDULES = ("constant", "cosine")
 
 
-def _from_dict(cls, values: dict | None, where: str):
+def from_values(cls, values: dict | None, where: str):
+    """``cls(**values)`` for a dataclass ``cls``; unknown keys are a one-line ValueError naming the config node
+    ``where`` and the known keys."""
     values = dict(values or {})
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(values) - known)
@@ -86,7 +88,7 @@ class SelfImprovementConfig:
     (the greedy one among them when ``include_greedy``) at ``temperature`` (``teacher: sample``), or
     the greedy one plus a beam search of width ``samples`` (``teacher: beam``; see
     :func:`respect_jax.policy.model.beam_search`), keeps the best (shared evaluator), hill-climbs it
-    for at most ``local_search`` moves (:func:`respect_jax.solvers.local_search.improve`) and takes
+    for at most ``local_search`` moves (:func:`respect_jax.local_search.improve`) and takes
     one cross-entropy step towards it (parallel teacher forcing, as imitation). The teacher is never
     worse than the greedy schedule, so the greedy policy chases its own sampled-and-polished best.
 
@@ -136,13 +138,13 @@ class AlgorithmConfig:
     @classmethod
     def from_dict(cls, values: dict) -> AlgorithmConfig:
         values = dict(values)
-        imitation = _from_dict(ImitationConfig, values.pop("imitation", None), "algorithm.imitation")
-        reinforce = _from_dict(ReinforceConfig, values.pop("reinforce", None), "algorithm.reinforce")
-        improvement = _from_dict(
+        imitation = from_values(ImitationConfig, values.pop("imitation", None), "algorithm.imitation")
+        reinforce = from_values(ReinforceConfig, values.pop("reinforce", None), "algorithm.reinforce")
+        improvement = from_values(
             SelfImprovementConfig, values.pop("self_improvement", None), "algorithm.self_improvement"
         )
         phases = {"imitation": imitation, "reinforce": reinforce, "self_improvement": improvement}
-        return _from_dict(cls, {**values, **phases}, "algorithm")
+        return from_values(cls, {**values, **phases}, "algorithm")
 
     @property
     def two_phase(self) -> bool:
@@ -218,7 +220,7 @@ class ConditioningConfig:
 
     @classmethod
     def from_dict(cls, values: dict | None) -> ConditioningConfig:
-        return _from_dict(cls, values, "conditioning")
+        return from_values(cls, values, "conditioning")
 
     def to_dict(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -246,7 +248,6 @@ class TrainConfig:
     clip_norm: float = 1.0
     weight_decay: float = 0.0
     max_to_keep: int = 3
-    kill_after_step: int | None = None  # testing hook: SIGKILL the process after this checkpoint
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "steps_per_epoch", "checkpoint_every", "eval_every"):
@@ -265,7 +266,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> TrainConfig:
-        return _from_dict(cls, values, "train")
+        return from_values(cls, values, "train")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -6,28 +6,22 @@
   from ``fold_in(state.key, state.step)``, so a run is a pure function of its seed.
 * An epoch is ``lax.scan`` of ``steps_per_epoch`` update steps, jitted once per (phase, bucket),
   with the train state donated.
-* :meth:`Trainer.fit` is the host loop: it only logs, evaluates and checkpoints between epochs, and
-  resumes exactly from the latest checkpoint of the run folder.
+* :meth:`Trainer.fit` hands the epoch, the evaluation and the network document to the shared host loop
+  (:func:`respect_jax.train.harness.host_loop`), which logs, evaluates and checkpoints between epochs and resumes
+  exactly from the latest checkpoint of the run folder.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import nnx, struct
+from flax import nnx
 
 from respect_jax.costs import Hardware
 from respect_jax.graphs.generators import GeneratorConfig, make_jax_generator
@@ -35,52 +29,38 @@ from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import Decoding, make_decoder
 from respect_jax.policy.model import SchedulingPolicy, batch_features
 from respect_jax.train.algorithms import frozen_copy, imitation_loss, reinforce_loss, self_improvement_loss
-from respect_jax.train.checkpoints import CONFIG_FILE, METRICS_FILE, NETWORK_FILE, Checkpointer, write_network
-from respect_jax.train.config import PHASES, AlgorithmConfig, ConditioningConfig, TrainConfig, flatten
+from respect_jax.train.checkpoints import network_doc
+from respect_jax.train.config import PHASES, AlgorithmConfig, ConditioningConfig, TrainConfig
 from respect_jax.train.data import LabelledBatch
 from respect_jax.train.evaluation import decode_set, summarise
 from respect_jax.train.hardware import sample_hardware, stack_presets, stages_of_epoch
+from respect_jax.train.harness import (
+    FitResult,
+    TrainState,
+    host_loop,
+    loop_config,
+    lr_schedule,
+    make_optimizer,
+    restore_state,
+    scanned_epoch,
+)
 from respect_jax.train.sharding import check_batch_size, constrain_batch, make_mesh, replicated
 
-TIMING_KEYS = ("wall_s", "graphs_per_s", "time_s")
 
-
-@struct.dataclass
-class TrainState:
-    """Everything a resumed run needs: params (nnx.State), optax state, step i32[], key u32[2]."""
-
-    params: Any
-    opt_state: Any
-    step: jax.Array
-    key: jax.Array
-
-
-def make_optimizer(tcfg: TrainConfig, algo: AlgorithmConfig) -> optax.GradientTransformation:
-    """Adam(W) with global-norm clipping; per-phase learning rates, optional warmup and cosine decay."""
+def policy_optimizer(tcfg: TrainConfig, algo: AlgorithmConfig) -> optax.GradientTransformation:
+    """Adam(W) with global-norm clipping; the learning rate of each phase (a two-phase algorithm switches at
+    ``imitation_steps``), optional linear warm-up and cosine decay to 10 % at ``train.steps``."""
     phase_lr = {
         phase: getattr(algo, phase).lr if getattr(algo, phase).lr is not None else tcfg.lr for phase in PHASES
     }
-
-    def schedule(step):
-        if algo.two_phase:
-            second = phase_lr[algo.phase(algo.imitation_steps)]
-            lr = jnp.where(step < algo.imitation_steps, phase_lr["imitation"], second).astype(jnp.float32)
-        else:
-            lr = jnp.float32(phase_lr[algo.name])
-        if tcfg.warmup_steps:
-            lr = lr * jnp.minimum(1.0, (step + 1.0) / tcfg.warmup_steps)
-        if tcfg.schedule == "cosine":
-            lr = lr * (0.55 + 0.45 * jnp.cos(jnp.pi * jnp.minimum(step / tcfg.steps, 1.0)))
-        return lr
-
-    adam = optax.adamw(schedule, weight_decay=tcfg.weight_decay) if tcfg.weight_decay else optax.adam(schedule)
-    return optax.chain(optax.clip_by_global_norm(tcfg.clip_norm), adam)
-
-
-@dataclass
-class FitResult:
-    state: TrainState
-    history: list[dict] = field(default_factory=list)
+    if algo.two_phase:
+        values = (phase_lr["imitation"], phase_lr[algo.phase(algo.imitation_steps)])
+        boundaries = (algo.imitation_steps,)
+    else:
+        values, boundaries = (phase_lr[algo.name],), ()
+    decay = tcfg.steps if tcfg.schedule == "cosine" else 0
+    schedule = lr_schedule(values, boundaries, tcfg.warmup_steps, decay)
+    return make_optimizer(schedule, tcfg.clip_norm, tcfg.weight_decay)
 
 
 class Trainer:
@@ -142,7 +122,7 @@ class Trainer:
         self.graphdef, self._init_params = nnx.split(model)
         if init_params is not None:  # fine-tuning: start from trained parameters of the same architecture
             self._init_params = jax.tree.map(jnp.asarray, init_params)
-        self.optimizer = make_optimizer(tcfg, algo)
+        self.optimizer = policy_optimizer(tcfg, algo)
         self.trace_counts: Counter = Counter()
         self._epochs: dict[tuple[str, int, int], Callable] = {}
         self._decoders: dict[int, tuple] = {}
@@ -219,12 +199,7 @@ class Trainer:
         stages = self.hw.stages if stages is None else stages
         if (phase, bucket, stages) not in self._epochs:
             step = self.update_step(phase, bucket, stages)
-            steps = self.tcfg.steps_per_epoch
-
-            def epoch(state, data):
-                return jax.lax.scan(lambda s, _: step(s, data), state, None, length=steps)
-
-            jitted = jax.jit(epoch, donate_argnums=0, out_shardings=replicated(self.mesh))
+            jitted = scanned_epoch(step, self.tcfg.steps_per_epoch, out_shardings=replicated(self.mesh))
             self._epochs[(phase, bucket, stages)] = jitted
         return self._epochs[(phase, bucket, stages)]
 
@@ -302,259 +277,25 @@ class Trainer:
         return summarise(decoded)
 
     # ------------------------------------------------------------------ host loop
-    def fit(
-        self,
-        run_dir: str | Path,
-        resume: bool = True,
-        resolved_config: str | None = None,
-        log: Callable[[str], None] | None = None,
-        progress: bool = True,
-        on_record: Callable[[dict], None] | None = None,
-    ) -> FitResult:
+    def fit(self, run_dir: str | Path, **options) -> FitResult:
         """Train until ``train.steps``, checkpointing into ``run_dir``; resume from its latest checkpoint.
-        ``on_record`` sees every new metrics record (e.g. a TensorBoard writer, :mod:`respect_jax.train.run_logs`)."""
+        ``options``: :func:`~respect_jax.train.harness.host_loop`'s ``resume``, ``resolved_config``, ``log``,
+        ``progress`` and ``on_record`` (sees every new metrics record, e.g. a TensorBoard writer)."""
 
-        def restore(ckpt: Checkpointer, state: TrainState, step: int) -> TrainState:
-            train_like = {"opt_state": state.opt_state, "step": state.step, "key": state.key}
-            params, train = ckpt.restore(state.params, train_like, step)
-            return jax.device_put(
-                TrainState(params=params, opt_state=train["opt_state"], step=train["step"], key=train["key"]),
-                replicated(self.mesh),
-            )
+        def restore(ckpt, like: TrainState, step: int) -> TrainState:
+            return jax.device_put(restore_state(ckpt, like, step), replicated(self.mesh))
 
         def epoch(state: TrainState) -> tuple[TrainState, dict]:
             state, means, phase, bucket = self.run_epoch(state)
             return state, {"phase": phase, "bucket": bucket, **means}
 
-        state, history = host_loop(
+        return host_loop(
             run_dir,
-            self.tcfg,
+            loop_config(self.tcfg),
             init_state=self.init_state,
-            write_network=lambda d: write_network(
-                d, self.policy_cfg, self.hw, self.objective, self.lam, self.conditioning_doc()
-            ),
-            restore=restore,
             run_epoch=epoch,
+            network=network_doc(self.policy_cfg, self.hw, self.objective, self.lam, self.conditioning_doc()),
             evaluate=self.evaluate if self.evaluates else None,
-            train_item=lambda st: {"opt_state": st.opt_state, "step": st.step, "key": st.key},
-            resume=resume,
-            resolved_config=resolved_config,
-            log=log,
-            progress=progress,
-            on_record=on_record,
+            restore=restore,
+            **options,
         )
-        return FitResult(state=state, history=history)
-
-
-def host_loop(
-    run_dir: str | Path,
-    tcfg: TrainConfig,
-    *,
-    init_state: Callable[[], Any],
-    write_network: Callable[[Path], None],
-    restore: Callable[[Checkpointer, Any, int], Any],
-    run_epoch: Callable[[Any], tuple[Any, dict]],
-    evaluate: Callable[[Any], dict] | None,
-    train_item: Callable[[Any], dict],
-    resume: bool = True,
-    resolved_config: str | None = None,
-    log: Callable[[str], None] | None = None,
-    progress: bool = True,
-    on_record: Callable[[dict], None] | None = None,
-) -> tuple[Any, list[dict]]:
-    """The host side of training, shared by every trainer: run folder, resume, epochs, logs, checkpoints.
-
-    ``state`` is any pytree with ``params`` and ``step``; ``run_epoch(state) -> (state, fields)`` runs
-    one compiled epoch (``fields``: its metrics); ``restore(ckpt, template, step)`` rebuilds a state
-    from a checkpoint; ``train_item(state)`` is what is checkpointed beside the parameters;
-    ``evaluate(params)`` (None: never) runs every ``eval_every`` steps and at the end. Returns the
-    final state and the metrics history (earlier records of a resumed run included). ``on_record(record)``
-    (process 0 only) is called with every new record, after it is appended to ``metrics.jsonl``.
-    """
-    main = jax.process_index() == 0  # a multi-process run: process 0 alone writes the folder's files and logs
-    log = (log or (lambda msg: print(msg, file=sys.stderr))) if main else (lambda msg: None)
-    progress = progress and main
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ckpt = Checkpointer(run_dir, max_to_keep=tcfg.max_to_keep)
-    state = init_state()
-    latest = ckpt.latest_step()
-    metrics_path = run_dir / METRICS_FILE
-    history, before, error = [], None, None
-    if main:
-        try:
-            history, before = _check_run_dir(run_dir, latest, resume, write_network)
-        except ValueError as err:  # the folder is as it was
-            error = err
-    if jax.process_count() > 1 and not _all_agree(error is None):
-        error = error or ValueError(f"{run_dir}: process 0 refused this run folder (its error is in its log)")
-    if error is not None:
-        ckpt.close()
-        raise error
-    if latest is not None:
-        try:
-            state = restore(ckpt, state, latest)
-        except ValueError:
-            if main and before is None:
-                (run_dir / NETWORK_FILE).unlink(missing_ok=True)
-            ckpt.close()
-            raise
-        log(f"resumed from {ckpt.directory}/{latest}")
-    if main:
-        if latest is not None:
-            _write_jsonl(metrics_path, history)
-        else:
-            if ckpt.directory.is_dir() and any(ckpt.directory.iterdir()):
-                log(f"{ckpt.directory} holds no complete checkpoint; training starts from step 0")
-            metrics_path.unlink(missing_ok=True)
-        if resolved_config is not None:
-            _write_config(run_dir, resolved_config, latest, log)
-    bar = _progress(tcfg.steps, int(state.step), progress)
-    try:
-        while int(state.step) < tcfg.steps:
-            t0 = time.perf_counter()
-            state, fields = run_epoch(state)
-            jax.block_until_ready(state.params)
-            wall = time.perf_counter() - t0
-            step = int(state.step)
-            record = {"step": step, **fields}
-            record.update(wall_s=wall, graphs_per_s=tcfg.steps_per_epoch * tcfg.batch_size / wall)
-            if evaluate is not None and (step % tcfg.eval_every == 0 or step == tcfg.steps):
-                record["eval"] = evaluate(state.params)
-            history.append(record)
-            if main:
-                _append_jsonl(metrics_path, record)
-                if on_record is not None:
-                    on_record(record)
-            if bar is not None:
-                bar.update(tcfg.steps_per_epoch)
-                bar.set_postfix_str(_short(record))
-            if "eval" in record:
-                log(f"step {step} [{record.get('phase', '')}] {_short(record)} eval: {_short(record['eval'])}")
-            if step % tcfg.checkpoint_every == 0 or step == tcfg.steps:
-                ckpt.save(step, state.params, train_item(state))
-                if tcfg.kill_after_step is not None and step == tcfg.kill_after_step:
-                    ckpt.wait()
-                    os.kill(os.getpid(), signal.SIGKILL)
-        ckpt.wait()
-    finally:
-        if bar is not None:
-            bar.close()
-        ckpt.close()
-    return state, history
-
-
-def _check_run_dir(
-    run_dir: Path, latest: int | None, resume: bool, write_network: Callable[[Path], None]
-) -> tuple[list[dict], str | None]:
-    """Check that this command may train into ``run_dir`` (latest checkpoint ``latest``) and write its
-    network.json: ``(metrics records up to latest, the network.json it had)``. A ValueError leaves the folder
-    as it was: checkpoints without ``resume``, checkpoints of another network, a damaged metrics file."""
-    if latest is not None and not resume:
-        raise ValueError(f"{run_dir} already holds checkpoints (step {latest}); use resume=true or a new run_dir")
-    network_path = run_dir / NETWORK_FILE
-    before = network_path.read_text() if latest is not None and network_path.is_file() else None
-    history = metrics_up_to(run_dir / METRICS_FILE, latest) if latest is not None else []
-    write_network(run_dir)
-    old, new = (json.loads(before), json.loads(network_path.read_text())) if before is not None else ({}, {})
-    differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-    if differ:
-        network_path.write_text(before)  # the folder keeps describing its checkpoints
-        raise ValueError(
-            f"{run_dir} holds checkpoints of another network ({', '.join(differ)} differ from this command's); "
-            "use a new run_dir"
-        )
-    return history, before
-
-
-def _all_agree(ok: bool) -> bool:
-    """Whether process 0 found ``ok`` (every process of a multi-process run gets its answer)."""
-    from jax.experimental import multihost_utils
-
-    return bool(multihost_utils.broadcast_one_to_all(np.int32(ok)))
-
-
-def _progress(total: int, start: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=start, unit="step", file=sys.stderr, dynamic_ncols=True)
-
-
-def _short(record: dict) -> str:
-    keys = (
-        "loss", "accuracy", "ratio", "best_ratio", "greedy_ratio", "teacher_ratio",
-        "entropy", "cost", "baseline", "bl_candidate", "graphs_per_s",
-        "ratio_to_bound", "gap_mean_pct", "valid_pct",
-    )
-    return " ".join(f"{k}={record[k]:.4g}" for k in keys if isinstance(record.get(k), float))
-
-
-def _append_jsonl(path: Path, record: dict) -> None:
-    with path.open("a") as fh:
-        fh.write(json.dumps(record) + "\n")
-
-
-def metrics_up_to(path: Path, step: int, key: str = "step") -> list[dict]:
-    """The metrics records whose ``key`` is at most ``step`` (a resumed run rewrites what came after); a
-    damaged line is a one-line error naming the file and line, except an unterminated last line (a write cut
-    by a kill; the records after ``step`` are rewritten anyway), which is dropped."""
-    if not path.exists():
-        return []
-    text = path.read_text()
-    lines = text.splitlines()
-    kept = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            if number == len(lines) and not text.endswith("\n"):
-                break
-            message = f"{path}:{number}: not a JSON metrics record ({err.msg}); fix or remove the line"
-            raise ValueError(message) from None
-        if not isinstance(record, dict) or not isinstance(record.get(key), int):
-            raise ValueError(f"{path}:{number}: a metrics record needs an integer '{key}'; fix or remove the line")
-        if record[key] <= step:
-            kept.append(record)
-    return kept
-
-
-def _write_config(run_dir: Path, resolved: str, resumed_at: int | None, log: Callable[[str], None]) -> None:
-    """Write ``config.yaml``; a resumed run whose command differs keeps the run's ``config.yaml`` (what
-    trained its checkpoints) and saves the new one as ``config.resumed_<step>.yaml``, naming what differs."""
-    import yaml
-
-    path = run_dir / CONFIG_FILE
-    if resumed_at is None or not path.is_file():
-        path.write_text(resolved)
-        return
-    try:
-        old = yaml.safe_load(path.read_text())
-    except yaml.YAMLError:
-        old = None
-    old, new = (flatten(d) if isinstance(d, dict) else {} for d in (old, yaml.safe_load(resolved)))
-    differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-    if not differ:
-        return
-    side = run_dir / f"config.resumed_{resumed_at}.yaml"
-    side.write_text(resolved)
-    shown = ", ".join(differ[:6]) + (f" (+{len(differ) - 6} more)" if len(differ) > 6 else "")
-    log(f"note: resuming at step {resumed_at} with a config that differs in {shown}; {CONFIG_FILE} keeps the "
-        f"run's, this one is {side.name}")
-
-
-def _write_jsonl(path: Path, records: list[dict]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-
-
-def without_timing(record: dict) -> dict:
-    """A metrics record without wall-clock fields (for comparing runs)."""
-    out = {}
-    for k, v in record.items():
-        if k in TIMING_KEYS:
-            continue
-        out[k] = without_timing(v) if isinstance(v, dict) else v
-    return out

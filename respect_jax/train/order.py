@@ -4,20 +4,20 @@ The pool of training instances mixes
 * labelled sets (``respect-label`` output: graphs with proven-optimal schedules; targets fixed), and
 * generated graphs (any ``graphs`` generator config: the ``arch`` DNN architectures by default), each with
   its own K (uniform in ``stages_min..stages_max``), hardware (a preset with its rates perturbed
-  log-uniformly by up to ``perturb``) and objective. Their targets start as the best of the SPEC order's
-  contiguous split and ``samples`` perturbed SPEC orders, and every ``relabel_every`` steps each target is
+  log-uniformly by up to ``perturb``) and objective. Their targets start as the best of the contiguous split of
+  the MDP order (the topological order by longest-path depth from the sources, ties by id) and of ``samples``
+  perturbed MDP orders, and every ``relabel_every`` steps each target is
   replaced by the best split of the current network's greedy and sampled orders when that is better
   (expert iteration: the teacher improves with the student, and never gets worse).
 
 The loss is the squared error between a node's score and its normalised teacher stage. Model selection
 uses a validation set of graphs (``data/models_val`` by default) scheduled at several K and both
 objectives: the checkpoint kept is the one with the least mean ratio of its greedy schedule's objective to
-the SPEC order's contiguous split (a ratio needs no optimum).
+the MDP order's contiguous split (a ratio needs no optimum).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -32,6 +32,7 @@ from respect_jax.costs import Hardware
 from respect_jax.graphs.generators import GeneratorConfig, generate_numpy
 from respect_jax.graphs.graph import Graph, write_json_atomic
 from respect_jax.graphs.padded import bucket_shape, bucket_size
+from respect_jax.policy.order import FORMAT as ORDER_FORMAT
 from respect_jax.policy.order import (
     OrderPolicy,
     OrderPolicyConfig,
@@ -43,6 +44,8 @@ from respect_jax.policy.order import (
     split_order,
     stage_targets,
 )
+from respect_jax.train import run_folder
+from respect_jax.train.harness import make_optimizer
 
 HARDWARE_FIELDS = ("sram_bytes", "macs_per_s", "host_bw", "link_bw", "stage_overhead_s")
 
@@ -106,7 +109,7 @@ def perturbed(hw: Hardware, stages: int, perturb: float, rng: np.random.Generato
 
 
 def initial_target(graph: Graph, hw: Hardware, objective: str, lam: float, samples: int, noise: float, seed: int):
-    """Best split of the SPEC order and of ``samples`` perturbed SPEC orders: (assignment, value)."""
+    """Best split of the MDP order and of ``samples`` perturbed MDP orders: (assignment, value)."""
     n = graph.num_nodes
     spec_scores = np.arange(n, dtype=np.float64) / max(n - 1, 1)
     assignment, value, _ = decode_scores(graph, hw, objective, lam, spec_scores, samples, noise, seed)
@@ -213,7 +216,7 @@ class ValInstance:
 
 def contiguous_cases(group: str, graphs: Sequence[Graph], base_hw: Hardware, stages: Sequence[int],
                      objectives: Sequence[str], lam: float) -> list[ValInstance]:
-    """Every (graph, K, objective) with the SPEC order's best contiguous split as the reference."""
+    """Every (graph, K, objective) with the MDP order's best contiguous split as the reference."""
     out = []
     for objective in objectives:
         for k in stages:
@@ -249,14 +252,22 @@ def train_order_policy(
     out_dir: str | Path,
     lam: float = 1.0,
     log: Callable[[str], None] = print,
+    resolved_config: str | None = None,
 ) -> dict:
     """Train, validate every ``eval_every`` steps, keep the best network by validation ratio in ``out_dir``.
 
     Returns the summary (best step, its validation figures, wall times). ``metrics.jsonl`` gets one line
-    per validation.
+    per validation; ``config.yaml`` the command's ``resolved_config``. The run folder's files are the shared
+    ones (:mod:`respect_jax.train.run_folder`); a folder that holds another network is refused before anything
+    is written (this trainer does not resume: the same network in the same folder is trained afresh).
     """
     out_dir = Path(out_dir)
+    network = {"format": ORDER_FORMAT, "policy": policy.to_dict()}
+    held = (out_dir / run_folder.NETWORK_FILE).is_file()
+    run_folder.check_resume(out_dir, 0 if held else None, True, network, ignore=("trained", "best"))
     out_dir.mkdir(parents=True, exist_ok=True)
+    if resolved_config is not None:
+        run_folder.write_config(out_dir, resolved_config, None, log)
     t0 = time.perf_counter()
     log(f"building {cfg.generated} generated instances + {len(labelled)} labelled ...")
     pool = [inst for inst in labelled if inst.graph.num_nodes <= cfg.max_nodes_train]
@@ -265,13 +276,12 @@ def train_order_policy(
     log(f"pool: {len(pool)} instances in buckets {sorted(buckets.members)} ({time.perf_counter() - t0:.0f} s)")
     model = OrderPolicy(policy, rngs=nnx.Rngs(cfg.seed))
     schedule = optax.warmup_cosine_decay_schedule(0.0, cfg.lr, min(200, cfg.steps // 10 + 1), cfg.steps, cfg.lr * 0.05)
-    optimizer = nnx.Optimizer(model, optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, 1e-5)),
-                              wrt=nnx.Param)
+    optimizer = nnx.Optimizer(model, make_optimizer(schedule, clip_norm=1.0, weight_decay=1e-5), wrt=nnx.Param)
     step_fn = make_train_step(optimizer)
     rng = np.random.default_rng(cfg.seed)
     best = {"val_ratio": np.inf}
-    metrics_path = out_dir / "metrics.jsonl"
-    metrics_path.write_text("")
+    metrics_path = out_dir / run_folder.METRICS_FILE
+    run_folder.write_metrics(metrics_path, [])
     losses = []
     t_train = time.perf_counter()
     for step in range(1, cfg.steps + 1):
@@ -288,8 +298,7 @@ def train_order_policy(
             val = validate(model, val_cases, lam)
             row = {"step": step, "loss": float(np.mean(losses[-cfg.eval_every:])), **val,
                    "wall_s": time.perf_counter() - t_train}
-            with metrics_path.open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
+            run_folder.append_metrics(metrics_path, [row])
             log(f"  step {step}: loss {row['loss']:.4f}, val ratio to contiguous {val['val_ratio']:.4f} "
                 + " ".join(f"{k}={v:.4f}" for k, v in val.items() if k != "val_ratio"))
             if val["val_ratio"] < best["val_ratio"]:

@@ -13,7 +13,7 @@ wrote after its last checkpoint), so the curves have no doubled steps.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from respect_jax.viz import plot_training_curves, save_png
@@ -60,7 +60,7 @@ def check_tensorboard_setting(value) -> bool:
 
 
 class TensorBoardLog:
-    """An ``on_record`` hook for :meth:`respect_jax.train.loop.Trainer.fit` writing event files into
+    """An ``on_record`` hook for :func:`respect_jax.train.harness.host_loop` writing event files into
     ``run_dir``. The writer opens at the first record (purging that step and later ones from earlier
     event files); call :meth:`close` at the end."""
 
@@ -91,3 +91,30 @@ def write_curves(run_dir: str | Path, history: Sequence[Mapping]) -> Path | None
         return None
     run_dir = Path(run_dir)
     return save_png(plot_training_curves({run_dir.name: list(history)}), run_dir / CURVES_FILE)
+
+
+def check_curves_setting(value) -> bool:
+    """``curves`` setting (write curves.png at the end): true or false, else a one-line ValueError."""
+    if not isinstance(value, bool):
+        raise ValueError(f"curves must be true or false, got {value!r}")
+    return value
+
+
+def fit_with_logs(fit: Callable, run_dir: str | Path, tensorboard: bool, curves: bool, **options) -> dict:
+    """``fit(run_dir, on_record=..., **options)`` (a trainer's fit: :func:`respect_jax.train.harness.host_loop`)
+    with TensorBoard event files (``tensorboard``) and ``curves.png`` at the end (``curves``), both written by
+    process 0 only; returns the run's summary: run folder, final step, last record and last evaluation."""
+    import jax
+
+    main = jax.process_index() == 0
+    tb_log = TensorBoardLog(run_dir) if tensorboard and main else None
+    try:
+        result = fit(run_dir, on_record=tb_log, **options)
+    finally:
+        if tb_log is not None:
+            tb_log.close()
+    if curves and main:
+        write_curves(run_dir, result.history)
+    evals = [r["eval"] for r in result.history if "eval" in r]
+    last = result.history[-1] if result.history else {}
+    return {"run_dir": str(run_dir), "step": int(result.state.step), "last": last, "eval": evals[-1] if evals else None}
