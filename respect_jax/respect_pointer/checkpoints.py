@@ -12,9 +12,9 @@ from pathlib import Path
 from flax import nnx
 
 from respect_jax.costs import Hardware
+from respect_jax.policy.checkpoints import NETWORK_FILE, find_run_dir, load_network
 from respect_jax.respect_pointer.config import PointerConfig
 from respect_jax.respect_pointer.model import PointerNetwork
-from respect_jax.train.checkpoints import NETWORK_FILE, find_run_dir, load_network
 
 FORMAT = "respect-jax-pointer/1"
 KIND = "respect_pointer"

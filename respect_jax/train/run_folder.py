@@ -19,12 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from respect_jax.graphs.graph import write_json_atomic
+from respect_jax.policy.checkpoints import CHECKPOINT_DIR, CONFIG_FILE, METRICS_FILE, NETWORK_FILE  # noqa: F401
 from respect_jax.train.config import flatten
-
-NETWORK_FILE = "network.json"
-CONFIG_FILE = "config.yaml"
-METRICS_FILE = "metrics.jsonl"
-CHECKPOINT_DIR = "checkpoints"
 
 
 def write_network(run_dir: str | Path, doc: dict) -> dict:
