@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from respect_jax.cli.rt import preset
 from respect_jax.realtime.evaluate import fuzz_redrawn_adversary, safety_at_scale
+from respect_jax.realtime.experiment import scenario_preset as preset
 from respect_jax.realtime.generator import generate, grid_configs
 from respect_jax.realtime.platform import platform_from_dict
 

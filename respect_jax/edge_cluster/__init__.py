@@ -119,8 +119,8 @@ Dispatcher, observation, policies
   sustained load under sensible dispatching. The reward is credited to
   the dispatch that caused it even though the source learns it later: the simulator resolves a
   query's fate at dispatch (offline training on simulated outcomes); the agent's observation is
-  causal. No policy-gradient agent: the graph scheduler's training loop
-  (:class:`respect_jax.train.loop.Trainer`) is specific to graph policies (see ``dqn.py``).
+  causal. No policy-gradient agent; the DQN supplies its scanned episodes to the shared training harness
+  (:mod:`respect_jax.train.harness`: run folder, resume-or-refuse, metrics, checkpoints).
 
 Reference simulator
 -------------------
