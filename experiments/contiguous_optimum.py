@@ -45,8 +45,8 @@ from respect_jax.experiments.report import markdown_table, result_stem, write_re
 from respect_jax.graphs.graph import load_graph  # noqa: E402
 from respect_jax.graphs.padded import bucket_shape, pad_graph  # noqa: E402
 from respect_jax.labels.dataset import load_labelled_dataset, read_manifest  # noqa: E402
-from respect_jax.solvers.common import evaluate_positions  # noqa: E402
 from respect_jax.solvers.partitioners import best_contiguous_cuts, solve_compiler  # noqa: E402
+from respect_jax.solvers.scoring import evaluate_positions  # noqa: E402
 from respect_jax.viz import new_figure, save_png  # noqa: E402
 
 CHUNK = 4096  # splits scored per evaluator call (one compilation per bucket)

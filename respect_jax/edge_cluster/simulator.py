@@ -44,7 +44,6 @@ from respect_jax.edge_cluster.types import (
     Policy,
     SimState,
     Trace,
-    action_mask,  # noqa: F401  (re-exported: edge_cluster/dqn.py imports it from here)
     backlog_estimate,
     first_argmin,
 )

@@ -22,44 +22,7 @@ from flax import struct
 
 from respect_jax.env.environment import place_node, precedence_bound
 from respect_jax.graphs.padded import PaddedGraph
-from respect_jax.policy.features import (
-    FEATURE_VERSIONS,
-    NUM_CONTEXT_FEATURES,
-    NUM_CUT_FEATURES,
-    NUM_HARDWARE_FEATURES,
-    NUM_STAGE_FEATURES,
-    GraphStatics,
-    StepQuantities,
-    cut_features,
-    features,
-    graph_statics,
-    hardware_context,
-    num_context_features,
-)
-
-#: the feature names are re-exported here for the modules that import them from this one
-__all__ = [
-    "FEATURE_VERSIONS",
-    "NUM_CONTEXT_FEATURES",
-    "NUM_CUT_FEATURES",
-    "NUM_HARDWARE_FEATURES",
-    "NUM_STAGE_FEATURES",
-    "DecodeState",
-    "GraphStatics",
-    "StepQuantities",
-    "advance",
-    "cut_features",
-    "features",
-    "first_consumer_at_or_after",
-    "graph_statics",
-    "hardware_context",
-    "init_decode_state",
-    "lookahead",
-    "num_context_features",
-    "prefix_quantities",
-    "stage_sums_before",
-    "step_quantities",
-]
+from respect_jax.policy.features import GraphStatics, StepQuantities
 
 
 @struct.dataclass

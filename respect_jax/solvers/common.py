@@ -25,9 +25,6 @@ from respect_jax.graphs.graph import Graph
 from respect_jax.solvers.partitioners import solve_compiler, solve_contiguous
 from respect_jax.solvers.respect_label import solve_respect_label
 
-# re-exported: greedy.py, milp.py, cpsat.py and tests import them from here
-from respect_jax.solvers.scoring import EVAL_ROWS, evaluate_batch, evaluate_positions, objective_lower_bound_np  # noqa: F401
-
 
 @dataclass(frozen=True)
 class Structure:
