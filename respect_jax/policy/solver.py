@@ -56,7 +56,7 @@ def _load(checkpoint: str):
     initialisers, over 1 s of a CPU command's start)."""
     from flax import nnx
 
-    from respect_jax.train.checkpoints import build_policy, load_network, read_network
+    from respect_jax.policy.checkpoints import build_policy, load_network, read_network
 
     return load_network(checkpoint, None, read_network, lambda doc: nnx.eval_shape(lambda: build_policy(doc)))
 
