@@ -237,9 +237,20 @@ solve_step_policy = checkpoint_solver(
 )
 
 
-def _route(checkpoint, decoding, samples, noise, temperature, local_search, pair_escapes, pair_candidates,
-           seed) -> tuple[Callable, dict]:
-    """(solver function of the checkpoint's family, its options) for ``solver=policy``'s options."""
+def _route(
+    *,
+    checkpoint: str | None = None,
+    decoding: str | None = None,
+    samples: int | None = None,
+    noise: float = 0.1,
+    temperature: float = 1.0,
+    seed: int = 0,
+    local_search: int = 0,
+    pair_escapes: int = 0,
+    pair_candidates: int = 1,
+) -> tuple[Callable, dict]:
+    """(solver function of the checkpoint's family, its options) for ``solver=policy``'s options (the
+    options of ``conf/solver/policy.yaml``; ``decoding`` / ``samples`` None: the family's default)."""
     from respect_jax.policy.order import is_order_checkpoint
     from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT, solve_order_policy
 
@@ -262,54 +273,29 @@ def _route(checkpoint, decoding, samples, noise, temperature, local_search, pair
         "local_search": local_search, "pair_escapes": pair_escapes, "pair_candidates": pair_candidates}
 
 
+def _family(solve: Callable) -> str:
+    return "step" if solve is solve_step_policy else "order"
+
+
 @register_solver("policy")
-def solve_policy(
-    graph: Graph,
-    hw: Hardware,
-    objective: str = "paper",
-    lam: float = 1.0,
-    checkpoint: str | None = None,
-    decoding: str | None = None,
-    samples: int | None = None,
-    noise: float = 0.1,
-    temperature: float = 1.0,
-    seed: int = 0,
-    local_search: int = 0,
-    pair_escapes: int = 0,
-    pair_candidates: int = 1,
-) -> SolveResult:
+def solve_policy(graph: Graph, hw: Hardware, objective: str = "paper", lam: float = 1.0, **options) -> SolveResult:
     """Schedule ``graph`` with a trained policy of either family (valid by construction; not a proof of
-    optimality). ``decoding`` / ``samples`` None: the family's default (see the module docstring)."""
-    solve, options = _route(checkpoint, decoding, samples, noise, temperature, local_search, pair_escapes,
-                            pair_candidates, seed)
-    result = solve(graph, hw, objective, lam, **options)
-    result.info["family"] = "order" if solve is not solve_step_policy else "step"
+    optimality); ``options``: those of :func:`_route`."""
+    solve, routed = _route(**options)
+    result = solve(graph, hw, objective, lam, **routed)
+    result.info["family"] = _family(solve)
     return result
 
 
-def _many_policy(
-    graphs: Sequence[Graph],
-    hw: Hardware,
-    objective: str = "paper",
-    lam: float = 1.0,
-    batch_size: int = 256,
-    checkpoint: str | None = None,
-    decoding: str | None = None,
-    samples: int | None = None,
-    noise: float = 0.1,
-    temperature: float = 1.0,
-    seed: int = 0,
-    local_search: int = 0,
-    pair_escapes: int = 0,
-    pair_candidates: int = 1,
-) -> list[SolveResult]:
+def _many_policy(graphs: Sequence[Graph], hw: Hardware, objective: str = "paper", lam: float = 1.0,
+                 batch_size: int = 256, **options) -> list[SolveResult]:
     """Every graph of ``graphs`` in batches of one size bucket (the family's ``many`` form)."""
-    solve, options = _route(checkpoint, decoding, samples, noise, temperature, local_search, pair_escapes,
-                            pair_candidates, seed)
-    results = solve.many(graphs, hw, objective, lam, batch_size=batch_size, **options)
+    solve, routed = _route(**options)
+    results = solve.many(graphs, hw, objective, lam, batch_size=batch_size, **routed)
     for result in results:
-        result.info["family"] = "order" if solve is not solve_step_policy else "step"
+        result.info["family"] = _family(solve)
     return results
 
 
+solve_policy.forwards_to = _route
 solve_policy.many = _many_policy
