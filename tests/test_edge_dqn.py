@@ -119,7 +119,9 @@ import jax
 from flax import nnx
 from respect_jax.edge_cluster.dqn import DQNConfig, train_dqn
 from respect_jax.edge_cluster.scenarios import load_preset
-assert "respect_jax.edge_cluster.policies" not in sys.modules  # the import order of `respect-edge train`
+# the static policies are imported with the simulator, before any trace (no lazy import left that could leak a
+# constant into a compiled chunk, the regression below)
+assert "respect_jax.edge_cluster.policies" in sys.modules
 cfg = DQNConfig(hidden=(16, 16), action_width=8, num_envs=4, episode_steps=32, episodes=4, batch_size=32,
                 learning_starts=64, target_period=20, seed=0)
 scn, root = load_preset("small", horizon_s=0.5), pathlib.Path(sys.argv[1])
