@@ -456,6 +456,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow  # about 280 s on 2 cores (two processes compiling): the default suite keeps the two-device test
 def test_two_processes_train_like_one_process_with_two_devices(tmp_path):
     """A 2-task srun step (simulated: the step variables on localhost, one CPU device per process) trains on the
     global 2-device mesh like one process with 2 devices, also across a resume; process 0 alone writes metrics
