@@ -180,3 +180,23 @@ def test_cli_eval_static_policies_writes_table_and_plot(tmp_path, monkeypatch, c
     md = (tmp_path / "out" / "success_small.md").read_text()
     assert "| fastest_expected |" in md and "Per application" in md
     assert (tmp_path / "out" / "success_small.png").stat().st_size > 10_000
+
+
+def test_policies_to_compare_loads_static_policies_and_explains_a_missing_agent(tmp_path):
+    """respect-edge eval's policy list (edge_cluster.evaluation.policies_to_compare): static names resolve to
+    the registry's functions; ``aset`` without an agent in run_dir is dropped with a note, an explicit
+    checkpoint without one is an error, and a list left empty is an error."""
+    from respect_jax.edge_cluster.evaluation import policies_to_compare
+    from respect_jax.edge_cluster.policies import STATIC_POLICIES
+    from respect_jax.edge_cluster.scenarios import load_preset
+
+    scn = load_preset("small", horizon_s=0.5)
+    policies, header, note = policies_to_compare(scn, ["closest", "aset"], None, tmp_path)
+    assert policies == {"closest": STATIC_POLICIES["closest"]} and header[0] == f"Scenario `{scn.name}`:"
+    assert note == f"no trained agent in {tmp_path} (run `respect-edge train` first); static policies only"
+    with pytest.raises(FileNotFoundError, match="eval.checkpoint=.*: no trained agent there"):
+        policies_to_compare(scn, ["closest", "aset"], tmp_path, tmp_path)
+    with pytest.raises(ValueError, match=r"nothing to evaluate \(no trained agent in"):
+        policies_to_compare(scn, ["aset"], None, tmp_path)
+    with pytest.raises(ValueError, match="eval.policies is empty"):
+        policies_to_compare(scn, [], None, tmp_path)

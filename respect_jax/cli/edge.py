@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -84,11 +83,7 @@ def evaluate(cfg: DictConfig) -> dict:
     """Evaluate the configured policies at the configured load levels; write table, plot and JSON."""
     import jax
 
-    from respect_jax.edge_cluster.dqn import NETWORK_FILE, load_agent
-    from respect_jax.edge_cluster.evaluation import compare, write_report
-    from respect_jax.edge_cluster.policies import get_policy
-    from respect_jax.edge_cluster.scenarios import describe
-    from respect_jax.edge_cluster.simulator import num_features
+    from respect_jax.edge_cluster.evaluation import compare, policies_to_compare, write_report
 
     scn = _scenario(cfg)
     names = list(cfg.eval.policies)
@@ -101,28 +96,9 @@ def evaluate(cfg: DictConfig) -> dict:
         scn.load_factor(load)  # unknown names fail here, in one line
     if int(cfg.eval.traces) < 1:
         raise ValueError(f"eval.traces must be >= 1, got {cfg.eval.traces}")
-    policies, header = {}, [f"Scenario `{scn.name}`:", "", "```", describe(scn), "```", ""]
-    for name in names:
-        if name != "aset":
-            policies[name] = get_policy(name)
-            continue
-        ckpt = Path(cfg.eval.checkpoint or cfg.run_dir)
-        if not (ckpt / NETWORK_FILE).is_file():
-            if cfg.eval.checkpoint:
-                raise FileNotFoundError(f"eval.checkpoint={ckpt}: no trained agent there (no {NETWORK_FILE})")
-            _log(f"{PROG} eval: no trained agent in {ckpt} (run `{PROG} train` first); static policies only")
-            continue
-        agent, trained_on = load_agent(ckpt)
-        shapes = (num_features(scn.params), scn.params.num_actions)
-        if (num_features(trained_on.params), trained_on.params.num_actions) != shapes:
-            raise ValueError(f"agent in {ckpt} was trained on scenario {trained_on.name!r} with other shapes; "
-                             f"evaluate it on a scenario with the same sources, sites, apps and variants")
-        policies["aset"] = agent.policy
-        header.append(f"ASET agent: `{ckpt}` ({agent.config.episodes} episodes x {agent.config.num_envs} envs x "
-                      f"{agent.config.episode_steps} dispatches, trained in {agent.train_time_s:.0f} s)")
-    if not policies:
-        agent_dir = cfg.eval.checkpoint or cfg.run_dir
-        raise ValueError(f"eval.policies={list(names)}: nothing to evaluate (no trained agent in {agent_dir})")
+    policies, header, note = policies_to_compare(scn, names, cfg.eval.checkpoint, cfg.run_dir)
+    if note:
+        _log(f"{PROG} eval: {note}")
     t0 = time.perf_counter()
     doc = compare(scn, policies, loads, jax.random.key(int(cfg.eval.seed)), int(cfg.eval.traces))
     doc["machine"] = machine_description()

@@ -261,6 +261,46 @@ def plot(doc: dict, path: str | Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def policies_to_compare(scn: Scenario, names: Sequence[str], checkpoint: str | Path | None,
+                        run_dir: str | Path) -> tuple[dict[str, Policy], list[str], str | None]:
+    """(policies by name, Markdown header lines, note) of an evaluation of ``names`` on ``scn``.
+
+    Static names come from :func:`get_policy`; ``aset`` is the trained agent of ``checkpoint`` (or, when it is
+    None, of ``run_dir``). Without an agent there, an explicit ``checkpoint`` is an error, while ``run_dir`` only
+    drops ``aset`` and returns a one-line ``note``. An agent trained on a scenario of other shapes (features,
+    actions) is a one-line ValueError, as is a list that leaves nothing to evaluate.
+    """
+    from respect_jax.edge_cluster.dqn import NETWORK_FILE, load_agent
+    from respect_jax.edge_cluster.scenarios import describe
+    from respect_jax.edge_cluster.simulator import num_features
+
+    if not names:
+        raise ValueError("eval.policies is empty")
+    policies, header, note = {}, [f"Scenario `{scn.name}`:", "", "```", describe(scn), "```", ""], None
+    for name in names:
+        if name != "aset":
+            policies[name] = get_policy(name)
+            continue
+        ckpt = Path(checkpoint or run_dir)
+        if not (ckpt / NETWORK_FILE).is_file():
+            if checkpoint:
+                raise FileNotFoundError(f"eval.checkpoint={ckpt}: no trained agent there (no {NETWORK_FILE})")
+            note = f"no trained agent in {ckpt} (run `respect-edge train` first); static policies only"
+            continue
+        agent, trained_on = load_agent(ckpt)
+        shapes = (num_features(scn.params), scn.params.num_actions)
+        if (num_features(trained_on.params), trained_on.params.num_actions) != shapes:
+            raise ValueError(f"agent in {ckpt} was trained on scenario {trained_on.name!r} with other shapes; "
+                             f"evaluate it on a scenario with the same sources, sites, apps and variants")
+        policies["aset"] = agent.policy
+        header.append(f"ASET agent: `{ckpt}` ({agent.config.episodes} episodes x {agent.config.num_envs} envs x "
+                      f"{agent.config.episode_steps} dispatches, trained in {agent.train_time_s:.0f} s)")
+    if not policies:
+        agent_dir = checkpoint or run_dir
+        raise ValueError(f"eval.policies={list(names)}: nothing to evaluate (no trained agent in {agent_dir})")
+    return policies, header, note
+
+
 def write_report(doc: dict, out_dir: str | Path, stem: str, header: str = "") -> dict[str, str]:
     """Write ``<stem>.md``, ``<stem>.png`` and ``<stem>.json`` under ``out_dir``; returns their paths."""
     out_dir = Path(out_dir)
