@@ -43,11 +43,22 @@ graph stops).
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from respect_jax.costs import Hardware, evaluate, last_stage, objective_value
-from respect_jax.graphs.padded import PaddedGraph, neighbour_reduce, reachability
+from respect_jax.graphs.graph import Graph
+from respect_jax.graphs.padded import (
+    PaddedGraph,
+    neighbour_reduce,
+    pad_graph,
+    reachability,
+    to_original_order,
+    to_position_order,
+)
 
 #: Relative improvement of the search score a move must bring (guards against float-rounding cycles).
 MIN_IMPROVEMENT = 1e-7
@@ -319,3 +330,18 @@ def improve(
         carry, _, _ = jax.lax.while_loop(lambda o: o[2], escape, (carry, jnp.int32(0), jnp.bool_(True)))
     _, _, best_s, best_obj, steps, _ = carry
     return best_s, best_obj, steps
+
+
+@functools.partial(jax.jit, static_argnames=("objective", "moves"))
+def _polish(graph, stage, hw: Hardware, objective: str, lam: float, moves: int):
+    return improve(graph, stage, hw, objective, lam, moves)[0]
+
+
+def polish(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int) -> np.ndarray:
+    """int64[N] ``assignment`` (by node id) after at most ``moves`` local-search moves (never worse)."""
+    if moves <= 0 or hw.stages == 1:
+        return np.asarray(assignment, np.int64)
+    padded = pad_graph(graph)
+    stage = jnp.asarray(to_position_order(padded, np.asarray(assignment)), jnp.int32)
+    out = _polish(jax.tree.map(jnp.asarray, padded), stage, hw, objective, float(lam), int(moves))
+    return to_original_order(padded, np.asarray(out)).astype(np.int64)

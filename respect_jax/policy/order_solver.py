@@ -22,9 +22,9 @@ import numpy as np
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import bucket_shape
+from respect_jax.local_search import polish
 from respect_jax.policy.order import decode_scores, load_order_policy, predict_scores
 from respect_jax.resources import data_path
-from respect_jax.solvers.auto import polish
 from respect_jax.solvers.base import SolveResult, register_solver
 
 DEFAULT_ORDER_CHECKPOINT = data_path("checkpoints", "order_policy")
@@ -45,7 +45,7 @@ def _checked(objective: str, samples: int, noise: float, local_search: int) -> N
 def _decode(graph: Graph, hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float, seed: int,
             local_search: int) -> tuple[np.ndarray, dict]:
     """(int64[n] assignment, info entries): the best split of the sampled orders, then ``local_search``
-    hill-climbing moves on it (:func:`respect_jax.solvers.auto.polish`; never worse)."""
+    hill-climbing moves on it (:func:`respect_jax.local_search.polish`; never worse)."""
     assignment, value, candidate = decode_scores(graph, hw, objective, lam, scores, int(samples), float(noise), seed)
     if int(local_search) > 0:
         assignment = polish(graph, hw, objective, lam, assignment, int(local_search))

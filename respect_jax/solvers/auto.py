@@ -36,14 +36,11 @@ import sys
 import threading
 import time
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from respect_jax.costs import OBJECTIVES, Hardware, evaluate_assignment
 from respect_jax.graphs.graph import Graph
-from respect_jax.graphs.padded import pad_graph, to_original_order, to_position_order
-from respect_jax.local_search import improve
+from respect_jax.local_search import polish
 from respect_jax.solvers.base import (
     OPTIMAL_RTOL,
     SolveResult,
@@ -73,21 +70,6 @@ BUILD_S_PER_UNIT = 1.5e-4
 def estimated_build_s(graph: Graph, stages: int) -> float:
     """Seconds an exact model of ``graph`` with ``stages`` stages is expected to take to build."""
     return BUILD_S_PER_UNIT * (graph.num_nodes + len(graph.edges)) * max(stages - 1, 0)
-
-
-@functools.partial(jax.jit, static_argnames=("objective", "moves"))
-def _polish(graph, stage, hw: Hardware, objective: str, lam: float, moves: int):
-    return improve(graph, stage, hw, objective, lam, moves)[0]
-
-
-def polish(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int) -> np.ndarray:
-    """int64[N] ``assignment`` (by node id) after at most ``moves`` local-search moves (never worse)."""
-    if moves <= 0 or hw.stages == 1:
-        return np.asarray(assignment, np.int64)
-    padded = pad_graph(graph)
-    stage = jnp.asarray(to_position_order(padded, np.asarray(assignment)), jnp.int32)
-    out = _polish(jax.tree.map(jnp.asarray, padded), stage, hw, objective, float(lam), int(moves))
-    return to_original_order(padded, np.asarray(out)).astype(np.int64)
 
 
 #: Worker threads abandoned at a deadline; joined when the interpreter exits (a daemon thread killed inside
