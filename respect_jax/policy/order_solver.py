@@ -54,6 +54,14 @@ def _decode(graph: Graph, hw: Hardware, objective: str, lam: float, scores, samp
                         "local_search": int(local_search), "candidate": candidate, "split_objective": value}
 
 
+def _load(checkpoint: str | None):
+    """(resolved checkpoint path, network, network document, seconds spent loading; 0 once cached)."""
+    start = time.perf_counter()
+    path = str(Path(checkpoint if checkpoint else DEFAULT_ORDER_CHECKPOINT).resolve())
+    model, doc = load_order_policy(path)
+    return path, model, doc, time.perf_counter() - start
+
+
 def _scores(model, graphs: Sequence[Graph], hw: Hardware, objective: str, batch_size: int):
     """(scores per graph, seconds of first-time compilation of the shapes seen now)."""
     shapes = {(str(id(model)), bucket_shape([g]), min(batch_size, len(graphs))) for g in graphs}
@@ -83,10 +91,7 @@ def solve_order_policy(
 ) -> SolveResult:
     """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality)."""
     _checked(objective, samples, noise, local_search)
-    start = time.perf_counter()
-    path = str(Path(checkpoint if checkpoint else DEFAULT_ORDER_CHECKPOINT).resolve())
-    model, doc = load_order_policy(path)
-    load_s = time.perf_counter() - start
+    path, model, doc, load_s = _load(checkpoint)
     # compile on a first call, measured apart (the forward pass of the graph's bucket shape)
     (scores,), compile_s, _ = _scores(model, [graph], hw, objective, 1)
     assignment, decoded = _decode(graph, hw, objective, lam, scores, samples, noise, seed, local_search)
@@ -114,10 +119,7 @@ def _many(
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     _checked(objective, samples, noise, local_search)
-    start = time.perf_counter()
-    path = str(Path(checkpoint if checkpoint else DEFAULT_ORDER_CHECKPOINT).resolve())
-    model, doc = load_order_policy(path)
-    load_s = time.perf_counter() - start
+    path, model, doc, load_s = _load(checkpoint)
     scores, compile_s, forward_s = _scores(model, graphs, hw, objective, int(batch_size))
     share = forward_s / len(graphs)
     out = []
