@@ -3,7 +3,8 @@
 A portfolio in one process within ``time_budget_s`` (wall clock from the call):
 
 1. **The exact best contiguous split** (``contiguous``, NumPy, milliseconds on real models): the first
-   incumbent.
+   incumbent. Every member's schedule is scored in float64 NumPy (:mod:`respect_jax.solvers.numpy_eval`), so the
+   first incumbent waits for no JAX compilation (``info['first_incumbent_s']``: seconds from the call to it).
 2. **The exact solver** (``exact``: ``cpsat``, ``milp`` or ``auto``: CP-SAT, whose incumbents stream to the live
    line) starts in a thread with the incumbent as its complete hint / warm start and runs until the deadline
    or a proof of optimality; it runs alone for ``head_start_s`` first.
@@ -38,7 +39,7 @@ import time
 
 import numpy as np
 
-from respect_jax.costs import OBJECTIVES, Hardware, evaluate_assignment
+from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.local_search import polish
 from respect_jax.solvers.base import (
@@ -50,6 +51,7 @@ from respect_jax.solvers.base import (
     register_solver,
 )
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
+from respect_jax.solvers.numpy_eval import objective_np
 
 #: Fast members accepted (``order_policy``: the order policy alone; ``policy`` runs it by default too).
 FAST_MEMBERS = ("contiguous", "order_policy", "policy", "gumbel")
@@ -88,12 +90,17 @@ def abandon(thread: threading.Thread) -> None:
     _ABANDONED[:] = [t for t in _ABANDONED if t.is_alive()] + [thread]
 
 
-def run_until(fn, deadline: float, name: str) -> tuple[bool, object]:
-    """Run ``fn()`` in a daemon thread until it returns or ``deadline`` (``time.perf_counter()``) passes.
+#: Seconds between two looks at ``stop()`` while a member runs (:func:`run_until`).
+POLL_S = 0.05
 
-    Returns ``(True, its value)``, or ``(False, None)`` when it is still running at the deadline: it is then
-    abandoned (it finishes in the background and its value is dropped), so a slow member (a cold JAX compilation)
-    cannot hold the call past its budget. An exception of ``fn`` is raised here.
+
+def run_until(fn, deadline: float, name: str, stop=None) -> tuple[bool, object]:
+    """Run ``fn()`` in a daemon thread until it returns, ``deadline`` (``time.perf_counter()``) passes or
+    ``stop()`` (optional, polled every :data:`POLL_S` s) returns True.
+
+    Returns ``(True, its value)``, or ``(False, None)`` when it is still running then: it is abandoned (it
+    finishes in the background and its value is dropped), so a slow member (a cold JAX compilation) cannot hold
+    the call past its budget, nor past the exact solver's proof. An exception of ``fn`` is raised here.
     """
     box: dict = {}
 
@@ -105,7 +112,8 @@ def run_until(fn, deadline: float, name: str) -> tuple[bool, object]:
 
     thread = threading.Thread(target=target, name=f"auto-{name}", daemon=True)
     thread.start()
-    thread.join(timeout=max(deadline - time.perf_counter(), 0.0))
+    while thread.is_alive() and time.perf_counter() < deadline and not (stop is not None and stop()):
+        thread.join(timeout=max(min(POLL_S, deadline - time.perf_counter()), 0.0))
     if thread.is_alive():
         abandon(thread)
         return False, None
@@ -114,15 +122,18 @@ def run_until(fn, deadline: float, name: str) -> tuple[bool, object]:
     return True, box["value"]
 
 
-def _late(t0: float) -> str:
-    return f"still running at the deadline after {time.perf_counter() - t0:.1f} s; its result is dropped"
+def _late(t0: float, proved: bool = False) -> str:
+    when = "when the exact solver proved the optimum" if proved else "at the deadline"
+    return f"still running {when} after {time.perf_counter() - t0:.1f} s; its result is dropped"
 
 
 def _score(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray) -> float:
-    metrics = evaluate_assignment(graph, assignment, hw, objective, lam)
-    if not metrics["valid"]:
-        raise ValueError(f"solver auto: a member returned an invalid schedule for graph {graph.name!r}")
-    return float(metrics["objective"])
+    """The member's objective in float64 NumPy (:mod:`respect_jax.solvers.numpy_eval`: no JAX compilation, so
+    the first incumbent comes in milliseconds); ``run_solver`` re-scores the winner with the shared evaluator."""
+    try:
+        return objective_np(graph, assignment, hw, objective, lam)
+    except ValueError:
+        raise ValueError(f"solver auto: a member returned an invalid schedule for graph {graph.name!r}") from None
 
 
 class _Live:
@@ -213,6 +224,7 @@ def solve_auto(
     best, best_obj, winner = None, np.inf, None
     lock = threading.Lock()
     schedules: dict[str, np.ndarray] = {}
+    first_incumbent: dict[str, float] = {}
 
     def offer(name: str, assignment: np.ndarray) -> float:
         nonlocal best, best_obj, winner
@@ -220,6 +232,7 @@ def solve_auto(
         with lock:
             if value < best_obj:
                 best, best_obj, winner = np.asarray(assignment, np.int64), value, name
+            first_incumbent.setdefault("s", time.perf_counter() - start)
         return value
 
     def run_member(name: str, o: dict, guarded: bool = True) -> None:
@@ -227,9 +240,9 @@ def solve_auto(
         if name in ("policy", "gumbel"):
             o.setdefault("local_search", polish_moves)
         call = functools.partial(get_solver(name), graph, hw, objective, lam, **o)
-        done, result = run_until(call, deadline, name) if guarded else (True, call())
+        done, result = run_until(call, deadline, name, proved) if guarded else (True, call())
         if not done:
-            portfolio[name] = {"abandoned": _late(t0)}
+            portfolio[name] = {"abandoned": _late(t0, proved())}
             return
         schedules[name] = np.asarray(result.assignment, np.int64)
         entry = {"objective": offer(name, result.assignment), "time_s": time.perf_counter() - t0}
@@ -252,6 +265,10 @@ def solve_auto(
 
     # 1. the contiguous split (NumPy, milliseconds): the exact solver's first hint
     exact_run: dict = {}
+
+    def proved() -> bool:
+        return bool(exact_run.get("optimal"))
+
     if "contiguous" in members:
         run_member("contiguous", {}, guarded=False)  # NumPy, O(K n log n): the incumbent every budget gets
     # 2. the exact solver in a thread until the deadline or a proof, hinted with the best schedule so far
@@ -292,7 +309,6 @@ def solve_auto(
         def run_bound() -> None:
             try:
                 left = deadline - time.perf_counter()
-                proved = lambda: bool(exact_run.get("optimal"))  # noqa: E731
                 bound_run["found"] = crossing_lower_bound(graph, hw, objective, lam, upper, left, stop=proved)
             except Exception as err:  # surfaced in the main thread
                 bound_run["error"] = err
@@ -307,9 +323,9 @@ def solve_auto(
             if polish_moves > 0 and reason is None and best is not None:
                 t0 = time.perf_counter()
                 call = functools.partial(polish, graph, hw, objective, lam, schedules["contiguous"], polish_moves)
-                done, polished = run_until(call, deadline, "contiguous+ls")
+                done, polished = run_until(call, deadline, "contiguous+ls", proved)
                 if not done:
-                    portfolio["contiguous+ls"] = {"abandoned": _late(t0)}
+                    portfolio["contiguous+ls"] = {"abandoned": _late(t0, proved())}
                     continue
                 value = offer("contiguous+ls", polished)
                 portfolio["contiguous+ls"] = {"objective": value, "time_s": time.perf_counter() - t0}
@@ -368,6 +384,7 @@ def solve_auto(
         "certified_gap": gap,
         "time_budget_s": float(time_budget_s),
         "elapsed_s": time.perf_counter() - start,
+        "first_incumbent_s": first_incumbent.get("s"),
         "portfolio": portfolio,
     }
     return SolveResult(best, optimal=optimal, gap=gap, info=info)
