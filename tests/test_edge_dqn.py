@@ -20,6 +20,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+import yaml
 from flax import nnx
 
 from respect_jax.edge_cluster.dqn import DQNConfig, keep_parameters_only, load_agent, n_step_target, train_dqn
@@ -208,7 +209,9 @@ def test_cli_train_then_eval(tmp_path):
         proc = subprocess.run([str(BIN / "respect-edge"), *args], cwd=tmp_path, capture_output=True, text=True,
                               env=env, timeout=900)
         assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "agent" / "network.json").is_file() and (tmp_path / "agent" / "config.yaml").is_file()
+    assert (tmp_path / "agent" / "network.json").is_file()
+    written = yaml.safe_load((tmp_path / "agent" / "config.yaml").read_text())  # by the training harness, resolved
+    assert written["dqn"]["episodes"] == 4 and written["run_dir"] == str(tmp_path / "agent")
     doc = json.loads((tmp_path / "out" / "success_small.json").read_text())
     assert doc["policies"][-1] == "aset" and set(doc["success"]["aset"]) == {"low", "overload"}
 

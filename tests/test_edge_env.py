@@ -12,9 +12,9 @@ import pytest
 
 from respect_jax.edge_cluster.dqn import Layout
 from respect_jax.edge_cluster.environment import EdgeEnv, episode_success
+from respect_jax.edge_cluster.generator import generate_trace, make_traces
 from respect_jax.edge_cluster.scenarios import load_preset
 from respect_jax.edge_cluster.simulator import features, init_sim, num_features, replay
-from respect_jax.edge_cluster.traces import generate_trace, make_traces
 from respect_jax.edge_cluster.types import FIRST, INVALID, LAST, MID, SUCCESS, Trace
 
 

@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from respect_jax.edge_cluster.generator import make_traces
 from respect_jax.edge_cluster.policies import STATIC_POLICIES
 from respect_jax.edge_cluster.reference import ReferenceSimulator
 from respect_jax.edge_cluster.scenarios import load_preset
 from respect_jax.edge_cluster.simulator import conservation_at, outcome_counts, replay, simulate
-from respect_jax.edge_cluster.traces import make_traces
 from respect_jax.edge_cluster.types import INVALID, OUTCOMES
 
 FIELDS = ("code", "site", "variant", "start_us", "done_us", "resolve_us")

@@ -14,9 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from respect_jax.costs import evaluate_assignment
-from respect_jax.env import LAST, SchedulingEnv, random_rollout
-from respect_jax.graphs import GeneratorConfig, graph_at, make_jax_generator, pad_graph, stack_graphs, to_original_order
-from respect_jax.reference import LoopEnv, enumerate_valid_schedules, reference_objective
+from respect_jax.env import LAST, GraphList, RandomGraphs, SchedulingEnv, random_rollout
+from respect_jax.env.reference import LoopEnv
+from respect_jax.graphs import (
+    GeneratorConfig,
+    generate_dataset,
+    graph_at,
+    make_jax_generator,
+    pad_graph,
+    stack_graphs,
+    to_original_order,
+)
+from respect_jax.reference import enumerate_valid_schedules, reference_objective
 
 
 @functools.cache
@@ -195,3 +204,41 @@ def test_env_interface_reset_with_a_graph_or_from_the_generator():
     chex.assert_trees_all_equal((drawn, ts_drawn), (given, ts_given))
     with pytest.raises(ValueError, match="needs a generator or a graph"):
         SchedulingEnv(hw).reset(key)
+
+
+def test_random_graphs_generator_is_the_config_generator_with_its_padded_shape():
+    cfg = GeneratorConfig(min_nodes=6, max_nodes=12)
+    gen = RandomGraphs(cfg)
+    keys = jax.random.split(jax.random.key(7), 8)
+    drawn = jax.vmap(gen)(keys)
+    chex.assert_trees_all_equal(drawn, jax.vmap(make_jax_generator(cfg))(keys))
+    assert drawn.params.shape == (8, gen.shape[0]) and drawn.preds.shape == (8, gen.shape[0], gen.shape[2])
+    assert len({int(n) for n in drawn.num_nodes}) > 1  # keys give different graphs
+    with pytest.raises(ValueError, match="NumPy generator only"):
+        RandomGraphs(GeneratorConfig(mode="layered"))
+
+
+def test_graph_list_draws_every_listed_graph_padded_to_one_shape():
+    """A key draws one of the listed graphs, exactly as pad_graph pads it; over many keys every graph comes up;
+    reset(key) of an env on the list starts an episode on a listed graph."""
+    graphs = generate_dataset(GeneratorConfig(min_nodes=5, max_nodes=20), 3, seed=1)
+    gen = GraphList.from_graphs(graphs)
+    assert len(gen) == 3
+    shape = (gen.graphs.params.shape[1], gen.graphs.senders.shape[1], gen.graphs.preds.shape[2])
+    padded = [pad_graph(g, shape) for g in graphs]
+    for i in range(3):
+        chex.assert_trees_all_equal(gen.graph(i), padded[i])
+    drawn = jax.jit(jax.vmap(gen))(jax.random.split(jax.random.key(0), 64))
+    seen = set()
+    for j in range(64):
+        one = graph_at(drawn, j)
+        match = [i for i in range(3) if int(one.num_nodes) == int(padded[i].num_nodes)
+                 and np.array_equal(one.params, padded[i].params)]
+        assert match, "a drawn graph is not one of the list"
+        seen.add(match[0])
+    assert seen == {0, 1, 2}
+    env = SchedulingEnv(make_hw(3), generator=gen)
+    state, _ = jax.jit(env.reset)(jax.random.key(3))
+    assert int(state.graph.num_nodes) in {g.num_nodes for g in graphs}
+    with pytest.raises(ValueError, match="at least one graph"):
+        GraphList.from_graphs([])

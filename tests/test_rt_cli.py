@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from respect_jax.cli import rt
 
@@ -163,6 +164,8 @@ def test_train_then_eval_rl(tmp_path):
     proc = _run(train, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert (run_dir / "network.json").is_file() and len((run_dir / "metrics.jsonl").read_text().splitlines()) == 2
+    written = yaml.safe_load((run_dir / "config.yaml").read_text())  # by the training harness, resolved
+    assert written["train"]["updates"] == 4 and written["run_dir"] == str(run_dir)
     # resuming a finished run trains nothing more
     proc = _run(train, tmp_path)
     assert proc.returncode == 0 and "resumed from step 4" in proc.stderr

@@ -14,8 +14,8 @@ from tqdm import tqdm
 
 from respect_jax.costs import Hardware
 from respect_jax.env import SchedulingEnv, random_rollout
+from respect_jax.env.reference import LoopEnv
 from respect_jax.graphs import GeneratorConfig, make_jax_generator, padded_to_graph
-from respect_jax.reference import LoopEnv
 
 
 def best_time(fn, repeats: int) -> float:

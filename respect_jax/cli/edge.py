@@ -61,8 +61,7 @@ def train(cfg: DictConfig) -> dict:
         raise ValueError(f"chunk must be >= 1, got {cfg.chunk}")
     run_dir = job_path(cfg, "run_dir")  # in a sweep (-m): every job its own folder
     agent = train_dqn(scn, dqn, run_dir, chunk=int(cfg.chunk), log=_log if cfg.progress else None,
-                      overwrite=bool(cfg.overwrite))
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+                      overwrite=bool(cfg.overwrite), resolved_config=OmegaConf.to_yaml(cfg, resolve=True))
     last = agent.history[-1]
     summary = {"scenario": scn.name, "run_dir": str(run_dir), "episodes": dqn.episodes,
                "env_steps": dqn.episodes * dqn.episode_steps * dqn.num_envs, "train_time_s": agent.train_time_s,

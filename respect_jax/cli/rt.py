@@ -76,7 +76,8 @@ def train(cfg: DictConfig) -> dict:
     rcfg = RTTrainConfig.from_dict(tcfg)
     run_dir = job_path(cfg, "run_dir")  # in a sweep (-m): every job its own folder
     policy_net = OmegaConf.to_container(cfg.policy_net, resolve=True)
-    return experiment.train_policy(presets, platform, per, int(cfg.seed), rcfg, policy_net, run_dir)
+    return experiment.train_policy(presets, platform, per, int(cfg.seed), rcfg, policy_net, run_dir,
+                                   resolved_config=OmegaConf.to_yaml(cfg, resolve=True))
 
 
 def evaluate(cfg: DictConfig) -> dict:

@@ -8,7 +8,7 @@ File map (the roles of :mod:`respect_jax.env`'s files first; a sibling of the gr
     environment.py  EdgeEnv: reset(key, params)/step(state, action), specs, batch_*; Jumanji-style
     types.py        EdgeParams, Trace, Dynamics, SimState, Outcome, Observation, State, TimeStep (pytrees);
                     Policy and the dispatcher's small helpers (action_mask, backlog_estimate, first_argmin)
-    traces.py       the generator: seeded workload traces (Poisson / MMPP / diurnal, dynamics), pure JAX
+    generator.py    seeded workload traces (Poisson / MMPP / diurnal, dynamics), pure JAX
     reference.py    plain-Python discrete-event reference (heapq), same outcomes as the JAX simulator
     scenarios.py    YAML/dict -> Scenario (validated, one-line errors), model variants from data/models
     simulator.py    the pure-JAX event simulator (lax.scan, one step per query), observation features
@@ -134,9 +134,9 @@ with ties, queue-limit drops and a batch of different scenarios under one vmap.
 """
 
 from respect_jax.edge_cluster.environment import EdgeEnv, episode_success
+from respect_jax.edge_cluster.generator import generate_trace, make_traces
 from respect_jax.edge_cluster.scenarios import Scenario, TraceConfig, load_preset, scenario_from_dict
 from respect_jax.edge_cluster.simulator import dispatch, features, init_sim, replay, simulate
-from respect_jax.edge_cluster.traces import generate_trace, make_traces
 from respect_jax.edge_cluster.types import (
     DROPPED,
     EXPIRED,

@@ -43,9 +43,9 @@ import optax
 from flax import nnx, struct
 
 from respect_jax.edge_cluster.environment import EdgeEnv
+from respect_jax.edge_cluster.generator import generate_trace
 from respect_jax.edge_cluster.scenarios import Scenario, TraceConfig, query_slots, scenario_from_dict
 from respect_jax.edge_cluster.simulator import HINT_POLICIES, SITE_FEATURES, features, num_features
-from respect_jax.edge_cluster.traces import generate_trace
 from respect_jax.edge_cluster.types import EdgeParams, Policy, SimState, State, TimeStep, Trace, action_mask
 from respect_jax.graphs.graph import write_json_atomic
 from respect_jax.train import run_folder

@@ -21,9 +21,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from respect_jax.edge_cluster.generator import generate_trace
 from respect_jax.edge_cluster.scenarios import TraceConfig
 from respect_jax.edge_cluster.simulator import dispatch, features, init_sim, num_features
-from respect_jax.edge_cluster.traces import generate_trace
 from respect_jax.edge_cluster.types import (
     FIRST,
     INVALID,

@@ -17,10 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from respect_jax.edge_cluster.generator import make_traces
 from respect_jax.edge_cluster.policies import STATIC_POLICIES, get_policy
 from respect_jax.edge_cluster.scenarios import Scenario
 from respect_jax.edge_cluster.simulator import simulate
-from respect_jax.edge_cluster.traces import make_traces
 from respect_jax.edge_cluster.types import OUTCOMES, SUCCESS, Policy, Trace
 from respect_jax.reporting import markdown_table as table
 

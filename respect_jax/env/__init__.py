@@ -11,16 +11,19 @@ File map (the same roles in every environment package)::
     environment.py  SchedulingEnv (reset/step, batch_reset/batch_step, specs); place_node, the MDP's
                     transition, shared with the policy's decoding state (respect_jax.policy.state)
     types.py        State, Observation, TimeStep (FIRST/MID/LAST), DiscreteSpec, Environment (the interface)
-    generator       graphs are drawn by respect_jax.graphs.generators.make_jax_generator (key -> PaddedGraph),
-                    passed as SchedulingEnv(generator=...)
-    reference       respect_jax.reference.LoopEnv: the same MDP in plain Python over the NumPy evaluator
+    generator.py    instance generators key -> PaddedGraph for reset(key): RandomGraphs (a GeneratorConfig of
+                    respect_jax.graphs.generators) and GraphList (a fixed list of graphs, one drawn per key)
+    reference.py    LoopEnv: the same MDP in plain Python, scored by the NumPy loop evaluator (tests, benchmark)
 """
 
 from respect_jax.env.environment import SchedulingEnv, place_node, precedence_bound, random_rollout
+from respect_jax.env.generator import GraphList, RandomGraphs
 from respect_jax.env.types import FIRST, LAST, MID, DiscreteSpec, Environment, Observation, State, TimeStep
 
 __all__ = [
     "SchedulingEnv",
+    "GraphList",
+    "RandomGraphs",
     "place_node",
     "precedence_bound",
     "random_rollout",

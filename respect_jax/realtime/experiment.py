@@ -83,10 +83,12 @@ def train_policy(
     policy_net: dict,
     run_dir: Path,
     log: Callable[[str], None] = _stderr,
+    resolved_config: str | None = None,
 ) -> dict:
     """Draw the training pool (``scenarios_per_preset`` of every preset), train the policy into ``run_dir``
     (:func:`respect_jax.realtime.train.fit` with ``train_config``, an ``RTTrainConfig``; ``policy_net``: the
-    ``RTPolicyConfig`` fields other than ``machines``); returns a summary."""
+    ``RTPolicyConfig`` fields other than ``machines``); returns a summary. ``resolved_config``: the command's
+    resolved config, which the harness writes to the run's ``config.yaml``."""
     from respect_jax.realtime.policy import RTPolicyConfig
     from respect_jax.realtime.train import fit
 
@@ -105,7 +107,7 @@ def train_policy(
     tic = time.perf_counter()
     _, logs = fit(
         stack(packed), RTPolicyConfig(machines=platform.num_machines, **policy_net), train_config, run_dir, extra,
-        log=log,
+        log=log, resolved_config=resolved_config,
     )
     return {"run_dir": str(run_dir), "train_s": time.perf_counter() - tic, "last": logs[-1] if logs else None}
 
