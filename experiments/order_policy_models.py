@@ -28,6 +28,8 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
 import respect_jax.policy.order_solver  # noqa: E402,F401  (registers solver=order_policy)
+import respect_jax.policy.solver  # noqa: E402,F401  (registers solver=policy)
+import respect_jax.respect_pointer.solver  # noqa: E402,F401  (registers solver=respect_pointer)
 from respect_jax.cli.common import machine_description, user_errors_exit  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import markdown_table  # noqa: E402
@@ -46,12 +48,13 @@ def stage_range(text: str) -> list[int]:
 
 
 def known_values(paths: list[str]) -> dict:
-    """(graph, K, objective) -> least recorded objective."""
+    """(graph, K, objective) -> least recorded objective (records of ``auto_models.py`` / ``respect-label``, or
+    of a Table 1 run, whose objective is the document's)."""
     best: dict = {}
     for path in paths:
         doc = json.loads(Path(path).read_text())
         for rec in doc.get("records", []):
-            key = (rec["graph"], int(rec["stages"]), rec["objective_name"])
+            key = (rec["graph"], int(rec["stages"]), rec.get("objective_name", doc.get("objective")))
             best[key] = min(best.get(key, np.inf), float(rec["objective"]))
     return best
 
@@ -78,22 +81,40 @@ def cases_from_args(args) -> list[tuple]:
     return cases
 
 
-def run(cases: list[tuple], samples: int, checkpoint: str | None, known: dict) -> list[dict]:
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def run(cases: list[tuple], samples: int | None, checkpoint: str | None, known: dict, pointer: bool | dict = False
+        ) -> list[dict]:
+    """Per case: contiguous, the order policy greedily and sampled (``samples`` None: ``solver=policy``'s default
+    decoding, whatever it is), and with ``pointer`` the RESPECT-faithful pointer (its default options; a dict:
+    its recorded (objective, seconds) per (graph, K, objective), from an earlier run of this script)."""
     records = []
     options = {"checkpoint": checkpoint} if checkpoint else {}
     for i, (graph, hw, objective, optimum) in enumerate(cases):
         contiguous = run_solver("contiguous", graph, hw, objective, 1.0)
         greedy = run_solver("order_policy", graph, hw, objective, 1.0, samples=0, **options)
-        sampled = run_solver("order_policy", graph, hw, objective, 1.0, samples=samples, **options)
+        if samples is None:
+            sampled = run_solver("policy", graph, hw, objective, 1.0, **options)
+        else:
+            sampled = run_solver("order_policy", graph, hw, objective, 1.0, samples=samples, **options)
         values = {"contiguous": contiguous["objective"], "greedy": greedy["objective"], "sampled": sampled["objective"]}
+        times = {"time_contiguous_s": contiguous["solve_time_s"], "time_greedy_s": greedy["solve_time_s"],
+                 "time_sampled_s": sampled["solve_time_s"]}
+        if pointer is True:
+            ptr = run_solver("respect_pointer", graph, hw, objective, 1.0)
+            values["pointer"] = ptr["objective"]
+            times["time_pointer_s"] = ptr["solve_time_s"]
+        elif pointer:  # recorded: (graph, K, objective) -> (objective, seconds)
+            values["pointer"], times["time_pointer_s"] = pointer[(graph.name, hw.stages, objective)]
         key = (graph.name, hw.stages, objective)
         reference = min([*values.values(), known.get(key, np.inf), optimum if optimum is not None else np.inf])
         records.append({
             "graph": graph.name, "num_nodes": graph.num_nodes, "stages": hw.stages, "objective_name": objective,
             **values, "reference": reference, "proven": optimum is not None,
-            "recorded_best": known.get(key), "time_contiguous_s": contiguous["solve_time_s"],
-            "time_greedy_s": greedy["solve_time_s"], "time_sampled_s": sampled["solve_time_s"],
-            "compile_s": greedy["info"].get("compile_s", 0.0),
+            "recorded_best": known.get(key), **times, "sampled_decoding": sampled["info"].get("decoding"),
+            "compile_s": greedy["info"].get("compile_s", 0.0), "load1": load_average(),
         })
         if (i + 1) % 20 == 0:
             print(f"  {i + 1}/{len(cases)} cases", file=sys.stderr, flush=True)
@@ -104,12 +125,18 @@ def gap(value: float, reference: float) -> float:
     return 100.0 * (value / reference - 1.0)
 
 
-def summary(records: list[dict], samples: int) -> str:
+def method_labels(records: list[dict], samples: int | None) -> list[tuple[str, str]]:
+    sampled = (f"solver=policy default ({records[0]['sampled_decoding']})" if samples is None
+               else f"order_policy samples={samples}")
+    labels = [("contiguous", "solver=contiguous"), ("greedy", "order_policy greedy"), ("sampled", sampled)]
+    return labels + ([("pointer", "respect_pointer (RESPECT-faithful)")] if "pointer" in records[0] else [])
+
+
+def summary(records: list[dict], samples: int | None) -> str:
     rows = []
     for objective in sorted({r["objective_name"] for r in records}):
         rs = [r for r in records if r["objective_name"] == objective]
-        for method, label in (("contiguous", "solver=contiguous"), ("greedy", "order_policy greedy"),
-                              ("sampled", f"order_policy samples={samples}")):
+        for method, label in method_labels(records, samples):
             gaps = np.array([gap(r[method], r["reference"]) for r in rs])
             vs_contig = np.array([gap(r[method], r["contiguous"]) for r in rs])
             times = np.array([r[f"time_{method}_s"] for r in rs])
@@ -123,7 +150,68 @@ def summary(records: list[dict], samples: int) -> str:
             f"for labelled sets, the proven optimum). Times: scheduling only; first-call compilation of the policy's "
             f"forward pass, per bucket shape, {min(compile_s, default=0):.2f}-{max(compile_s, default=0):.2f} s, "
             f"reported apart.")
+    loads = [r["load1"] for r in records if "load1" in r]
+    if loads:
+        note += (f" Load average (1 min) during the run {min(loads):.1f}-{max(loads):.1f}, median "
+                 f"{np.median(loads):.1f} (2-core CPU shared with other agents: times are pessimistic).")
     return note + "\n\n" + markdown_table(head, rows)
+
+
+def pointer_table(records: list[dict]) -> str:
+    """Per (graph, K): the policy's default decoding against the RESPECT-faithful pointer, both objectives."""
+    if "pointer" not in records[0]:
+        return ""
+    rows, worse = [], []
+    for r in sorted(records, key=lambda r: (r["objective_name"], r["graph"], r["stages"])):
+        diff = gap(r["sampled"], r["pointer"])
+        if diff > 1e-6:
+            worse.append(f"{r['graph']} K={r['stages']} {r['objective_name']}")
+        rows.append([r["objective_name"], r["graph"], r["num_nodes"], r["stages"],
+                     f"{gap(r['sampled'], r['reference']):.3f}", f"{gap(r['pointer'], r['reference']):.3f}",
+                     f"{diff:+.3f}", f"{1e3 * r['time_sampled_s']:.0f}", f"{1e3 * r['time_pointer_s']:.0f}"])
+    head = ["objective", "graph", "N", "K", "policy default gap %", "pointer gap %", "policy vs pointer %",
+            "policy ms", "pointer ms"]
+    lead = (f"## Policy (default decoding) vs the RESPECT-faithful pointer per (model, K)\n\nThe policy is worse than "
+            f"the pointer on {len(worse)} of {len(records)} (model, K, objective) cases"
+            + (f": {', '.join(worse)}." if worse else ".") + "\n\n")
+    return lead + markdown_table(head, rows)
+
+
+def milp_proof_times(paths: list[str]) -> dict:
+    """(graph, K, objective) -> recorded MILP solve time (s) and whether it proved the optimum."""
+    out = {}
+    for path in paths:
+        doc = json.loads(Path(path).read_text())
+        for rec in doc.get("records", []):
+            if rec.get("method") == "milp":
+                out[(rec["graph"], int(rec["stages"]), doc["objective"])] = (float(rec["solve_time_s"]),
+                                                                           bool(rec.get("optimal")))
+    return out
+
+
+def speed_table(records: list[dict], milp: dict, min_nodes: int = 300, factor: float = 20.0) -> str:
+    """The policy's default decoding time against the MILP's recorded time to its proven optimum (>= 300 nodes)."""
+    rows, met, total = [], 0, 0
+    for r in sorted(records, key=lambda r: (r["objective_name"], r["graph"], r["stages"])):
+        key = (r["graph"], r["stages"], r["objective_name"])
+        if r["num_nodes"] < min_nodes or key not in milp:
+            continue
+        milp_s, proven = milp[key]
+        ratio = milp_s / r["time_sampled_s"]
+        total += 1
+        met += proven and ratio >= factor
+        rows.append([r["objective_name"], r["graph"], r["num_nodes"], r["stages"],
+                     f"{milp_s:.2f}" + ("" if proven else " (not proven)"), f"{1e3 * r['time_sampled_s']:.0f}",
+                     f"{ratio:.1f}", f"{gap(r['sampled'], r['reference']):.3f}"])
+    if not rows:
+        return ""
+    head = ["objective", "graph", "N", "K", "MILP time to proof s (recorded)", "policy default ms", "MILP / policy",
+            "policy gap %"]
+    lead = (f"## Speed against the MILP on models with >= {min_nodes} nodes\n\nMILP times: the recorded Table 1 runs "
+            f"(K = 4..6, its own run on the same kind of shared machine; not re-run here). The policy is >= "
+            f"{factor:.0f}x faster than the MILP's proof on {met} of {total} (model, K, objective) cases with a "
+            f"recorded MILP run.\n\n")
+    return lead + markdown_table(head, rows)
 
 
 def plot(records: list[dict], png: Path) -> None:
@@ -137,11 +225,14 @@ def plot(records: list[dict], png: Path) -> None:
         if not rs:
             continue
         x = np.arange(len(rs))
-        for method, marker in (("contiguous", "s"), ("greedy", "o"), ("sampled", "x")):
+        methods = (("contiguous", "s"), ("greedy", "o"), ("sampled", "x")) + ((("pointer", "."),) if "pointer" in rs[0]
+                                                                            else ())
+        for method, marker in methods:
             ax.scatter(x, [gap(r[method], r["reference"]) for r in rs], s=10, marker=marker, label=method)
         ax.set_title(objective)
         ax.set_xlabel("case (graph, K)")
         ax.set_ylabel("gap to best known %")
+        ax.set_yscale("symlog", linthresh=1.0)
         ax.legend()
     fig.tight_layout()
     fig.savefig(png, dpi=120)
@@ -155,21 +246,33 @@ def main() -> None:
     parser.add_argument("--label-limit", type=int, default=100)
     parser.add_argument("--stages", default="2-8")
     parser.add_argument("--objectives", nargs="+", default=list(OBJECTIVES))
-    parser.add_argument("--samples", type=int, default=32)
+    parser.add_argument("--samples", type=int, default=None,
+                        help="order_policy samples of the sampled column (default: solver=policy's default decoding)")
+    parser.add_argument("--pointer", action="store_true", help="also the RESPECT-faithful pointer (respect_pointer)")
+    parser.add_argument("--pointer-from", default=None,
+                        help="this script's JSON of an earlier run with --pointer: its pointer records, not re-run")
+    parser.add_argument("--milp-records", nargs="*", default=[],
+                        help="Table 1 JSON files whose milp records give the MILP's time to its proven optimum")
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--hardware", default="coral_usb")
     parser.add_argument("--best-known", nargs="*", default=[])
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     cases = cases_from_args(args)
-    records = run(cases, args.samples, args.checkpoint, known_values(args.best_known))
+    pointer = args.pointer
+    if args.pointer_from:
+        pointer = {(r["graph"], r["stages"], r["objective_name"]): (r["pointer"], r["time_pointer_s"])
+                   for r in json.loads(Path(args.pointer_from).read_text())["records"]}
+    records = run(cases, args.samples, args.checkpoint, known_values(args.best_known), pointer)
     text = summary(records, args.samples)
+    text += "\n\n" + pointer_table(records) + "\n\n" + speed_table(records, milp_proof_times(args.milp_records))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "python experiments/order_policy_models.py " + " ".join(sys.argv[1:])
     out.with_suffix(".md").write_text(f"# Order policy vs contiguous\n\n`{command}`\n\n{text}\n")
-    out.with_suffix(".json").write_text(json.dumps({"command": command, "machine": machine_description(),
-                                                    "records": records}, indent=1))
+    machine = machine_description(load_average=True)
+    doc = {"command": command, "machine": machine, "records": records}
+    out.with_suffix(".json").write_text(json.dumps(doc, indent=1))
     plot(records, out.with_suffix(".png"))
     print(text)
 
