@@ -231,6 +231,12 @@ def evaluate_assignment(graph, assignment, hw: Hardware, objective: str = "paper
     stage = jnp.asarray(to_position_order(padded, assignment))
     m = jax.device_get(_evaluate_jit(padded, stage, hw))
     in_range = bool(np.all((assignment >= 0) & (assignment < hw.stages)))
+    return metrics_document(m, objective, lam, in_range)
+
+
+def metrics_document(m: Metrics, objective: str, lam: float, in_range: bool) -> dict:
+    """The plain dict :func:`evaluate_assignment` returns, from one schedule's :class:`Metrics` (NumPy values,
+    no batch axis) and whether every stage index is in ``[0, K)``; shared by the batched re-scoring."""
     out = {
         "objective": float(objective_value(m, objective, lam)),
         "valid": bool(m.valid) and in_range,

@@ -3,6 +3,7 @@ JAX's persistent compilation cache (``respect_jax.compile_cache``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -176,3 +177,116 @@ def test_default_cache_folder_is_not_home_in_tests():
     """The suite points the commands' cache at its own folder (conftest), never at the user's."""
     folder = resolve_cache_dir("auto")
     assert folder is None or not str(folder).startswith(str(Path.home() / ".cache"))
+
+
+# ----------------------------------------------------------------------------- the batched re-scoring
+
+
+def test_batched_rescoring_gives_the_one_graph_evaluator_dicts():
+    """evaluate_many scores every (graph, schedule) with the shared evaluator, batched per padded shape: on graphs whose
+    float32 sums are exact (small counts) the dicts equal evaluate_assignment's exactly, valid or not, whatever the
+    batching (a shape's last call padded with copies)."""
+    from respect_jax.costs import evaluate_assignment
+    from respect_jax.solvers.base import SCORE_ROWS, evaluate_many
+
+    rng = np.random.default_rng(5)
+    graphs = [  # small integer counts: every float32 sum is exact
+        dataclasses.replace(g, params=rng.integers(0, 1000, g.num_nodes), macs=rng.integers(0, 1000, g.num_nodes),
+                            output_size=rng.integers(0, 1000, g.num_nodes))
+        for g in random_graphs(2 * SCORE_ROWS + 7, seed=11, min_nodes=4, max_nodes=40)
+    ]
+    hw = make_hw(3, sram_bytes=20_000.0)
+    schedules = []
+    for i, graph in enumerate(graphs):  # valid and invalid ones
+        valid = np.zeros(graph.num_nodes, np.int64)
+        valid[graph.topological_order()] = np.arange(graph.num_nodes) * 3 // graph.num_nodes
+        schedules.append(valid if i % 3 else rng.integers(0, 3, graph.num_nodes))
+    for objective, lam in (("paper", 0.5), ("latency", 1.0)):
+        batched = evaluate_many(graphs, schedules, hw, objective, lam)
+        alone = [evaluate_assignment(g, s, hw, objective, lam) for g, s in zip(graphs, schedules, strict=True)]
+        assert batched == alone
+        assert {d["valid"] for d in batched} == {True, False}
+        for graph, s, doc in zip(graphs, schedules, batched, strict=True):
+            if doc["valid"]:
+                assert doc["objective"] == pytest.approx(reference_objective(graph, s, hw, objective, lam), rel=1e-6)
+
+
+def test_batched_rescoring_of_large_counts_is_within_float32_rounding():
+    """On generated architectures (MACs per stage far above 2**24) vmap may regroup a float32 sum: an ulp or two."""
+    from respect_jax.costs import evaluate_assignment
+    from respect_jax.graphs import GeneratorConfig, generate_dataset
+    from respect_jax.solvers.base import evaluate_many
+
+    graphs = generate_dataset(GeneratorConfig(mode="arch", min_nodes=40, max_nodes=120), 12, 3)
+    hw = make_hw(4)
+    schedules = []
+    for graph in graphs:
+        s = np.zeros(graph.num_nodes, np.int64)
+        s[graph.topological_order()] = np.arange(graph.num_nodes) * 4 // graph.num_nodes
+        schedules.append(s)
+    for batched, graph, s in zip(evaluate_many(graphs, schedules, hw, "latency"), graphs, schedules, strict=True):
+        alone = evaluate_assignment(graph, s, hw, "latency")
+        assert batched.keys() == alone.keys() and batched["valid"] == alone["valid"]
+        for key, value in alone.items():
+            if isinstance(value, float):
+                assert batched[key] == pytest.approx(value, rel=3e-7), key
+            elif isinstance(value, list):
+                assert batched[key] == pytest.approx(value, rel=3e-7), key
+
+
+def test_batched_rescoring_bad_inputs():
+    from respect_jax.solvers.base import evaluate_many
+
+    graphs = random_graphs(2, seed=1)
+    with pytest.raises(ValueError, match="2 graphs but 1 assignments"):
+        evaluate_many(graphs, [np.zeros(graphs[0].num_nodes, np.int64)], make_hw(3))
+    with pytest.raises(ValueError, match="assignment has shape"):
+        evaluate_many(graphs, [np.zeros(graphs[0].num_nodes, np.int64), np.zeros(1, np.int64)], make_hw(3))
+
+
+def test_run_solver_many_documents_are_the_one_graph_documents(graphs):
+    """The result documents of the batched form (scored by evaluate_many) are those of run_solver, timing aside."""
+    hw = make_hw(3)
+    batched = run_solver_many("policy", graphs, hw, "paper", 1.0, batch_size=4, decoding="greedy")
+    for graph, doc in zip(graphs, batched, strict=True):
+        alone = run_solver("policy", graph, hw, "paper", 1.0, decoding="greedy")
+        for key in ("graph", "num_nodes", "solver", "objective_name", "assignment", "hardware", "lam", "optimal"):
+            assert doc[key] == alone[key], key
+        assert doc["objective"] == pytest.approx(alone["objective"], rel=3e-7)
+        assert doc["metrics"].keys() == alone["metrics"].keys()
+
+
+# ----------------------------------------------------------------------------- sampled orders
+
+
+def test_repeated_sampled_orders_are_split_once_and_change_nothing(monkeypatch):
+    """decode_scores splits each distinct order once: on a chain (one topological order) 16 samples cost one split,
+    and on a branchy graph the result is that of splitting every sampled order (a reference loop here)."""
+    import respect_jax.policy.order as order_mod
+    from respect_jax.graphs import Graph
+
+    calls = []
+    split = order_mod.split_order
+    monkeypatch.setattr(order_mod, "split_order", lambda *a: calls.append(1) or split(*a))
+    n = 12
+    chain = Graph("chain", np.arange(n) * 1000 + 10, np.full(n, 500), np.full(n, 10**6),
+                  np.array([[i, i + 1] for i in range(n - 1)]))
+    hw = make_hw(3)
+    rng = np.random.default_rng(0)
+    order_mod.decode_scores(chain, hw, "paper", 1.0, rng.random(n), 16, 0.3, 0)
+    assert len(calls) == 1
+    for graph in random_graphs(6, seed=4, min_nodes=15, max_nodes=30):
+        scores = np.random.default_rng(1).random(graph.num_nodes)
+        calls.clear()
+        got = order_mod.decode_scores(graph, hw, "latency", 1.0, scores, 16, 0.2, 7)
+        distinct = len(calls)
+        # reference: split every sampled order, keep the first strictly best
+        noise_rng = np.random.default_rng(7)
+        best = (*split(graph, hw, "latency", 1.0, order_mod.order_from_scores(graph, scores)), 0)
+        for i in range(1, 17):
+            noisy = scores.astype(np.float64) + 0.2 * noise_rng.standard_normal(graph.num_nodes)
+            a, v = split(graph, hw, "latency", 1.0, order_mod.order_from_scores(graph, noisy))
+            if v < best[1]:
+                best = (a, v, i)
+        assert got[1] == best[1] and got[2] == best[2] and np.array_equal(got[0], best[0])
+        assert 1 <= distinct <= 17

@@ -11,7 +11,9 @@ time; the machine (and how busy it was) belongs beside the figures, which the ca
   first bucket (50-node graphs: bucket 64);
 * :func:`bench_latency`: greedy scheduling time of one graph (a batch of 1), and its compile time;
 * :func:`bench_many`: graphs/s of ``solver=policy``'s batched form on many generated graphs (one
-  compiled call per batch of a size bucket), per decoding, and the compile time apart.
+  compiled forward call per batch of a size bucket, batched re-scoring), per decoding, and the compile time apart.
+
+The order policy's training throughput is :mod:`respect_jax.benchmarks.order`.
 """
 
 from __future__ import annotations
@@ -188,8 +190,9 @@ def bench_latency(model: SchedulingPolicy, doc: dict, graph_path: str | Path, re
     }
 
 
-#: the decodings :func:`bench_many` times by default: row name -> ``solver=policy`` options
-DEFAULT_MANY_DECODINGS = {"greedy": {"decoding": "greedy"}, "greedy_ls": {"decoding": "greedy", "local_search": 300}}
+#: the decodings :func:`bench_many` times by default: row name -> ``solver=policy`` options (``default``: none, i.e.
+#: solver=policy's defaults; the command passes conf/solver/policy.yaml's options under every row)
+DEFAULT_MANY_DECODINGS = {"greedy": {"decoding": "greedy"}, "default": {}}
 
 
 def bench_many(
@@ -205,47 +208,54 @@ def bench_many(
     decodings: dict[str, dict] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict:
-    """Graphs/s of ``solver=policy``'s batched form (``many``: ``batch_size`` graphs per compiled call).
+    """Graphs/s of ``solver=policy``'s batched form: :func:`~respect_jax.solvers.base.run_solver_many` (one forward
+    pass per ``batch_size`` graphs of a size bucket, each graph's orders and splits, then the shared evaluator's
+    batched re-scoring into one result document per graph).
 
     Args:
         checkpoint: the policy's run folder.
         hw, objective, lam: the problem every graph is scheduled for.
         graphs: generator of the ``count`` graphs (NumPy twin, ``seed``).
         count: graphs scheduled per timed call.
-        batch_size: graphs per compiled call (the call's graphs share a size bucket when ``graphs`` draws one
-            node count).
+        batch_size: graphs per compiled forward call (the call's graphs share a size bucket when ``graphs`` draws
+            one node count).
         repeats: timed calls after the first (compiling) one, per decoding.
-        decodings: row name -> ``solver=policy`` options (decoding, local_search, ...); None:
+        decodings: row name -> ``solver=policy`` options (decoding, samples, local_search, ...); None:
             :data:`DEFAULT_MANY_DECODINGS`.
         log: called with one line per decoding (None: silent).
 
     Returns:
-        ``{row: r}``, each ``r`` with ``options``, ``graphs``, ``nodes_min``/``nodes_max``, ``batch_size``,
-        ``buckets`` (padded shapes), ``graphs_per_s`` (``count`` / best timed call: padding, decoding and
-        copying back, compilation excluded), ``graphs_per_s_median``, ``graphs_per_cpu_s`` (``count`` / the
-        process's CPU seconds of its cheapest timed call, all threads: the figure a busy machine changes
-        least), ``compile_s`` (tracing and compiling
-        every bucket's decoder in the first call, s; from the persistent cache when it has them) and
-        ``first_call_s`` (the whole first call, s).
+        ``{row: r}``, each ``r`` with ``options``, ``decoding`` (the label the solver reports), ``graphs``,
+        ``nodes_min``/``nodes_max``, ``batch_size``, ``buckets`` (padded shapes), ``graphs_per_s`` (``count`` / best
+        timed call: the whole call after compilation), ``graphs_per_s_median``, ``graphs_per_cpu_s`` (``count`` / the
+        process's CPU seconds of its cheapest timed call, all threads: the figure a busy machine changes least),
+        ``schedule_ms_mean`` (mean ``solve_time_s`` per graph: its share of the forward passes plus its own orders
+        and splits, without the re-scoring), ``compile_s`` (compiling the forward pass of every bucket in the first
+        call, s; from the persistent cache when it has them), ``first_call_s`` (the whole first call, s; the
+        evaluator's compilation included) and ``mean_objective`` (of the documents).
     """
-    from respect_jax.policy.solver import solve_policy
+    import respect_jax.policy.solver  # noqa: F401  (registers solver=policy)
+    from respect_jax.solvers.base import run_solver_many
 
     dataset = generate_dataset(graphs, count, seed, prefix="bench")
     out = {}
     for row, options in (decodings or DEFAULT_MANY_DECODINGS).items():
-        many = lambda options=options: solve_policy.many(  # noqa: E731
-            dataset, hw, objective, lam, batch_size=batch_size, checkpoint=str(checkpoint), **options
+        many = lambda options=options: run_solver_many(  # noqa: E731
+            "policy", dataset, hw, objective, lam, batch_size=batch_size, **{**options, "checkpoint": str(checkpoint)}
         )
         first, first_s = timed(many)
-        compiles = {tuple(r.info["bucket"]): r.info["compile_s"] for r in first}
+        compiles = {tuple(r["info"]["bucket"]): r["info"]["compile_s"] for r in first}
         times, cpu = [], []
         for _ in range(repeats):
             cpu_start = time.process_time()
-            times.append(timed(many)[1])
+            docs, seconds = timed(many)
+            times.append(seconds)
             cpu.append(time.process_time() - cpu_start)
+            if [d["assignment"] for d in docs] != [d["assignment"] for d in first]:
+                raise RuntimeError(f"bench many {row}: a repeated call scheduled differently (not deterministic)")
         out[row] = {
             "options": dict(options),
-            "decoding": first[0].info["decoding"],
+            "decoding": first[0]["info"]["decoding"],
             "graphs": count,
             "nodes_min": min(g.num_nodes for g in dataset),
             "nodes_max": max(g.num_nodes for g in dataset),
@@ -254,8 +264,10 @@ def bench_many(
             "graphs_per_s": count / min(times),
             "graphs_per_s_median": count / float(np.median(times)),
             "graphs_per_cpu_s": count / min(cpu),
+            "schedule_ms_mean": 1000 * float(np.mean([d["solve_time_s"] for d in docs])),
             "compile_s": float(sum(compiles.values())),
             "first_call_s": first_s,
+            "mean_objective": float(np.mean([d["objective"] for d in docs])),
         }
         if log is not None:
             log(f"{row} {out[row]}")
@@ -329,8 +341,8 @@ def bench_policy(config: PolicyBenchConfig, inputs: dict, log: Callable[[str], N
 @dataclass(frozen=True)
 class ManyBenchConfig:
     """``respect-bench benchmarks=[many]``: ``graphs`` generated graphs of ``nodes`` nodes (generator ``mode``)
-    scheduled by the checkpoint's ``solver=policy``, ``batch_size`` per compiled call, ``repeats`` timed calls
-    per decoding (row name -> ``solver=policy`` options)."""
+    scheduled by ``solver=policy`` with the checkpoint (the shipped order policy by default), ``batch_size`` per
+    compiled forward call, ``repeats`` timed calls per decoding (row name -> ``solver=policy`` options)."""
 
     checkpoint: str
     graphs: int

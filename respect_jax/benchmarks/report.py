@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def to_markdown(results: dict) -> str:
     """The whole page (no trailing newline) of a results document (``machine``, ``load_before``/``load_after``
-    and any of ``env``, ``generator``, ``policy``, ``many``)."""
+    and any of ``env``, ``generator``, ``policy``, ``many``, ``order_train``)."""
     lines = ["# respect-bench", ""]
     m = results["machine"]
     load = ""
@@ -39,6 +39,10 @@ def to_markdown(results: dict) -> str:
         lines += policy_markdown(results["policy"])
     if "many" in results:
         lines += many_markdown(results["many"])
+    if "order_train" in results:
+        from respect_jax.benchmarks.order import order_train_markdown
+
+        lines += order_train_markdown(results["order_train"])
     return "\n".join(lines)
 
 
@@ -47,19 +51,26 @@ def many_markdown(m: dict) -> list[str]:
     lines = [
         f"## Many graphs at once (`solver=policy`, `{m['checkpoint']}`, {m['objective']}, K={m['stages']})",
         "",
-        f"{m['graphs']} generated {m['mode']} graphs of {m['nodes']} nodes, {m['batch_size']} per compiled call; "
-        f"graphs/s of the whole batched call (padding, decoding, copying back) after compilation, best of "
-        f"{m['repeats']} (median beside it), and per CPU second of the process (all threads); compile time apart "
-        "(first call).",
+        f"{m['graphs']} generated {m['mode']} graphs of {m['nodes']} nodes, {m['batch_size']} per compiled forward "
+        f"call; graphs/s of the whole batched call (`run_solver_many`: padding, forward passes, orders and splits, "
+        f"the shared evaluator's batched re-scoring, one result document per graph) after compilation, best of "
+        f"{m['repeats']} (median beside it), and per CPU second of the process (all threads); schedule ms: the mean "
+        "`solve_time_s` per graph (its share of the forward passes plus its own orders and splits); compile time "
+        "apart (first call).",
         "",
-        "| decoding | graphs/s | median graphs/s | graphs per CPU s | compile s | buckets |",
-        "|---|---:|---:|---:|---:|---|",
+        "| decoding | graphs/s | median graphs/s | graphs per CPU s | schedule ms | mean objective | compile s "
+        "| buckets |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, r in m["rows"].items():
         buckets = ", ".join("x".join(str(v) for v in b) for b in r["buckets"])
+        # results written before these columns leave them blank
+        schedule = f"{r['schedule_ms_mean']:,.1f}" if "schedule_ms_mean" in r else ""
+        objective = f"{r['mean_objective']:.6g}" if "mean_objective" in r else ""
         lines.append(
-            f"| {name} ({r['decoding']}) | {r['graphs_per_s']:,.0f} | {r['graphs_per_s_median']:,.0f} | "
-            f"{r.get('graphs_per_cpu_s', float('nan')):,.0f} | {r['compile_s']:.1f} | {buckets} |"
+            f"| {name} ({r['decoding']}) | {r['graphs_per_s']:,.1f} | {r['graphs_per_s_median']:,.1f} | "
+            f"{r.get('graphs_per_cpu_s', float('nan')):,.1f} | {schedule} | {objective} | {r['compile_s']:.1f} "
+            f"| {buckets} |"
         )
     lines.append("")
     return lines

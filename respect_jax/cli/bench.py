@@ -9,6 +9,7 @@ before/after are written beside the figures in ``experiments/results/<out_name>.
     respect-bench                                                  # env + generator
     respect-bench benchmarks=[policy] out_name=bench_policy_speed  # the learned scheduler
     respect-bench benchmarks=[many] out_name=bench_many            # many graphs at once (solver=policy)
+    respect-bench benchmarks=[order_train] out_name=bench_order_train   # the order policy trainer's graphs/s
 
 The benchmarks live in :mod:`respect_jax.benchmarks`; this file reads the config and writes the results.
 """
@@ -18,12 +19,14 @@ from __future__ import annotations
 import os
 import re
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from respect_jax.benchmarks.env import bench_env, bench_generator
+from respect_jax.benchmarks.order import OrderTrainBenchConfig, bench_order_train, check_order_train, nodes_tuple
 from respect_jax.benchmarks.policy import (
     ManyBenchConfig,
     PolicyBenchConfig,
@@ -45,7 +48,7 @@ from respect_jax.cli.common import (
 from respect_jax.graphs import write_json_atomic
 from respect_jax.reporting import machine_description
 
-BENCHMARKS = ("env", "generator", "policy", "many")
+BENCHMARKS = ("env", "generator", "policy", "many", "order_train")
 
 
 def _log(prefix: str):
@@ -61,13 +64,33 @@ def policy_config(p: DictConfig) -> PolicyBenchConfig:
     )  # fmt: skip
 
 
+def policy_solver_options() -> dict:
+    """``solver=policy``'s default options (conf/solver/policy.yaml) without ``checkpoint`` (the benchmark names it)."""
+    options = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "solver" / "policy.yaml").options, resolve=True)
+    return {k: v for k, v in options.items() if k != "checkpoint"}
+
+
 def many_config(m: DictConfig) -> ManyBenchConfig:
-    """The ``many`` group as a :class:`ManyBenchConfig` (its counts checked)."""
+    """The ``many`` group as a :class:`ManyBenchConfig` (its counts checked); every row's options are
+    ``solver=policy``'s defaults updated with the row's."""
     check_counts(m, "many", ("graphs", "nodes", "batch_size", "repeats"))
+    defaults = policy_solver_options()
+    rows = OmegaConf.to_container(m.decodings, resolve=True)
     return ManyBenchConfig(
         checkpoint=m.checkpoint, graphs=m.graphs, nodes=m.nodes, mode=m.mode, batch_size=m.batch_size,
-        repeats=m.repeats, decodings=OmegaConf.to_container(m.decodings, resolve=True),
+        repeats=m.repeats, decodings={row: {**defaults, **(options or {})} for row, options in rows.items()},
     )  # fmt: skip
+
+
+def order_train_config(o: DictConfig) -> OrderTrainBenchConfig:
+    """The ``order_train`` group as an :class:`OrderTrainBenchConfig` (checked)."""
+    check_counts(o, "order_train", ("pool", "batch_size", "steps", "repeats"))
+    config = OrderTrainBenchConfig(
+        nodes=nodes_tuple(list(o.nodes)), mode=o.mode, pool=o.pool, batch_size=o.batch_size, steps=o.steps,
+        repeats=o.repeats, lr=float(o.lr), policy=OmegaConf.to_container(o.policy, resolve=True),
+    )  # fmt: skip
+    check_order_train(config)
+    return config
 
 
 @hydra.main(config_path=CONF_DIR, config_name="bench", version_base="1.3")
@@ -90,6 +113,7 @@ def _main(cfg: DictConfig) -> None:
     many = many_config(cfg.many) if "many" in cfg.benchmarks else None
     if many is not None:
         check_many(many)
+    order_train = order_train_config(cfg.order_train) if "order_train" in cfg.benchmarks else None
     results: dict = {"machine": machine_description(), "load_before": list(os.getloadavg())}
     if "env" in cfg.benchmarks:
         e = cfg.env
@@ -101,6 +125,8 @@ def _main(cfg: DictConfig) -> None:
         results["policy"] = bench_policy(policy, policy_inputs, _log("policy"))
     if many is not None:
         results["many"] = run_bench_many(many, hw, cfg.objective, _log("many"))
+    if order_train is not None:
+        results["order_train"] = bench_order_train(order_train, hw, cfg.objective, cfg.seed, _log("order_train"))
     results["load_after"] = list(os.getloadavg())
     write_json_atomic(results, out / f"{cfg.out_name}.json")
     markdown = to_markdown(results)

@@ -114,13 +114,13 @@ def pad_graph(graph: Graph, shape: tuple[int, int, int] | None = None) -> Padded
         edge_mask[: graph.num_edges] = True
     preds = np.zeros((n_pad, p_pad), np.int32)
     pred_mask = np.zeros((n_pad, p_pad), bool)
-    slot = np.zeros(n_pad, np.int64)
-    for u, v in zip(senders[edge_mask].tolist(), receivers[edge_mask].tolist(), strict=True):
-        if slot[v] >= p_pad:
+    if graph.num_edges:  # edges sorted by receiver, then sender: slot = rank within the receiver's run
+        r = receivers[: graph.num_edges]
+        slot = np.arange(graph.num_edges) - np.searchsorted(r, r, side="left")
+        if slot.max() >= p_pad:
             raise ValueError(f"graph {graph.name!r}: node in-degree exceeds pred bucket {p_pad}")
-        preds[v, slot[v]] = u
-        pred_mask[v, slot[v]] = True
-        slot[v] += 1
+        preds[r, slot] = senders[: graph.num_edges]
+        pred_mask[r, slot] = True
     node_ids = np.full(n_pad, -1, np.int32)
     node_ids[:n] = order
     return PaddedGraph(

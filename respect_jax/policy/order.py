@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -291,13 +292,21 @@ def decode_scores(
     scores plus Gaussian noise of standard deviation ``noise`` (in target units: a stage is 1/K).
 
     Returns (assignment by node id, objective, index of the winning candidate: 0 greedy, i >= 1 sample i).
+    An order already split is not split again (a repeat never wins: a candidate must be strictly better), so on
+    graphs whose topological order is nearly forced (chains) the samples cost little; the result is the same.
     """
-    best_a, best_v = split_order(graph, hw, objective, lam, order_from_scores(graph, scores))
+    order = order_from_scores(graph, scores)
+    best_a, best_v = split_order(graph, hw, objective, lam, order)
     best_i = 0
+    seen = {order.tobytes()}
     rng = np.random.default_rng(seed)
     for i in range(1, samples + 1):
         noisy = np.asarray(scores[: graph.num_nodes], np.float64) + noise * rng.standard_normal(graph.num_nodes)
-        a, v = split_order(graph, hw, objective, lam, order_from_scores(graph, noisy))
+        order = order_from_scores(graph, noisy)
+        if order.tobytes() in seen:
+            continue
+        seen.add(order.tobytes())
+        a, v = split_order(graph, hw, objective, lam, order)
         if v < best_v:
             best_a, best_v, best_i = a, v, i
     return best_a, best_v, best_i
@@ -333,19 +342,26 @@ def _forward(model: OrderPolicy, aggregation: str):
     return entry[1], entry[2][aggregation]
 
 
-def predict_scores(model: OrderPolicy, graphs: list[Graph], hws: list[Hardware], objectives: list[str],
-                   batch_size: int = 64) -> list[np.ndarray]:
-    """f32[n_i] scores (SPEC order) of every graph, batched by size bucket (one compiled call per bucket shape)."""
-    out: list[np.ndarray | None] = [None] * len(graphs)
+def forward_plan(graphs: Sequence[Graph], batch_size: int) -> list[tuple[tuple[int, int, int], int, list[int]]]:
+    """How :func:`predict_scores` batches ``graphs``: per node bucket, (padded shape (N, E, P) fitting all of that
+    bucket's graphs, rows per compiled call, indices of its graphs). One compilation per (shape, rows): a bucket
+    of more than ``batch_size`` graphs runs ``batch_size`` rows per call, its last call padded with copies."""
     groups: dict[int, list[int]] = {}
     for i, g in enumerate(graphs):
         groups.setdefault(bucket_size(g.num_nodes), []).append(i)
-    for size, idx in groups.items():
-        shape = bucket_shape([graphs[i] for i in idx])
-        aggregation = default_aggregation(size)
-        for start in range(0, len(idx), batch_size):
-            chunk = idx[start : start + batch_size]
-            rows = chunk + [chunk[-1]] * (batch_size - len(chunk)) if len(idx) > batch_size else chunk
+    return [(bucket_shape([graphs[i] for i in idx]), min(batch_size, len(idx)), idx) for idx in groups.values()]
+
+
+def predict_scores(model: OrderPolicy, graphs: list[Graph], hws: list[Hardware], objectives: list[str],
+                   batch_size: int = 64, plan: list | None = None) -> list[np.ndarray | None]:
+    """f32[n_i] scores (SPEC order) of every graph, batched by size bucket (one compiled call per bucket shape
+    and rows). ``plan``: the batching (:func:`forward_plan`, computed when None); graphs it leaves out get None."""
+    out: list[np.ndarray | None] = [None] * len(graphs)
+    for shape, size, idx in forward_plan(graphs, batch_size) if plan is None else plan:
+        aggregation = default_aggregation(shape[0])
+        for start in range(0, len(idx), size):
+            chunk = idx[start : start + size]
+            rows = chunk + [chunk[-1]] * (size - len(chunk))
             batch = make_batch([graphs[i] for i in rows], [hws[i] for i in rows], [objectives[i] for i in rows], shape)
             state, forward = _forward(model, aggregation)
             scores = np.asarray(forward(state, batch.graphs, batch.feats, batch.context))

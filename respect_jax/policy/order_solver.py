@@ -21,9 +21,8 @@ import numpy as np
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
-from respect_jax.graphs.padded import bucket_shape
 from respect_jax.local_search import polish
-from respect_jax.policy.order import decode_scores, load_order_policy, predict_scores
+from respect_jax.policy.order import decode_scores, forward_plan, load_order_policy, predict_scores
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 
@@ -63,18 +62,25 @@ def _load(checkpoint: str | None):
 
 
 def _scores(model, graphs: Sequence[Graph], hw: Hardware, objective: str, batch_size: int):
-    """(scores per graph, seconds of first-time compilation of the shapes seen now)."""
-    shapes = {(str(id(model)), bucket_shape([g]), min(batch_size, len(graphs))) for g in graphs}
-    fresh = shapes - _compiled_shapes
+    """(scores per graph, padded shape per graph, seconds of first-time compilation of the forward passes seen
+    now, seconds of the forward passes). Compilation runs on a throw-away call of the shapes not seen before by
+    this process (JAX caches them; the persistent cache too)."""
+    plan = forward_plan(graphs, batch_size)
+    shapes: list[list[int]] = [[]] * len(graphs)
+    for shape, _, idx in plan:
+        for i in idx:
+            shapes[i] = list(shape)
+    fresh = {(id(model), shape, rows) for shape, rows, _ in plan} - _compiled_shapes
     compile_s = 0.0
-    if fresh:  # compile once per new shape on a throw-away call (JAX caches it; the persistent cache too)
+    if fresh:
         start = time.perf_counter()
-        predict_scores(model, list(graphs), [hw] * len(graphs), [objective] * len(graphs), batch_size)
+        first = [(shape, rows, idx[:rows]) for shape, rows, idx in plan if (id(model), shape, rows) in fresh]
+        predict_scores(model, list(graphs), [hw] * len(graphs), [objective] * len(graphs), batch_size, first)
         compile_s = time.perf_counter() - start
         _compiled_shapes.update(fresh)
     start = time.perf_counter()
-    scores = predict_scores(model, list(graphs), [hw] * len(graphs), [objective] * len(graphs), batch_size)
-    return scores, compile_s, time.perf_counter() - start
+    scores = predict_scores(model, list(graphs), [hw] * len(graphs), [objective] * len(graphs), batch_size, plan)
+    return scores, shapes, compile_s, time.perf_counter() - start
 
 
 @register_solver("order_policy")
@@ -93,10 +99,10 @@ def solve_order_policy(
     _checked(objective, samples, noise, local_search)
     path, model, doc, load_s = _load(checkpoint)
     # compile on a first call, measured apart (the forward pass of the graph's bucket shape)
-    (scores,), compile_s, _ = _scores(model, [graph], hw, objective, 1)
+    (scores,), (shape,), compile_s, _ = _scores(model, [graph], hw, objective, 1)
     assignment, decoded = _decode(graph, hw, objective, lam, scores, samples, noise, seed, local_search)
     info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
-            "bucket": list(bucket_shape([graph])), "trained": doc.get("best")}
+            "bucket": shape, "trained": doc.get("best")}
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
 
 
@@ -120,14 +126,14 @@ def _many(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     _checked(objective, samples, noise, local_search)
     path, model, doc, load_s = _load(checkpoint)
-    scores, compile_s, forward_s = _scores(model, graphs, hw, objective, int(batch_size))
+    scores, shapes, compile_s, forward_s = _scores(model, graphs, hw, objective, int(batch_size))
     share = forward_s / len(graphs)
     out = []
-    for graph, s in zip(graphs, scores, strict=True):
+    for graph, s, shape in zip(graphs, scores, shapes, strict=True):
         start = time.perf_counter()
         assignment, decoded = _decode(graph, hw, objective, lam, s, samples, noise, seed, local_search)
         info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
-                "schedule_s": share + time.perf_counter() - start, "batch_graphs": len(graphs)}
+                "schedule_s": share + time.perf_counter() - start, "bucket": shape, "batch_graphs": len(graphs)}
         out.append(SolveResult(assignment=assignment, optimal=None, gap=None, info=info))
     return out
 
