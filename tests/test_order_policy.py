@@ -206,7 +206,8 @@ def test_shipped_order_policy_schedules_every_bundled_model_at_k2_and_k8():
                 assert doc["assignment"] == run_solver("order_policy", graph, hw, objective, samples=0)["assignment"]
             else:
                 doc = run_solver("policy", graph, hw, objective, 1.0)
-                assert doc["info"]["family"] == "order" and doc["info"]["decoding"] == "sample_16"
+                assert doc["info"]["family"] == "order" and doc["info"]["decoding"] == "sample_32"
+                assert doc["info"]["noise"] == 0.2
             metrics = evaluate_assignment(graph, np.asarray(doc["assignment"]), hw, objective)
             assert metrics["valid"] and doc["objective"] == pytest.approx(metrics["objective"], rel=1e-9)
             assert doc["objective"] == pytest.approx(doc["info"]["split_objective"], rel=1e-6)

@@ -7,8 +7,10 @@ recognised by its ``network.json``:
 * the **order policy** (the default, ``data/checkpoints/order_policy``; :mod:`respect_jax.policy.order_solver`):
   one network for every K, hardware and objective scores the nodes, the scores give topological orders and the
   exact contiguous programme splits them. ``decoding``: ``sample`` (the default: the greedy order and
-  ``samples`` = 16 orders of the scores plus Gaussian noise of deviation ``noise``, the best kept) or ``greedy``
-  (the greedy order alone); ``local_search`` hill-climbing moves polish the best split (0: none).
+  ``samples`` = 32 orders of the scores plus Gaussian noise of deviation ``noise`` = 0.2, the best kept) or
+  ``greedy`` (the greedy order alone); ``local_search`` hill-climbing moves polish the best split (0: none, the
+  default). The default decoding was chosen on the validation architectures (``data/models_val``; never on the
+  bundled models, the test set): ``experiments/results/order_policy_decoding_val.md``.
 * the **step-by-step GNN policy** of ``respect-train`` (e.g. ``data/checkpoints/respect_k4_paper_cut``, the
   earlier default): ``decoding`` ``greedy`` (its default) | ``sample`` | ``best_of`` | ``beam`` | ``sbs``;
   ``samples`` (best_of and sbs candidates, beam width; default 64); ``temperature``; ``local_search``
@@ -46,6 +48,9 @@ from respect_jax.solvers.base import SolveResult, register_solver
 # the step policy's shipped run: what ``checkpoint_solver`` falls back to (``solver=policy`` passes a folder)
 DEFAULT_CHECKPOINT = data_path("checkpoints", "respect_k4_paper_cut")
 ORDER_DECODINGS = ("sample", "greedy")
+# the order policy's default decoding, chosen on data/models_val (experiments/results/order_policy_decoding_val.md)
+ORDER_DEFAULT_SAMPLES = 32
+ORDER_DEFAULT_NOISE = 0.2
 STEP_DEFAULT_SAMPLES = 64
 
 
@@ -242,7 +247,7 @@ def _route(
     checkpoint: str | None = None,
     decoding: str | None = None,
     samples: int | None = None,
-    noise: float = 0.1,
+    noise: float = ORDER_DEFAULT_NOISE,
     temperature: float = 1.0,
     seed: int = 0,
     local_search: int = 0,
@@ -264,7 +269,7 @@ def _route(
                              f"{DEFAULT_CHECKPOINT}); the order policy decodes {' or '.join(ORDER_DECODINGS)}")
         if int(pair_escapes) > 0:
             raise ValueError("pair_escapes needs a step-policy checkpoint; the order policy takes local_search only")
-        order_samples = 0 if decoding == "greedy" else (16 if samples is None else int(samples))
+        order_samples = 0 if decoding == "greedy" else (ORDER_DEFAULT_SAMPLES if samples is None else int(samples))
         return solve_order_policy, {"checkpoint": str(path), "samples": order_samples, "noise": noise, "seed": seed,
                                     "local_search": local_search}
     return solve_step_policy, {
