@@ -35,6 +35,7 @@ def graphs():
     return [small[0], large[0], small[1], large[1], small[2]]
 
 
+DEFAULT_SAMPLES = getattr(respect_jax.policy.solver, "ORDER_DEFAULT_SAMPLES", 16)  # solver=policy's sampled orders
 STEP = {"checkpoint": str(DEFAULT_CHECKPOINT)}  # the step-by-step policy (solver=policy's default is the order policy)
 
 
@@ -86,7 +87,7 @@ def test_default_policy_is_the_order_policy_batched_as_alone(graphs):
     for graph, result in zip(graphs, batched, strict=True):
         alone = run_solver("policy", graph, hw, "latency", 1.0)
         assert result["info"]["family"] == alone["info"]["family"] == "order"
-        assert result["info"]["decoding"] == "sample_16"
+        assert result["info"]["decoding"] == f"sample_{DEFAULT_SAMPLES}"
         assert result["assignment"] == alone["assignment"], graph.name
         assert result["objective"] == pytest.approx(reference_objective(graph, result["assignment"], hw, "latency"))
 
@@ -261,32 +262,102 @@ def test_run_solver_many_documents_are_the_one_graph_documents(graphs):
 
 def test_repeated_sampled_orders_are_split_once_and_change_nothing(monkeypatch):
     """decode_scores splits each distinct order once: on a chain (one topological order) 16 samples cost one split,
-    and on a branchy graph the result is that of splitting every sampled order (a reference loop here)."""
-    import respect_jax.policy.order as order_mod
+    and on a branchy graph the result is that of splitting every sampled order one at a time with contiguous_search
+    (a reference loop here): same assignment, value and winning candidate."""
+    import respect_jax.policy.order_split as split_mod
     from respect_jax.graphs import Graph
+    from respect_jax.policy.order import decode_scores, order_from_scores
+    from respect_jax.solvers.partitioners import contiguous_assignment, contiguous_search
 
-    calls = []
-    split = order_mod.split_order
-    monkeypatch.setattr(order_mod, "split_order", lambda *a: calls.append(1) or split(*a))
+    rows = []
+    split_many = split_mod.split_many
+    monkeypatch.setattr(split_mod, "split_many", lambda items, *a: rows.append(sum(len(o) for _, o in items))
+                        or split_many(items, *a))
     n = 12
     chain = Graph("chain", np.arange(n) * 1000 + 10, np.full(n, 500), np.full(n, 10**6),
                   np.array([[i, i + 1] for i in range(n - 1)]))
     hw = make_hw(3)
-    rng = np.random.default_rng(0)
-    order_mod.decode_scores(chain, hw, "paper", 1.0, rng.random(n), 16, 0.3, 0)
-    assert len(calls) == 1
-    for graph in random_graphs(6, seed=4, min_nodes=15, max_nodes=30):
-        scores = np.random.default_rng(1).random(graph.num_nodes)
-        calls.clear()
-        got = order_mod.decode_scores(graph, hw, "latency", 1.0, scores, 16, 0.2, 7)
-        distinct = len(calls)
-        # reference: split every sampled order, keep the first strictly best
-        noise_rng = np.random.default_rng(7)
-        best = (*split(graph, hw, "latency", 1.0, order_mod.order_from_scores(graph, scores)), 0)
-        for i in range(1, 17):
-            noisy = scores.astype(np.float64) + 0.2 * noise_rng.standard_normal(graph.num_nodes)
-            a, v = split(graph, hw, "latency", 1.0, order_mod.order_from_scores(graph, noisy))
-            if v < best[1]:
-                best = (a, v, i)
-        assert got[1] == best[1] and got[2] == best[2] and np.array_equal(got[0], best[0])
-        assert 1 <= distinct <= 17
+    decode_scores(chain, hw, "paper", 1.0, np.random.default_rng(0).random(n), 16, 0.3, 0)
+    assert rows == [1]
+    for objective in ("paper", "latency"):
+        for graph in random_graphs(4, seed=4, min_nodes=15, max_nodes=30):
+            scores = np.random.default_rng(1).random(graph.num_nodes)
+            got = decode_scores(graph, hw, objective, 0.7, scores, 16, 0.2, 7)
+            noise_rng = np.random.default_rng(7)  # reference: split every sampled order, keep the first strictly best
+            order = order_from_scores(graph, scores)
+            cuts, value, _ = contiguous_search(graph, hw, objective, 0.7, order)
+            best = (contiguous_assignment(graph, cuts, order), value, 0)
+            for i in range(1, 17):
+                noisy = scores.astype(np.float64) + 0.2 * noise_rng.standard_normal(graph.num_nodes)
+                order = order_from_scores(graph, noisy)
+                cuts, value, _ = contiguous_search(graph, hw, objective, 0.7, order)
+                if value < best[1]:
+                    best = (contiguous_assignment(graph, cuts, order), value, i)
+            assert got[1] == best[1] and got[2] == best[2] and np.array_equal(got[0], best[0])
+
+
+def test_vectorised_splits_are_contiguous_search_cut_for_cut():
+    """split_many (many orders of many graphs in lockstep) returns, for every order, contiguous_search's cuts and
+    value exactly: K from 1 to 8, memory caps from tight to loose, several lam, graphs below and above the size where
+    contiguous_search switches to its sparse programmes (its zoom differs there)."""
+    from respect_jax.graphs import GeneratorConfig, generate_dataset
+    from respect_jax.policy.order import order_from_scores
+    from respect_jax.policy.order_split import split_many
+    from respect_jax.solvers.partitioners import DENSE_SPLIT_MAX_NODES, contiguous_search
+
+    rng = np.random.default_rng(3)
+    graphs = random_graphs(8, seed=9, min_nodes=2, max_nodes=40) + generate_dataset(
+        GeneratorConfig(mode="arch", min_nodes=60, max_nodes=200), 3, 2)
+    graphs += generate_dataset(GeneratorConfig(mode="respect", min_nodes=DENSE_SPLIT_MAX_NODES + 1,
+                                               max_nodes=DENSE_SPLIT_MAX_NODES + 20), 1, 1)
+    checked = 0
+    for k in (1, 2, 3, 5, 8):
+        for lam in (1.0, 0.25):
+            hw = make_hw(k, sram_bytes=float(rng.choice([5e4, 6e5, 1e8])))
+            items = [(g, [order_from_scores(g, rng.random(g.num_nodes)) for _ in range(3)] + [g.topological_order()])
+                     for g in graphs]
+            for objective in ("paper", "latency") if k in (1, 5) else ("paper",):
+                for (graph, orders), got in zip(items, split_many(items, hw, objective, lam), strict=True):
+                    for order, (cuts, value) in zip(orders, got, strict=True):
+                        ref_cuts, ref_value, _ = contiguous_search(graph, hw, objective, lam, order)
+                        assert (list(cuts), value) == (list(ref_cuts), ref_value), (graph.name, k, lam, objective)
+                        checked += 1
+    assert checked > 500
+
+
+def test_prepared_kahn_sort_is_the_graph_module_sort():
+    """The order policy's Kahn sort (successors built once per graph, reused for every sampled order) gives the
+    order of graphs.graph.topological_order_kahn for the same priorities, ties in the scores included."""
+    from respect_jax.graphs.graph import topological_order_kahn
+    from respect_jax.policy.order import _Kahn, order_from_scores
+
+    rng = np.random.default_rng(2)
+    for graph in random_graphs(10, seed=6, min_nodes=1, max_nodes=50):
+        kahn = _Kahn(graph)
+        for scores in (rng.random(graph.num_nodes), rng.integers(0, 3, graph.num_nodes).astype(np.float32)):
+            priority = rng.permutation(graph.num_nodes)
+            assert kahn(priority) == topological_order_kahn(graph, priority)
+            got = order_from_scores(graph, scores, kahn)
+            assert np.array_equal(got, order_from_scores(graph, scores))
+            spec = graph.topological_order()  # the reference: priority by (score, SPEC position)
+            key = {int(v): (float(scores[i]), i) for i, v in enumerate(spec)}
+            ranks = np.empty(graph.num_nodes, np.int64)
+            ranks[sorted(range(graph.num_nodes), key=lambda v: key[v])] = np.arange(graph.num_nodes)
+            assert got.tolist() == topological_order_kahn(graph, ranks)
+
+
+def test_lockstep_kahn_rows_are_heap_kahn_orders():
+    """kahn_rows (every row of graphs with one node count stepped together) gives topological_order_kahn's order for
+    each row's ranks, on graphs of equal and of different sizes in one call."""
+    from respect_jax.graphs import GeneratorConfig, generate_dataset
+    from respect_jax.graphs.graph import topological_order_kahn
+    from respect_jax.policy.order import kahn_rows
+
+    rng = np.random.default_rng(8)
+    graphs = generate_dataset(GeneratorConfig(mode="respect", min_nodes=20, max_nodes=20), 3, 1)
+    graphs += random_graphs(4, seed=2, min_nodes=1, max_nodes=30)
+    ranks = [np.stack([rng.permutation(g.num_nodes) for _ in range(int(rng.integers(1, 5)))]) for g in graphs]
+    for graph, r, orders in zip(graphs, ranks, kahn_rows(graphs, ranks), strict=True):
+        assert orders.shape == r.shape
+        for row, order in zip(r, orders, strict=True):
+            assert order.tolist() == topological_order_kahn(graph, row)

@@ -32,7 +32,7 @@ import numpy as np
 from flax import nnx
 
 from respect_jax.costs import OBJECTIVES, Hardware
-from respect_jax.graphs.graph import Graph, topological_order_kahn, write_json_atomic
+from respect_jax.graphs.graph import Graph, write_json_atomic
 from respect_jax.graphs.padded import PaddedGraph, bucket_shape, bucket_size, pad_graph
 from respect_jax.policy.encoder import GraphEncoder
 from respect_jax.solvers.partitioners import _segment_terms, contiguous_assignment, contiguous_search
@@ -258,9 +258,38 @@ def score_loss(scores: jax.Array, targets: jax.Array, node_mask: jax.Array) -> j
 # ----------------------------------------------------------------------------- decoding (NumPy)
 
 
-def order_from_scores(graph: Graph, scores: np.ndarray) -> np.ndarray:
+class _Kahn:
+    """Kahn's algorithm on one graph with its successor lists and in-degrees built once (many orders of one graph):
+    among the ready nodes the one of least ``priority`` first, the same order as
+    :func:`~respect_jax.graphs.graph.topological_order_kahn`."""
+
+    def __init__(self, graph: Graph):
+        n = graph.num_nodes
+        self.indeg = np.bincount(graph.edges[:, 1], minlength=n).tolist() if graph.num_edges else [0] * n
+        self.succs = graph.successors()
+
+    def __call__(self, priority: np.ndarray) -> list[int]:
+        import heapq
+
+        key = np.asarray(priority).tolist()
+        indeg, succs = list(self.indeg), self.succs
+        heap = [(key[i], i) for i in range(len(key)) if indeg[i] == 0]
+        heapq.heapify(heap)
+        order = []
+        while heap:
+            _, u = heapq.heappop(heap)
+            order.append(u)
+            for v in succs[u]:
+                indeg[v] -= 1
+                if indeg[v] == 0:
+                    heapq.heappush(heap, (key[v], v))
+        return order
+
+
+def order_from_scores(graph: Graph, scores: np.ndarray, kahn: _Kahn | None = None) -> np.ndarray:
     """int64[n] node ids in a topological order that takes the ready node of least score first (ties: SPEC
-    position). ``scores`` f32[n] in SPEC order. O((n + E) log n)."""
+    position). ``scores`` f32[n] in SPEC order; ``kahn``: the graph's prepared sort (built when None). O((n + E) log
+    n)."""
     spec = graph.topological_order()
     n = graph.num_nodes
     key = np.empty(n, dtype=np.float64)
@@ -269,13 +298,132 @@ def order_from_scores(graph: Graph, scores: np.ndarray) -> np.ndarray:
     position[spec] = np.arange(n)
     priority = np.empty(n, dtype=np.int64)
     priority[np.lexsort((position, key))] = np.arange(n)  # by score, ties by SPEC position
-    return np.asarray(topological_order_kahn(graph, priority), dtype=np.int64)
+    return np.asarray((kahn or _Kahn(graph))(priority), dtype=np.int64)
 
 
 def split_order(graph: Graph, hw: Hardware, objective: str, lam: float, order: np.ndarray) -> tuple[np.ndarray, float]:
     """(int64[n] assignment by node id, objective) of the best contiguous split of ``order``."""
     cuts, value, _ = contiguous_search(graph, hw, objective, lam, order)
     return contiguous_assignment(graph, cuts, order), float(value)
+
+
+def priorities(graph: Graph, scores: np.ndarray) -> np.ndarray:
+    """int64[R, n] the Kahn priority (a rank: by score, ties by SPEC position) of every node id, for each row of
+    ``scores`` (f[R, >= n], SPEC order)."""
+    spec = graph.topological_order()
+    n = graph.num_nodes
+    rows = len(scores)
+    key = np.empty((rows, n), dtype=np.float64)
+    key[:, spec] = np.asarray(scores, dtype=np.float64)[:, :n]
+    position = np.empty(n, dtype=np.int64)
+    position[spec] = np.arange(n)
+    ranks = np.empty((rows, n), dtype=np.int64)
+    np.put_along_axis(ranks, np.lexsort((np.broadcast_to(position, (rows, n)), key), axis=-1),
+                      np.broadcast_to(np.arange(n), (rows, n)), axis=-1)
+    return ranks
+
+
+def kahn_rows(graphs: Sequence[Graph], ranks: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """int64[R_i, n] per graph: the topological orders of Kahn's algorithm taking the ready node of least rank first
+    (:func:`~respect_jax.graphs.graph.topological_order_kahn` for each row of ``ranks[i]``, int[R_i, n] distinct per
+    row), all rows of graphs with one node count stepped together: n NumPy steps instead of a heap per order."""
+    out: list[np.ndarray | None] = [None] * len(graphs)
+    groups: dict[int, list[int]] = {}
+    for i, g in enumerate(graphs):
+        groups.setdefault(g.num_nodes, []).append(i)
+    for n, idx in groups.items():
+        width = max([int(np.bincount(graphs[i].edges[:, 0]).max()) if graphs[i].num_edges else 0 for i in idx] + [1])
+        succ, indeg, rank = [], [], []
+        for i in idx:
+            g = graphs[i]
+            table = np.full((n, width), n, np.int64)  # column n: a sentinel that never becomes ready
+            for u, vs in enumerate(g.successors()):
+                table[u, : len(vs)] = vs
+            deg = np.append(np.bincount(g.edges[:, 1], minlength=n) if g.num_edges else np.zeros(n, np.int64), 1 << 40)
+            r = np.asarray(ranks[i], np.int64)
+            succ.append(np.broadcast_to(table, (len(r), n, width)))
+            indeg.append(np.broadcast_to(deg, (len(r), n + 1)))
+            rank.append(np.concatenate([r, np.full((len(r), 1), n + 1, np.int64)], axis=1))
+        succ_rows, indeg_rows, rank_rows = np.concatenate(succ), np.concatenate(indeg).copy(), np.concatenate(rank)
+        rows = np.arange(len(rank_rows))
+        ready = np.where(indeg_rows == 0, rank_rows, n + 1)  # the rank of a ready node, n + 1 elsewhere
+        orders = np.empty((len(rows), n), np.int64)
+        for step in range(n):
+            u = np.argmin(ready, axis=1)
+            orders[:, step] = u
+            ready[rows, u] = n + 1
+            targets = succ_rows[rows, u]  # [R, width]; a node's successors are distinct, the sentinel repeats
+            indeg_rows[rows[:, None], targets] -= 1
+            now = (indeg_rows[rows[:, None], targets] == 0) & (targets < n)
+            r_now, t_now = np.nonzero(now)
+            ready[r_now, targets[r_now, t_now]] = rank_rows[r_now, targets[r_now, t_now]]
+        at = 0
+        for i in idx:
+            out[i] = orders[at : at + len(ranks[i])]
+            at += len(ranks[i])
+    return out  # type: ignore[return-value]
+
+
+def candidate_orders(graph: Graph, scores: np.ndarray, samples: int, noise: float,
+                     seed: int) -> tuple[list[np.ndarray], list[int]]:
+    """(the distinct orders to split, the candidate index of each): the greedy order of ``scores`` (f32[n], SPEC
+    order; candidate 0) and the orders of ``samples`` draws of the scores plus Gaussian noise of standard deviation
+    ``noise`` (candidate i >= 1; seeded by ``seed``). A sampled order equal to an earlier one is left out (it cannot
+    win: a candidate must be strictly better), so on graphs whose order is nearly forced (chains) samples cost
+    little. (:func:`candidate_orders_many` of one graph.)"""
+    return candidate_orders_many([graph], [scores], samples, noise, [seed])[0]
+
+
+def candidate_orders_many(graphs: Sequence[Graph], scores: Sequence[np.ndarray], samples: int, noise: float,
+                          seeds: Sequence[int]) -> list[tuple[list[np.ndarray], list[int]]]:
+    """:func:`candidate_orders` of every graph, the orders of all graphs sorted together (:func:`kahn_rows`)."""
+    ranks = []
+    for graph, s, seed in zip(graphs, scores, seeds, strict=True):
+        base = np.asarray(s[: graph.num_nodes], np.float64)
+        rows = [base]
+        if samples > 0:
+            rng = np.random.default_rng(seed)
+            rows += list(base + noise * rng.standard_normal((samples, graph.num_nodes)))
+        ranks.append(priorities(graph, np.stack(rows)))
+    out = []
+    for orders in kahn_rows(graphs, ranks):
+        kept, index, seen = [], [], set()
+        for i, order in enumerate(orders):
+            if order.tobytes() not in seen:
+                seen.add(order.tobytes())
+                kept.append(order)
+                index.append(i)
+        out.append((kept, index))
+    return out
+
+
+def decode_many(
+    graphs: Sequence[Graph],
+    hw: Hardware,
+    objective: str,
+    lam: float,
+    scores: Sequence[np.ndarray],
+    samples: int = 0,
+    noise: float = 0.05,
+    seeds: Sequence[int] | None = None,
+) -> list[tuple[np.ndarray, float, int]]:
+    """:func:`decode_scores` of every graph (graph i with ``scores[i]`` and ``seeds[i]``, default 0), the splits of
+    all their orders computed together (:func:`respect_jax.policy.order_split.split_many`: the same cuts and values
+    as one ``contiguous_search`` per order)."""
+    from respect_jax.policy.order_split import split_many
+
+    seeds = [0] * len(graphs) if seeds is None else seeds
+    candidates = candidate_orders_many(graphs, scores, samples, noise, seeds)
+    splits = split_many([(g, orders) for g, (orders, _) in zip(graphs, candidates, strict=True)], hw, objective, lam)
+    out = []
+    for graph, (orders, index), split in zip(graphs, candidates, splits, strict=True):
+        best = 0
+        for c in range(1, len(orders)):
+            if split[c][1] < split[best][1]:
+                best = c
+        cuts, value = split[best]
+        out.append((contiguous_assignment(graph, cuts, orders[best]), float(value), index[best]))
+    return out
 
 
 def decode_scores(
@@ -291,25 +439,11 @@ def decode_scores(
     """The best split over the greedy order of ``scores`` (f32[n], SPEC order) and ``samples`` orders of the
     scores plus Gaussian noise of standard deviation ``noise`` (in target units: a stage is 1/K).
 
-    Returns (assignment by node id, objective, index of the winning candidate: 0 greedy, i >= 1 sample i).
-    An order already split is not split again (a repeat never wins: a candidate must be strictly better), so on
-    graphs whose topological order is nearly forced (chains) the samples cost little; the result is the same.
+    Returns (assignment by node id, objective, index of the winning candidate: 0 greedy, i >= 1 sample i; the first
+    of equal ones). Each distinct order is split once (:func:`candidate_orders`), all of them together
+    (:func:`decode_many`).
     """
-    order = order_from_scores(graph, scores)
-    best_a, best_v = split_order(graph, hw, objective, lam, order)
-    best_i = 0
-    seen = {order.tobytes()}
-    rng = np.random.default_rng(seed)
-    for i in range(1, samples + 1):
-        noisy = np.asarray(scores[: graph.num_nodes], np.float64) + noise * rng.standard_normal(graph.num_nodes)
-        order = order_from_scores(graph, noisy)
-        if order.tobytes() in seen:
-            continue
-        seen.add(order.tobytes())
-        a, v = split_order(graph, hw, objective, lam, order)
-        if v < best_v:
-            best_a, best_v, best_i = a, v, i
-    return best_a, best_v, best_i
+    return decode_many([graph], hw, objective, lam, [scores], samples, noise, [seed])[0]
 
 
 # ----------------------------------------------------------------------------- inference and checkpoints

@@ -22,7 +22,7 @@ import numpy as np
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.local_search import polish
-from respect_jax.policy.order import decode_scores, forward_plan, load_order_policy, predict_scores
+from respect_jax.policy.order import decode_many, forward_plan, load_order_policy, predict_scores
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 
@@ -41,16 +41,22 @@ def _checked(objective: str, samples: int, noise: float, local_search: int) -> N
         raise ValueError(f"local_search must be >= 0, got {local_search}")
 
 
-def _decode(graph: Graph, hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float, seed: int,
-            local_search: int) -> tuple[np.ndarray, dict]:
-    """(int64[n] assignment, info entries): the best split of the sampled orders, then ``local_search``
+def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float,
+            seed: int, local_search: int) -> list[tuple[np.ndarray, dict, float]]:
+    """Per graph (int64[n] assignment, info entries, seconds of its own local search): the best split of its sampled
+    orders (every graph's orders split together: :func:`respect_jax.policy.order.decode_many`), then ``local_search``
     hill-climbing moves on it (:func:`respect_jax.local_search.polish`; never worse)."""
-    assignment, value, candidate = decode_scores(graph, hw, objective, lam, scores, int(samples), float(noise), seed)
-    if int(local_search) > 0:
-        assignment = polish(graph, hw, objective, lam, assignment, int(local_search))
+    decoded = decode_many(graphs, hw, objective, lam, scores, int(samples), float(noise), [seed] * len(graphs))
     label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
-    return assignment, {"decoding": label, "samples": int(samples), "noise": float(noise),
-                        "local_search": int(local_search), "candidate": candidate, "split_objective": value}
+    out = []
+    for graph, (assignment, value, candidate) in zip(graphs, decoded, strict=True):
+        start = time.perf_counter()
+        if int(local_search) > 0:
+            assignment = polish(graph, hw, objective, lam, assignment, int(local_search))
+        info = {"decoding": label, "samples": int(samples), "noise": float(noise), "local_search": int(local_search),
+                "candidate": candidate, "split_objective": value}
+        out.append((assignment, info, time.perf_counter() - start))
+    return out
 
 
 def _load(checkpoint: str | None):
@@ -100,7 +106,7 @@ def solve_order_policy(
     path, model, doc, load_s = _load(checkpoint)
     # compile on a first call, measured apart (the forward pass of the graph's bucket shape)
     (scores,), (shape,), compile_s, _ = _scores(model, [graph], hw, objective, 1)
-    assignment, decoded = _decode(graph, hw, objective, lam, scores, samples, noise, seed, local_search)
+    ((assignment, decoded, _),) = _decode([graph], hw, objective, lam, [scores], samples, noise, seed, local_search)
     info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
             "bucket": shape, "trained": doc.get("best")}
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
@@ -118,8 +124,9 @@ def _many(
     seed: int = 0,
     local_search: int = 0,
 ) -> list[SolveResult]:
-    """Every graph of ``graphs``: one forward pass per batch of a size bucket, then one split per graph.
-    ``info.schedule_s``: the graph's share of the forward passes plus its own orders and splits."""
+    """Every graph of ``graphs``: one forward pass per batch of a size bucket, then every graph's orders split
+    together. ``info.schedule_s``: the graph's equal share of the forward passes and splits plus its own local
+    search."""
     if not graphs:
         raise ValueError("no graphs to schedule")
     if int(batch_size) < 1:
@@ -127,13 +134,14 @@ def _many(
     _checked(objective, samples, noise, local_search)
     path, model, doc, load_s = _load(checkpoint)
     scores, shapes, compile_s, forward_s = _scores(model, graphs, hw, objective, int(batch_size))
-    share = forward_s / len(graphs)
+    start = time.perf_counter()
+    decoded = _decode(graphs, hw, objective, lam, scores, samples, noise, seed, local_search)
+    # the forward passes and the splits (computed together) in equal shares, plus each graph's own local search
+    share = (forward_s + time.perf_counter() - start - sum(d[2] for d in decoded)) / len(graphs)
     out = []
-    for graph, s, shape in zip(graphs, scores, shapes, strict=True):
-        start = time.perf_counter()
-        assignment, decoded = _decode(graph, hw, objective, lam, s, samples, noise, seed, local_search)
-        info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
-                "schedule_s": share + time.perf_counter() - start, "bucket": shape, "batch_graphs": len(graphs)}
+    for shape, (assignment, info, own_s) in zip(shapes, decoded, strict=True):
+        info = {"checkpoint": path, **info, "load_s": load_s, "compile_s": compile_s, "schedule_s": share + own_s,
+                "bucket": shape, "batch_graphs": len(graphs)}
         out.append(SolveResult(assignment=assignment, optimal=None, gap=None, info=info))
     return out
 

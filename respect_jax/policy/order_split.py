@@ -1,0 +1,269 @@
+"""The exact best contiguous split of many orders at once, vectorised over (graph, order) rows.
+
+:func:`split_rows` gives, for every row, the cuts and value that
+:func:`respect_jax.solvers.partitioners.contiguous_search` gives for that graph and order, float for float and cut
+for cut (tested), but runs the ``paper`` objective's search for all rows in lockstep with NumPy arrays ``[rows, n+1]``
+instead of one Python walk per order: the order policy splits 1 (greedy) to 33 orders per graph, and one
+``contiguous_search`` of a 200-node order at K = 4 costs ~10 ms on the 2-core CPU, which bounded how many graphs
+per second the policy schedules.
+
+The ``paper`` search (the same steps as ``contiguous_search``): the least largest segment ``floor_cap`` (a min-max
+programme), a grid of memory caps between it and the total memory (``zoom`` rounds), then the walk down from an
+unbounded cap, each cap's least communication given by ``G_k[j] = min_{lo(j) <= i <= j} G_{k-1}[i] + w[i]``, where
+``[lo(j), j]`` are the starts of the segments ending at j that fit the cap. Here ``lo`` is found by a vectorised
+binary search (exact: the predicate is the float comparison itself) and the window minimum by a sparse table
+(min is exact), so every float is the one the one-order programmes compute. The min-max programme
+``D_k[j] = min_i max(D_{k-1}[i], par[j] - par[i])`` is solved at the crossing of its non-decreasing and
+non-increasing terms. The ``latency`` objective takes ``contiguous_search`` row by row (one programme per order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from respect_jax.costs import Hardware
+from respect_jax.graphs.graph import Graph
+from respect_jax.solvers.partitioners import (
+    DENSE_SPLIT_MAX_NODES,
+    DENSE_ZOOM_POINTS,
+    DENSE_ZOOM_ROUNDS,
+    ZOOM_POINTS,
+    ZOOM_ROUNDS,
+    contiguous_search,
+)
+
+#: rows per vectorised pass (bounds the [rows, levels, n+1] sparse tables)
+CHUNK_ROWS = 1024
+
+
+def segment_rows(graph: Graph, hw: Hardware, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(prefix parameter bytes f64[R, n+1], ``cut_b`` f64[R, n+1]) of each order of ``orders`` (int[R, n]), the
+    same floats as ``partitioners._segment_terms`` per order (the same sums in the same sequence)."""
+    r, n = orders.shape
+    par = hw.param_bytes * graph.params[orders].astype(np.float64)
+    par = np.concatenate([np.zeros((r, 1)), np.cumsum(par, axis=1)], axis=1)
+    position = np.empty((r, n), dtype=np.int64)
+    np.put_along_axis(position, orders, np.broadcast_to(np.arange(n), (r, n)), axis=1)
+    last_use = np.full((r, n), n, dtype=np.int64)
+    if len(graph.edges):
+        prod, cons = position[:, graph.edges[:, 0]], position[:, graph.edges[:, 1]]
+        consumed = np.full((r, n), -1, dtype=np.int64)
+        rows = np.broadcast_to(np.arange(r)[:, None], prod.shape)
+        np.maximum.at(consumed, (rows, prod), cons)
+        last_use = np.where(consumed >= 0, consumed, n)
+    out = hw.act_bytes * graph.output_size[orders].astype(np.float64)
+    delta = np.zeros((r, n + 2))
+    rows = np.broadcast_to(np.arange(r)[:, None], (r, n))
+    np.add.at(delta, (rows, np.arange(n) + 1), out)
+    np.add.at(delta, (rows, last_use + 1), -out)
+    return par, np.cumsum(delta, axis=1)[:, : n + 1]
+
+
+def _first_true(pred, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """i64[...] the least ``i`` in ``[lo, hi]`` with ``pred(i)`` true, elementwise (``pred`` false then true along i,
+    true at ``hi``): a binary search over arrays of any shape."""
+    lo, hi = lo.copy(), hi.copy()
+    while True:
+        open_ = lo < hi
+        if not open_.any():
+            return lo
+        mid = (lo + hi) // 2
+        ok = pred(mid) | ~open_
+        hi = np.where(open_ & ok, mid, hi)
+        lo = np.where(open_ & ~ok, mid + 1, lo)
+
+
+def _take(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``a[r, idx[r, j]]`` (a f64[R, m], idx i64[R, m]) by one flat gather."""
+    r, m = a.shape
+    return a.reshape(-1)[idx + (np.arange(r) * m)[:, None]]
+
+
+def fitting_starts(par: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """i64[R, n+1] ``lo(j)``: the first ``i <= j`` with ``par[j] - par[i] <= cap`` (float64; ``cap`` f64[R] >= 0).
+
+    A binary search of ``par[j] - cap`` per row guesses it; the guess is checked with the exact float comparison and,
+    where rounding made it wrong, an exact binary search on the difference decides."""
+    r, m = par.shape
+    j = np.broadcast_to(np.arange(m), (r, m))
+    lo = np.empty((r, m), np.int64)
+    for row in range(r):
+        lo[row] = np.searchsorted(par[row], par[row] - cap[row], side="left")
+    lo = np.minimum(lo, j)
+    c = cap[:, None]
+    ok = (par - _take(par, lo) <= c) & ((lo == 0) | (par - _take(par, np.maximum(lo - 1, 0)) > c))
+    if not ok.all():  # the exact search, on the wrong guesses only
+        rows, cols = np.nonzero(~ok)
+        start = np.zeros(len(rows), np.int64)
+        lo[rows, cols] = _first_true(lambda i: par[rows, cols] - par[rows, i] <= cap[rows], start, cols.copy())
+    return lo
+
+
+class WindowMin:
+    """``min(v[r, lo[r, j] .. j])`` for many ``v`` f64[R, m] and one ``lo`` i64[R, m] (``lo <= j``), by a sparse
+    table (exact: a min of the same values); the query positions are computed once per ``lo``."""
+
+    def __init__(self, lo: np.ndarray):
+        r, m = lo.shape
+        j = np.arange(m)[None, :]
+        length = j - lo + 1
+        level = np.floor(np.log2(length)).astype(np.int64)
+        level = np.where((1 << (level + 1)) <= length, level + 1, level)  # guard the float log
+        level = np.where((1 << level) > length, level - 1, level)
+        self.levels = max(int(m).bit_length(), 1)
+        base = level * (r * m) + (np.arange(r) * m)[:, None]
+        self.left, self.right = base + lo, base + j - (1 << level) + 1
+        self.shape = (r, m)
+
+    def __call__(self, v: np.ndarray) -> np.ndarray:
+        r, m = self.shape
+        table = np.empty((self.levels, r, m))
+        table[0] = v
+        width = 1
+        for t in range(1, self.levels):
+            table[t] = table[t - 1]
+            if width < m:
+                np.minimum(table[t - 1][:, : m - width], table[t - 1][:, width:], out=table[t][:, : m - width])
+            width *= 2
+        flat = table.reshape(-1)
+        return np.minimum(flat[self.left], flat[self.right])
+
+
+def least_comm(par: np.ndarray, weight: np.ndarray, cap: np.ndarray, k_stages: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the least ``sum_k weight[c_k]`` over splits into ``k_stages`` segments of memory at most ``cap`` and its
+    boundaries (f64[R] with inf where none fits, i64[R, K-1]; the first start reaching each stage's value, as the
+    one-order programmes choose it)."""
+    r, m = par.shape
+    n = m - 1
+    g = np.where(par <= cap[:, None], 0.0, np.inf)
+    cuts = np.zeros((r, k_stages - 1), np.int64)
+    if k_stages == 1:
+        return g[:, n].copy(), cuts
+    lo = fitting_starts(par, np.maximum(cap, 0.0))
+    window_min = WindowMin(lo)
+    stages = [g]
+    for _ in range(1, k_stages):
+        stages.append(window_min(stages[-1] + weight))
+    comm = np.where(cap < 0, np.inf, stages[-1][:, n])
+    end = np.full(r, n, np.int64)
+    idx = np.arange(m)[None, :]
+    rows = np.arange(r)
+    for k in range(k_stages - 1, 0, -1):
+        target = stages[k][rows, end]
+        hit = (idx >= lo[rows, end][:, None]) & (idx <= end[:, None]) & (stages[k - 1] + weight == target[:, None])
+        end = np.where(np.isfinite(comm), np.argmax(hit, axis=1), 0)
+        cuts[:, k - 1] = end
+    return comm, cuts
+
+
+def min_max_memory(par: np.ndarray, k_stages: int) -> np.ndarray:
+    """f64[R] the least largest segment memory over splits into ``k_stages`` contiguous segments (``D_{K-1}[n]`` of
+    ``D_0[j] = par[j] - par[0]``, ``D_k[j] = min_{i <= j} max(D_{k-1}[i], par[j] - par[i])``)."""
+    r, m = par.shape
+    d = par - par[:, :1]
+    j = np.broadcast_to(np.arange(m), (r, m))
+    for _ in range(1, k_stages):
+        prev = d
+        star = _first_true(lambda i, prev=prev: _take(prev, i) >= par - _take(par, i), np.zeros((r, m), np.int64),
+                           j.copy())
+        before = np.maximum(star - 1, 0)
+        right = _take(prev, star)  # i >= i*: max is D_{k-1}[i], least at i*
+        left = np.where(star >= 1, par - _take(par, before), np.inf)  # i < i*: max is par[j] - par[i], least at i*-1
+        d = np.minimum(right, left)
+    return d[:, m - 1].copy()
+
+
+def _linspace(low: np.ndarray, high: np.ndarray, points: int) -> np.ndarray:
+    """f64[points, R]: ``np.linspace(low[r], high[r], points)`` for each row, float for float (NumPy's scalar path:
+    ``i * step + low``, or ``i / div * delta + low`` where the step underflows to 0; the last point is ``high``)."""
+    if points < 2:
+        raise ValueError(f"zoom points must be >= 2, got {points}")
+    div = points - 1
+    delta = high - low
+    step = delta / div
+    ar = np.arange(points, dtype=np.float64)[:, None]
+    y = np.where(step == 0, (ar / div) * delta, ar * step) + low
+    y[-1] = high
+    return y
+
+
+def paper_search(par: np.ndarray, cut_b: np.ndarray, k_stages: int, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """(i64[R, K-1] cuts, f64[R] values) of ``contiguous_search``'s ``paper`` walk, for every row at once."""
+    r, m = par.shape
+    n = m - 1
+    weight = lam * cut_b
+    floor_cap = min_max_memory(par, k_stages)
+    best_value = np.full(r, np.inf)
+    best_cuts = np.zeros((r, k_stages - 1), np.int64)
+    rows_all = np.arange(r)
+
+    def visit(rows: np.ndarray, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        comm, cuts = least_comm(par[rows], weight[rows], cap, k_stages)
+        bounds = np.concatenate([np.zeros((len(rows), 1), np.int64), cuts, np.full((len(rows), 1), n)], axis=1)
+        p = par[rows]
+        largest = np.max(_take(p, bounds[:, 1:]) - _take(p, bounds[:, :-1]), axis=1)
+        finite = np.isfinite(comm)
+        total = largest + comm
+        better = finite & (total < best_value[rows])
+        best_value[rows[better]] = total[better]
+        best_cuts[rows[better]] = cuts[better]
+        return comm, np.where(finite, largest, -np.inf)
+
+    dense = n <= DENSE_SPLIT_MAX_NODES
+    rounds, points = (DENSE_ZOOM_ROUNDS, DENSE_ZOOM_POINTS) if dense else (ZOOM_ROUNDS, ZOOM_POINTS)
+    low, high = floor_cap.copy(), par[:, n].copy()
+    for _ in range(rounds):
+        grid = _linspace(low, high, points)  # [points, R]
+        values = np.empty((points, r))
+        for p in range(points):
+            comm, largest = visit(rows_all, grid[p])
+            values[p] = np.where(np.isfinite(comm), comm + largest, np.inf)
+        best = np.argmin(values, axis=0)
+        low = grid[np.maximum(best - 1, 0), rows_all]
+        high = grid[np.minimum(best + 1, points - 1), rows_all]
+    cap = np.full(r, np.inf)
+    active = rows_all[cap >= floor_cap]
+    while len(active):
+        comm, largest = visit(active, cap[active])
+        going = np.isfinite(comm)
+        active, comm, largest = active[going], comm[going], largest[going]
+        cap[active] = np.minimum(np.nextafter(largest, -np.inf), np.nextafter(best_value[active] - comm, np.inf))
+        active = active[cap[active] >= floor_cap[active]]
+    return best_cuts, best_value
+
+
+def split_many(items: Sequence[tuple[Graph, Sequence[np.ndarray]]], hw: Hardware, objective: str,
+               lam: float) -> list[list[tuple[list[int], float]]]:
+    """``(cuts, value)`` of the best contiguous split of every order of every ``(graph, orders)`` item: what
+    ``contiguous_search`` returns for it (minus the count of caps visited). ``paper``: the rows of all items with one
+    node count run in lockstep (:func:`paper_search`, :data:`CHUNK_ROWS` rows per pass); ``latency``: one programme
+    per order."""
+    if objective == "latency":
+        return [[contiguous_search(graph, hw, objective, lam, order)[:2] for order in orders]
+                for graph, orders in items]
+    if objective != "paper":
+        raise ValueError(f"unknown objective {objective!r}")
+    out: list[list] = [[None] * len(orders) for _, orders in items]
+    rows: dict[int, list] = {}  # node count -> [(item, order index, par row, cut_b row)]
+    for i, (graph, orders) in enumerate(items):
+        if len(orders) == 0:
+            continue
+        par, cut_b = segment_rows(graph, hw, np.stack([np.asarray(o, np.int64) for o in orders]))
+        for o in range(len(orders)):
+            rows.setdefault(graph.num_nodes, []).append((i, o, par[o], cut_b[o]))
+    for group in rows.values():
+        for lo in range(0, len(group), CHUNK_ROWS):
+            block = group[lo : lo + CHUNK_ROWS]
+            cuts, values = paper_search(np.stack([b[2] for b in block]), np.stack([b[3] for b in block]), hw.stages,
+                                        float(lam))
+            for (i, o, _, _), c, v in zip(block, cuts, values, strict=True):
+                out[i][o] = (c.tolist(), float(v))
+    return out
+
+
+def split_rows(graph: Graph, hw: Hardware, objective: str, lam: float,
+               orders: Sequence[np.ndarray]) -> list[tuple[list[int], float]]:
+    """``(cuts, value)`` of the best contiguous split of each order of ``graph`` (:func:`split_many` of one graph)."""
+    return split_many([(graph, orders)], hw, objective, lam)[0]
