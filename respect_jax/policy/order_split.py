@@ -84,14 +84,17 @@ def _take(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
 def fitting_starts(par: np.ndarray, cap: np.ndarray) -> np.ndarray:
     """i64[R, n+1] ``lo(j)``: the first ``i <= j`` with ``par[j] - par[i] <= cap`` (float64; ``cap`` f64[R] >= 0).
 
-    A binary search of ``par[j] - cap`` per row guesses it; the guess is checked with the exact float comparison and,
-    where rounding made it wrong, an exact binary search on the difference decides."""
+    One binary search of ``par[j] - cap`` over all rows (each row scaled into [row, row + 1), so that the rows
+    concatenated are sorted) guesses it; the guess is checked with the exact float comparison and, where rounding made
+    it wrong, an exact binary search on the difference decides."""
     r, m = par.shape
     j = np.broadcast_to(np.arange(m), (r, m))
-    lo = np.empty((r, m), np.int64)
-    for row in range(r):
-        lo[row] = np.searchsorted(par[row], par[row] - cap[row], side="left")
-    lo = np.minimum(lo, j)
+    offset = np.arange(r, dtype=np.float64)[:, None]
+    scale = 0.5 / np.maximum(par[:, -1:], 1e-300)
+    keys = (par * scale + offset).reshape(-1)
+    queries = np.clip((par - cap[:, None]) * scale, 0.0, 0.5) + offset
+    lo = np.searchsorted(keys, queries.reshape(-1), side="left").reshape(r, m) - (np.arange(r) * m)[:, None]
+    lo = np.clip(lo, 0, j)
     c = cap[:, None]
     ok = (par - _take(par, lo) <= c) & ((lo == 0) | (par - _take(par, np.maximum(lo - 1, 0)) > c))
     if not ok.all():  # the exact search, on the wrong guesses only
