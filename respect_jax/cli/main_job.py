@@ -51,7 +51,7 @@ def model_rows(cfg: DictConfig, run_dir: Path, out: Path) -> list[dict]:
             ("compiler", "compiler", []),
             ("contiguous", "contiguous", []),
             ("policy", "policy", [f"solver.options.checkpoint={run_dir}", ls]),
-            ("shipped", "policy", []),  # its default decoding: 16 sampled orders, each split exactly
+            ("shipped", "policy", []),  # its default decoding: the greedy and 32 noisy orders, each split exactly
             ("auto", "auto", [f"solver.options.time_budget_s={cfg.auto_budget_s}"]),
             ("cpsat", "cpsat", [f"solver.options.time_limit_s={cfg.cpsat_time_limit_s}"]),
         ):
