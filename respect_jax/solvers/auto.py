@@ -19,10 +19,11 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    and the API do it). Running them beside the exact solver, not before it, keeps a cold JAX
    compilation from eating the exact solver's budget; the price is that the exact solver's hint is the
    contiguous split, not the members' schedules (which still win when they are better).
-4. **Bound**: after the head start, the crossing bound of :mod:`respect_jax.solvers.bounds` (small CP-SAT
-   problems, one downset per stage boundary) searches in a thread of its own until the deadline, or until the exact
-   solver proves the optimum (``crossing_bound: false`` skips it). The bound reported is the best of it, the
-   analytic bounds and the exact solver's proven bound; certified gap ``(objective - bound) / objective``.
+4. **Bound**: after the head start, the crossing bound of :mod:`respect_jax.solvers.bounds` (one downset per
+   stage boundary: parametric minimum cuts first, then small CP-SAT problems where they pay) searches in a thread
+   of its own until it settles, the deadline, or the exact solver's proof (``crossing_bound: false`` skips it).
+   The bound reported is the best of it, the analytic bounds and the exact solver's proven bound; certified gap
+   ``(objective - bound) / objective``.
 
 Every member's own result (objective, time, or why it did not run) is in ``info['portfolio']``; the
 winner's name in ``info['winner']``. The returned schedule is the best of all members (never worse than any
@@ -344,7 +345,8 @@ def solve_auto(
             portfolio["bound"] = {"abandoned": "the crossing bound was still running at the deadline"}
         else:
             found = bound_run["found"]
-            portfolio["bound"] = {"crossing": found["bound"], "calls": found["calls"], "time_s": found["time_s"]}
+            portfolio["bound"] = {"crossing": found["bound"], "calls": found["calls"], "cuts": found["cuts"],
+                                  "time_s": found["time_s"]}
             bound = max(bound, found["bound"])
             live.show("crossing bound", best_obj, winner, bound)
     optimal = best_obj <= bound * (1 + OPTIMAL_RTOL)
