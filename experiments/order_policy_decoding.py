@@ -37,7 +37,7 @@ import yaml  # noqa: E402
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.graphs.graph import load_graph  # noqa: E402
 from respect_jax.graphs.padded import pad_graph, to_original_order, to_position_order  # noqa: E402
-from respect_jax.local_search import improve  # noqa: E402
+from respect_jax.local_search import DENSE_MAX_NODES, improve  # noqa: E402
 from respect_jax.policy.order import (  # noqa: E402
     load_order_policy,
     order_from_scores,
@@ -65,21 +65,23 @@ def timed_split(graph, hw, objective, scores) -> tuple[np.ndarray, float, float,
     return assignment, value, time.perf_counter() - start, order.tobytes()
 
 
-_improve = jax.jit(lambda g, s, hw, obj, moves: improve(g, s, hw, obj, 1.0, moves)[::2],
-                   static_argnames=("obj", "moves"))
+_improve = jax.jit(lambda g, s, hw, obj, moves, dense: improve(g, s, hw, obj, 1.0, moves, dense_max_nodes=dense)[::2],
+                   static_argnames=("obj", "moves", "dense"))
 
 
 _compiled: dict = {}
 
 
-def local_search(graph, hw, objective, assignment, moves: int) -> tuple[float, float, float, int]:
-    """(objective after at most ``moves`` hill-climbing moves, seconds, compile seconds, moves taken)."""
+def local_search(graph, hw, objective, assignment, moves: int, dense_max_nodes: int = DENSE_MAX_NODES
+                 ) -> tuple[float, float, float, int]:
+    """(objective after at most ``moves`` hill-climbing moves, seconds, compile seconds, moves taken).
+    ``dense_max_nodes``: graphs padded to more nodes take the sparse single-node moves (0: always)."""
     padded = jax.tree.map(jnp.asarray, pad_graph(graph))
     stage = jnp.asarray(to_position_order(pad_graph(graph), np.asarray(assignment)), jnp.int32)
-    key = (tuple(x.shape for x in jax.tree.leaves(padded)), hw, objective, moves)
+    key = (tuple(x.shape for x in jax.tree.leaves(padded)), hw, objective, moves, dense_max_nodes)
     start = time.perf_counter()
     if key not in _compiled:
-        _compiled[key] = _improve.lower(padded, stage, hw, objective, moves).compile()
+        _compiled[key] = _improve.lower(padded, stage, hw, objective, moves, dense_max_nodes).compile()
     compiled = _compiled[key]
     compile_s = time.perf_counter() - start
     start = time.perf_counter()
@@ -89,8 +91,8 @@ def local_search(graph, hw, objective, assignment, moves: int) -> tuple[float, f
     return reference_objective(graph, final, hw, objective, 1.0), seconds, compile_s, int(steps)
 
 
-def run_case(model, graph, hw, objective, noises, max_samples, seed, moves, ls_from, ls_stages, ls_sigma=0.1
-             ) -> dict:
+def run_case(model, graph, hw, objective, noises, max_samples, seed, moves, ls_from, ls_stages, ls_sigma=0.1,
+             ls_dense=DENSE_MAX_NODES) -> dict:
     predict_scores(model, [graph], [hw], [objective], 1)  # compile / warm
     fwd = []
     for _ in range(2):
@@ -131,8 +133,9 @@ def run_case(model, graph, hw, objective, noises, max_samples, seed, moves, ls_f
         sigma = ls_sigma if ls_sigma in noises else noises[0]
         rec["ls_moves"] = moves
         rec["ls_from_sigma"] = sigma
+        rec["ls_dense_max_nodes"] = ls_dense
         for label, start_a in (("greedy", greedy_a), (f"sample{ls_from}", ls_start[sigma])):
-            value, seconds, compile_s, steps = local_search(graph, hw, objective, start_a, moves)
+            value, seconds, compile_s, steps = local_search(graph, hw, objective, start_a, moves, ls_dense)
             rec[f"ls_{label}"] = {"value": value, "seconds": seconds, "compile_s": compile_s, "steps": steps}
     return rec
 
@@ -147,6 +150,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--local-search", type=int, default=50)
     parser.add_argument("--ls-from", type=int, default=16)
+    parser.add_argument("--ls-dense-max-nodes", type=int, default=DENSE_MAX_NODES,
+                        help="local search: graphs padded to more nodes take the sparse single-node moves (0: always)")
     parser.add_argument("--ls-sigma", type=float, default=0.1, help="noise of the samples the local search starts from")
     parser.add_argument("--ls-stages", default="4,8", help="K at which the local search runs (its compilation is slow)")
     parser.add_argument("--hardware", default="coral_usb")
@@ -175,7 +180,8 @@ def main() -> None:
                     continue
                 start = time.perf_counter()
                 rec = run_case(model, graph, hw, objective, args.noises, args.max_samples, args.seed,
-                               args.local_search, args.ls_from, stage_range(args.ls_stages), args.ls_sigma)
+                               args.local_search, args.ls_from, stage_range(args.ls_stages), args.ls_sigma,
+                               args.ls_dense_max_nodes)
                 rec["load1"] = float(Path("/proc/loadavg").read_text().split()[0])
                 with out.open("a") as fh:
                     fh.write(json.dumps(rec) + "\n")
