@@ -361,3 +361,21 @@ def test_lockstep_kahn_rows_are_heap_kahn_orders():
         assert orders.shape == r.shape
         for row, order in zip(r, orders, strict=True):
             assert order.tolist() == topological_order_kahn(graph, row)
+
+
+def test_local_search_compiles_apart_once_per_shape(graphs, monkeypatch):
+    """With local_search, the order policy compiles local search on a throw-away call per new (shape, K, objective,
+    moves), reported in compile_s, so that no graph's schedule time holds the compilation."""
+    import respect_jax.policy.order_solver as order_solver
+
+    calls = []
+    polish = order_solver.polish
+    monkeypatch.setattr(order_solver, "polish", lambda *a: calls.append(a[0].name) or polish(*a))
+    hw = make_hw(3)
+    small = [graphs[0], graphs[2]]  # one padded shape
+    first = run_solver_many("policy", small, hw, "paper", 1.0, batch_size=2, decoding="greedy", local_search=7)
+    assert calls == [small[0].name, small[0].name, small[1].name], "one throw-away call, then one per graph"
+    assert all(r["info"]["compile_s"] > 0 and r["info"]["decoding"] == "greedy+ls" for r in first)
+    calls.clear()
+    again = run_solver("policy", small[1], hw, "paper", 1.0, decoding="greedy", local_search=7)
+    assert calls == [small[1].name] and again["assignment"] == first[1]["assignment"]
