@@ -115,7 +115,7 @@ class WindowMin:
         level = np.floor(np.log2(length)).astype(np.int64)
         level = np.where((1 << (level + 1)) <= length, level + 1, level)  # guard the float log
         level = np.where((1 << level) > length, level - 1, level)
-        self.levels = max(int(m).bit_length(), 1)
+        self.levels = int(level.max(initial=0)) + 1  # the table up to the longest window only
         base = level * (r * m) + (np.arange(r) * m)[:, None]
         self.left, self.right = base + lo, base + j - (1 << level) + 1
         self.shape = (r, m)
