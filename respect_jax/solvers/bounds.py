@@ -383,15 +383,17 @@ class HullCrossing:
 class TwoLevelOracle:
     """``h(windows)`` bounded by the hull (:class:`HullCrossing`, milliseconds) and, where it pays, by CP-SAT.
 
-    A CP-SAT query (:class:`CrossingOracle`, built at its first use) runs for at most ``QUERY_SHARE`` of the time
-    left; the first one that ends without a proof (its model is too large for the time) switches CP-SAT off for
-    the rest of the search, so at scale the search runs on the hull alone.
+    A CP-SAT query (:class:`CrossingOracle`, built at its first use) runs for at most ``share`` of the time left
+    (``QUERY_SHARE`` by default); the first one that ends without a proof before the deadline (its model is too
+    large for the time) switches CP-SAT off for the rest of the search, so at scale the search runs on the hull
+    alone. ``share=1``: every query may take all the time left (the latency bisection: an unproven query still
+    gives a bound, and the s19 runs with all the time per query bounded the bundled models better).
     """
 
-    def __init__(self, graph: Graph, weights: np.ndarray, exact: bool = True):
+    def __init__(self, graph: Graph, weights: np.ndarray, exact: bool = True, share: float = QUERY_SHARE):
         self.graph, self.weights = graph, weights
         self.hull = HullCrossing(graph, weights)
-        self.exact = exact
+        self.exact, self.share = exact, float(share)
         self._cpsat: CrossingOracle | None = None
 
     @property
@@ -408,7 +410,7 @@ class TwoLevelOracle:
             return cheap
         if self._cpsat is None:
             self._cpsat = CrossingOracle(self.graph, self.weights)
-        value, proved = self._cpsat.query(windows, deadline, QUERY_SHARE * deadline.left())
+        value, proved = self._cpsat.query(windows, deadline, self.share * deadline.left())
         if not proved and deadline.left() > 0.01:
             self.exact = False  # a query ran out of its own time: CP-SAT does not pay on this graph
         return max(cheap, value)
@@ -465,8 +467,8 @@ def _latency_crossing_bound(graph: Graph, hw: Hardware, lower: float, upper: flo
                             exact: bool = True) -> dict:
     """Bisection on the bottleneck T (module docstring); returns ``{"bound", "points", "calls"}``.
 
-    First with the hull bounds alone (milliseconds per test), then again above that bound with CP-SAT (while it
-    pays, :class:`TwoLevelOracle`).
+    First with the hull bounds alone (milliseconds per test), then again above that bound with CP-SAT, each query
+    with all the time left (:class:`TwoLevelOracle` with ``share=1``).
     """
     k = hw.stages
     macs = graph.macs.astype(np.int64)
@@ -475,7 +477,7 @@ def _latency_crossing_bound(graph: Graph, hw: Hardware, lower: float, upper: flo
     unit = max(float(combined.sum()), 1e-300) / COMBINED_UNITS  # seconds per integer unit
     up = np.ceil(combined / unit).astype(np.int64)  # w_up >= w: its lower window is implied by w's
     down = np.floor(combined / unit).astype(np.int64)  # w_down <= w: its upper window is implied by w's
-    oracle = TwoLevelOracle(graph, np.stack([macs, up, down]), exact)
+    oracle = TwoLevelOracle(graph, np.stack([macs, up, down]), exact, share=1.0)
     spill = max(float(mem.sum()) - k * hw.sram_bytes, 0.0) / hw.host_bw
     base = float(macs.sum()) / hw.macs_per_s + spill
     slack = hw.sram_bytes / hw.host_bw  # w(stage) <= its time for MACs and spill + C / H
