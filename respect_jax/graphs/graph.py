@@ -170,13 +170,18 @@ def _check_edges(name: str, n: int, edges: np.ndarray) -> None:
 def topological_order_kahn(graph: Graph, priority: np.ndarray | None = None) -> list[int]:
     """A topological order by Kahn's algorithm: among the ready nodes, the one of least ``priority`` (int[N] by
     node id, distinct values) first; default: the smallest id. O((N + E) log N)."""
-    import heapq
-
     n = graph.num_nodes
     key = list(range(n)) if priority is None else np.asarray(priority).tolist()
     indeg = np.bincount(graph.edges[:, 1], minlength=n).tolist() if graph.num_edges else [0] * n
-    succs = graph.successors()
-    heap = [(key[i], i) for i in range(n) if indeg[i] == 0]
+    return kahn_order(indeg, graph.successors(), key)
+
+
+def kahn_order(indeg: list[int], succs: list[list[int]], key: list) -> list[int]:
+    """Kahn's algorithm on prepared in-degrees (consumed: pass a copy to keep them) and successor lists, the ready
+    node of least ``key`` first (``key[i]`` distinct, comparable); returns the node ids in order."""
+    import heapq
+
+    heap = [(key[i], i) for i in range(len(key)) if indeg[i] == 0]
     heapq.heapify(heap)
     order = []
     while heap:

@@ -32,7 +32,7 @@ import numpy as np
 from flax import nnx
 
 from respect_jax.costs import OBJECTIVES, Hardware
-from respect_jax.graphs.graph import Graph, write_json_atomic
+from respect_jax.graphs.graph import Graph, kahn_order, write_json_atomic
 from respect_jax.graphs.padded import PaddedGraph, bucket_shape, bucket_size, pad_graph
 from respect_jax.policy.encoder import GraphEncoder
 from respect_jax.solvers.partitioners import _segment_terms, contiguous_assignment, contiguous_search
@@ -269,21 +269,7 @@ class _Kahn:
         self.succs = graph.successors()
 
     def __call__(self, priority: np.ndarray) -> list[int]:
-        import heapq
-
-        key = np.asarray(priority).tolist()
-        indeg, succs = list(self.indeg), self.succs
-        heap = [(key[i], i) for i in range(len(key)) if indeg[i] == 0]
-        heapq.heapify(heap)
-        order = []
-        while heap:
-            _, u = heapq.heappop(heap)
-            order.append(u)
-            for v in succs[u]:
-                indeg[v] -= 1
-                if indeg[v] == 0:
-                    heapq.heappush(heap, (key[v], v))
-        return order
+        return kahn_order(list(self.indeg), self.succs, np.asarray(priority).tolist())
 
 
 def order_from_scores(graph: Graph, scores: np.ndarray, kahn: _Kahn | None = None) -> np.ndarray:
