@@ -131,8 +131,10 @@ def is_valid(graph: PaddedGraph, stage: jax.Array, num_stages: int) -> jax.Array
 
 
 def spill(mem, hw: Hardware):
-    """``spill = max(0, mem - C)``: parameter bytes of a stage streamed from the host per inference."""
-    return jnp.maximum(0.0, mem - hw.sram_bytes)
+    """``spill = max(0, mem - C)``: parameter bytes of a stage streamed from the host per inference. NumPy in
+    (``mem`` an ndarray, ``hw`` of Python numbers), NumPy out, in its dtype; anything else goes through jnp."""
+    maximum = np.maximum if isinstance(mem, np.ndarray) else jnp.maximum
+    return maximum(0.0, mem - hw.sram_bytes)
 
 
 def stage_time(mem, macs, in_bytes, hw: Hardware):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from respect_jax.costs import OBJECTIVES, Hardware
+from respect_jax.costs import OBJECTIVES, Hardware, stage_time
 from respect_jax.graphs.graph import Graph
 
 
@@ -49,11 +49,7 @@ def stage_loads(graph: Graph, assignment: np.ndarray, hw: Hardware) -> dict:
     np.add.at(delta, np.minimum(sc + 1, k), out)
     np.add.at(delta, np.maximum(last + 1, sc + 1).clip(max=k), -out)
     in_k = np.cumsum(delta)[:k]
-    spill_k = np.maximum(mem_k - float(hw.sram_bytes), 0.0)
-    time_k = (
-        float(hw.stage_overhead_s) + macs_k / float(hw.macs_per_s) + spill_k / float(hw.host_bw)
-        + in_k / float(hw.link_bw)
-    )
+    time_k = stage_time(mem_k, macs_k, in_k, hw)  # the cost model's formula, in NumPy float64 here
     return {"valid": in_range and forward, "mem_k": mem_k, "macs_k": macs_k, "in_k": in_k, "time_k": time_k,
             "comm_bytes": comm}
 
