@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from types import SimpleNamespace
 
 import jax.numpy as jnp
 import pytest
@@ -76,7 +77,12 @@ def fit_fake(run_dir: Path, steps: int, on_record, resume: bool = True) -> list[
     return result.history
 
 
-def test_event_files_hold_every_metrics_record_and_a_resume_purges_the_rewritten_steps(tmp_path):
+def test_event_files_hold_every_metrics_record_and_a_resume_purges_the_rewritten_steps(tmp_path, monkeypatch):
+    # tensorboardX names a file by the second it opens: both writers open "in the same second" here (on a fast
+    # machine they did, and the resumed run wrote into the first run's file)
+    import tensorboardX.event_file_writer as efw
+
+    monkeypatch.setattr(efw, "time", SimpleNamespace(time=lambda: 1_800_000_000.25))
     run = tmp_path / "run"
     log = TensorBoardLog(run)
     fit_fake(run, 4, log)

@@ -13,6 +13,7 @@ wrote after its last checkpoint), so the curves have no doubled steps.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -73,7 +74,11 @@ class TensorBoardLog:
         if self._writer is None:
             from tensorboardX import SummaryWriter
 
-            self._writer = SummaryWriter(logdir=str(self.run_dir), purge_step=step)
+            # tensorboardX names a file by the second it opens (events.out.tfevents.<s>.<host>): a resumed run
+            # opening within that second would write into the first run's file; the nanoseconds keep them apart
+            # and in creation order.
+            suffix = f".{time.time_ns() % 1_000_000_000:09d}"
+            self._writer = SummaryWriter(logdir=str(self.run_dir), purge_step=step, filename_suffix=suffix)
         for tag, value in scalars(record).items():
             self._writer.add_scalar(tag, value, step)
         self._writer.flush()
