@@ -355,6 +355,80 @@ def learner_vs_best(rows: list[dict], per: dict, learner: str, reference: str) -
     return out
 
 
+def idle_while_ready_us(params: RTParams, start: np.ndarray, finish: np.ndarray, machine: np.ndarray) -> int:
+    """Accelerator time (us, summed over accelerators) spent idle while some sub-job could have started there.
+
+    For one finished episode (``params`` one unbatched scenario, NumPy or jnp leaves; ``start``, ``finish``,
+    ``machine``: i32[S] of the executed schedule). Sub-job ``s`` *waits for* accelerator ``m`` on
+    ``[ready(s, m), start(s))``, where ``ready(s, m) = max(release, finish(p) + transfer if p ran elsewhere)``
+    over its predecessors ``p`` (the environment's readiness rule); accelerator ``m`` counts as idle-while-ready
+    at every instant of ``[0, makespan)`` where it runs nothing and some sub-job waits for it. Idle time the
+    safety layer imposes (an accelerator held for the reference) is included: this measures how much an
+    accelerator is left idle while work exists, whatever the reason.
+    """
+    ex = np.asarray(params.exec_us)
+    valid = np.asarray(params.valid)
+    preds, pmask, xfer = np.asarray(params.preds), np.asarray(params.pred_mask), np.asarray(params.xfer_us)
+    release = np.asarray(params.release).astype(np.int64)
+    start, finish, machine = (np.asarray(a).astype(np.int64) for a in (start, finish, machine))
+    total = 0
+    for m in range(ex.shape[1]):
+        arrive = finish[preds] + np.where(machine[preds] != m, xfer, 0)  # [S, P]
+        ready = np.maximum(release, np.max(np.where(pmask, arrive, 0), axis=1))
+        w = valid & (ready < start)
+        waits = np.stack([ready[w], start[w]], axis=1)
+        b = valid & (machine == m)
+        runs = np.stack([start[b], finish[b]], axis=1)
+        pts = np.unique(np.concatenate([waits.ravel(), runs.ravel()]))
+        if pts.size < 2:
+            continue
+        lo, hi = pts[:-1], pts[1:]
+        waiting = np.any((waits[None, :, 0] <= lo[:, None]) & (lo[:, None] < waits[None, :, 1]), axis=1)
+        running = np.any((runs[None, :, 0] <= lo[:, None]) & (lo[:, None] < runs[None, :, 1]), axis=1)
+        total += int(np.sum(np.where(waiting & ~running, hi - lo, 0)))
+    return total
+
+
+def makespan_lower_bound_us(params: RTParams) -> np.ndarray:
+    """i64[...] a makespan no schedule of the scenario(s) beats: the latest ``release + fastest time + cp_after``
+    over the real sub-jobs (each sub-job's job released, then a precedence path from it to its job's end at the
+    fastest times, with no transfer and no waiting). ``params``: one scenario or a batch (leading axes kept)."""
+    ex = np.asarray(params.exec_us).astype(np.int64)
+    valid = np.asarray(params.valid)
+    ends = np.asarray(params.release).astype(np.int64) + ex.min(axis=-1) + np.asarray(params.cp_after)
+    return np.max(np.where(valid, ends, 0), axis=-1)
+
+
+def utilisation_parts(params: RTParams, state) -> dict[str, np.ndarray]:
+    """Per-scenario pieces of the utilisation figure of a batch of finished episodes (leading axis B).
+
+    ``utilisation = busy_ms / (M * makespan_ms)`` (:func:`.environment.episode_metrics`), so a method's
+    utilisation can fall because it finishes later (``makespan_ms`` up) or because it spends less accelerator
+    time on the same jobs (``busy_ms`` down: sub-jobs on faster accelerators). Returns f64[B] each:
+    ``busy_ms`` (execution time dispatched, summed over accelerators), ``makespan_ms``, ``idle_ready_ms``
+    (:func:`idle_while_ready_us`), ``makespan_lb_ms`` (:func:`makespan_lower_bound_us`: no schedule finishes
+    earlier) and ``slowdown`` (mean over sub-jobs of time on the chosen accelerator / time
+    on its fastest one, minus 1).
+    """
+    ex = np.asarray(params.exec_us).astype(np.float64)
+    valid = np.asarray(params.valid)
+    start, finish, machine = (np.asarray(a) for a in (state.start, state.finish, state.machine))
+    chosen = np.take_along_axis(ex, np.maximum(machine, 0)[..., None], axis=-1)[..., 0]
+    slow = np.where(valid, chosen / np.maximum(ex.min(axis=-1), 1.0) - 1.0, 0.0)
+    n = np.maximum(valid.sum(axis=-1), 1)
+    idle = [
+        idle_while_ready_us(jax.tree.map(lambda x, b=b: np.asarray(x)[b], params), start[b], finish[b], machine[b])
+        for b in range(valid.shape[0])
+    ]
+    return {
+        "busy_ms": np.where(valid, chosen, 0.0).sum(axis=-1) / 1e3,
+        "makespan_lb_ms": makespan_lower_bound_us(params) / 1e3,
+        "makespan_ms": np.max(np.where(valid, finish, 0), axis=-1).astype(np.float64) / 1e3,
+        "idle_ready_ms": np.asarray(idle, np.float64) / 1e3,
+        "slowdown": slow.sum(axis=-1) / n,
+    }
+
+
 def safety_overhead_py(packed: Sequence[RTParams], policy: str = "edf", refresh: bool = True) -> dict:
     """Per-decision wall time of the plain-Python safety layer (certify + fallback + refresh).
 
