@@ -130,3 +130,54 @@ def test_auto_abandons_a_member_still_running_at_the_deadline(monkeypatch):
     portfolio = result["info"]["portfolio"]
     assert "abandoned" in portfolio["gumbel"] and result["info"]["winner"] == "contiguous"
     assert result["objective"] == pytest.approx(portfolio["contiguous"]["objective"])
+
+
+def _layered(nodes: int, seed: int):
+    cfg = GeneratorConfig(mode="layered", min_nodes=nodes, max_nodes=nodes, min_levels=6, max_levels=12, max_preds=8,
+                          param_scale=1000.0, output_scale=1000.0, edges_per_node=2.5)
+    return generate_numpy(cfg, np.random.default_rng(seed), name=f"layered{nodes}")
+
+
+def test_stop_signal_ends_a_cpsat_search_and_its_model_build():
+    """Set during the search, the signal ends it at once (not at its 60 s limit); set before, the build stops and the
+    hint comes back unchanged."""
+    import threading
+
+    from respect_jax.solvers.cpsat import solve_cpsat
+    from respect_jax.solvers.stopping import StopSignal
+
+    graph, hw = _layered(300, seed=2), make_hw(8)
+    signal = StopSignal()
+    start = time.perf_counter()
+    threading.Timer(1.5, signal.set).start()
+    result = solve_cpsat(graph, hw, "latency", time_limit_s=60.0, stop=signal)
+    assert time.perf_counter() - start <= 1.5 + 1.5
+    assert result.info["status"] in ("FEASIBLE", "UNKNOWN") and not result.optimal
+    hint = run_solver("contiguous", graph, hw, "latency")["assignment"]
+    stopped = solve_cpsat(graph, hw, "latency", time_limit_s=60.0, hint=np.asarray(hint), stop=lambda: True)
+    assert stopped.info["status"] == "STOPPED" and stopped.assignment.tolist() == hint
+
+
+def test_auto_stops_every_worker_by_its_budget():
+    """A 500-node graph CP-SAT does not prove in 3 s: auto returns within the budget + 1 s, with no worker thread
+    left running (the exact solver, the bound and the chunked local search look at one stop signal), and its
+    result is never worse than its members."""
+    import threading
+
+    graph, hw = _layered(500, seed=4), make_hw(4)
+    options = dict(members=["contiguous"], polish_moves=50, progress=False)
+    # warm-up: compiles the local search and the shared evaluator of this size (one JAX call is never interrupted)
+    run_solver("auto", graph, hw, "latency", time_budget_s=600.0, exact="none", crossing_bound=False, **options)
+    start = time.perf_counter()
+    result = run_solver("auto", graph, hw, "latency", time_budget_s=3.0, **options)
+    elapsed = time.perf_counter() - start
+    alive = [t.name for t in threading.enumerate() if t.name.startswith("auto-")]
+    info = result["info"]
+    assert info["elapsed_s"] <= 3.0 + 1.0 and elapsed <= 3.0 + 1.0, (info["elapsed_s"], elapsed)
+    assert alive == [] and info["running_after_return"] == [], alive
+    portfolio = info["portfolio"]
+    assert {"cpsat", "bound", "contiguous", "contiguous+ls"} <= set(portfolio)
+    assert "abandoned" not in portfolio["cpsat"] and "abandoned" not in portfolio["bound"]
+    for name in ("contiguous", "contiguous+ls", "cpsat"):
+        assert result["objective"] <= portfolio[name]["objective"] * (1 + 1e-6)
+    assert 0.0 < result["gap"] < 1.0

@@ -53,6 +53,7 @@ from respect_jax.solvers.base import (
 )
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
 from respect_jax.solvers.numpy_eval import objective_np
+from respect_jax.solvers.stopping import StopSignal
 
 #: Fast members accepted (``order_policy``: the order policy alone; ``policy`` runs it by default too).
 FAST_MEMBERS = ("contiguous", "order_policy", "policy", "gumbel")
@@ -62,8 +63,21 @@ EXACT = ("cpsat", "milp")
 #: A member's default ``max_nodes`` (larger graphs skip it): the Gumbel solver took 18 s and 1.0 GB at 1,000 nodes
 #: and was killed at 600 s and 10 GB at 5,000 before its sparse path (issue 27); not measured since.
 MEMBER_MAX_NODES = {"gumbel": 3000}
-#: Seconds past the deadline auto waits for the exact solver and the bound to return (they stop at the deadline).
-JOIN_GRACE_S = 1.0
+#: Seconds past the deadline auto waits, in all, for its worker threads to return once it has set their stop
+#: signal (CP-SAT's search stops at once, model builders and search loops at their next look at the signal); a
+#: worker still running then (a JAX call, which cannot be interrupted) is abandoned and named in
+#: ``info['running_after_return']``.
+JOIN_GRACE_S = 0.5
+#: Seconds before the deadline the exact solver's and the bound's own time limits end: a CP-SAT search took
+#: 0.2-1 s to return after its stop (2-core CPU at load ~5), so they aim earlier and are back by the deadline.
+STOP_LEAD_S = 0.3
+#: Local-search moves per call of the contiguous split's polish: the signal is checked between calls.
+POLISH_CHUNK = 10
+#: Larger graphs get the single-node moves in that polish, not the precedence-closed ones: a call of 25 closure
+#: moves took 6.7-8.9 s on a 1,000-node layered graph once compiled (it scores 2 N full schedules per move),
+#: 0.02 s with single-node moves (0.3-0.6 s and 0.01 s on densenet169's 595 nodes at load ~5; 10 closure moves
+#: 1.1 s on a 500-node layered graph at load 9; 2-core CPU), so a stop signal would wait seconds between looks.
+POLISH_CLOSURE_MAX_NODES = 300
 #: Seconds the exact models take to build per (node + edge) x (K - 1) (Python loops; measured with CP-SAT on a
 #: 1,000-node layered graph, K = 4, on the 2-core CPU of experiments/bench_scale.py: 1.7 s for 11,553 units,
 #: with the CPU shared). The exact solver is skipped when its estimated build would overrun the budget.
@@ -88,20 +102,33 @@ def _join_abandoned() -> None:
 
 def abandon(thread: threading.Thread) -> None:
     """Leave ``thread`` running (its result is dropped); the process waits for it only when it exits."""
-    _ABANDONED[:] = [t for t in _ABANDONED if t.is_alive()] + [thread]
+    _ABANDONED[:] = [t for t in _ABANDONED if t.is_alive() and t is not thread] + [thread]
+
+
+def join_abandoned(timeout_s: float | None = None) -> float:
+    """Wait (at most ``timeout_s`` s in all; None: no limit) for the threads earlier calls abandoned (a JAX
+    member cannot be interrupted); returns the seconds waited. A batch of timed runs calls it between runs so
+    that one run's leftovers do not slow the next."""
+    start = time.perf_counter()
+    for thread in list(_ABANDONED):
+        left = None if timeout_s is None else max(timeout_s - (time.perf_counter() - start), 0.0)
+        thread.join(timeout=left)
+    _ABANDONED[:] = [t for t in _ABANDONED if t.is_alive()]
+    return time.perf_counter() - start
 
 
 #: Seconds between two looks at ``stop()`` while a member runs (:func:`run_until`).
 POLL_S = 0.05
 
 
-def run_until(fn, deadline: float, name: str, stop=None) -> tuple[bool, object]:
+def run_until(fn, deadline: float, name: str, stop=None, workers: list | None = None) -> tuple[bool, object]:
     """Run ``fn()`` in a daemon thread until it returns, ``deadline`` (``time.perf_counter()``) passes or
     ``stop()`` (optional, polled every :data:`POLL_S` s) returns True.
 
-    Returns ``(True, its value)``, or ``(False, None)`` when it is still running then: it is abandoned (it
-    finishes in the background and its value is dropped), so a slow member (a cold JAX compilation) cannot hold
-    the call past its budget, nor past the exact solver's proof. An exception of ``fn`` is raised here.
+    Returns ``(True, its value)``, or ``(False, None)`` when it is still running then: its value is dropped, so
+    a slow member (a cold JAX compilation) cannot hold the call past its budget, nor past the exact solver's
+    proof. The thread is appended to ``workers`` (the caller joins it after setting its stop signal) or, without
+    ``workers``, abandoned (it finishes in the background). An exception of ``fn`` is raised here.
     """
     box: dict = {}
 
@@ -116,7 +143,10 @@ def run_until(fn, deadline: float, name: str, stop=None) -> tuple[bool, object]:
     while thread.is_alive() and time.perf_counter() < deadline and not (stop is not None and stop()):
         thread.join(timeout=max(min(POLL_S, deadline - time.perf_counter()), 0.0))
     if thread.is_alive():
-        abandon(thread)
+        if workers is None:
+            abandon(thread)
+        else:
+            workers.append(thread)
         return False, None
     if "error" in box:
         raise box["error"]
@@ -126,6 +156,27 @@ def run_until(fn, deadline: float, name: str, stop=None) -> tuple[bool, object]:
 def _late(t0: float, proved: bool = False) -> str:
     when = "when the exact solver proved the optimum" if proved else "at the deadline"
     return f"still running {when} after {time.perf_counter() - t0:.1f} s; its result is dropped"
+
+
+def polish_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int,
+                 stop) -> np.ndarray:
+    """int64[N] ``assignment`` after local search (:func:`respect_jax.local_search.polish`) in calls of
+    :data:`POLISH_CHUNK` moves (``ceil(moves / POLISH_CHUNK)`` calls at most), each from the best schedule so far
+    (single-node moves above :data:`POLISH_CLOSURE_MAX_NODES` nodes, the precedence-closed ones up to it);
+    ``stop()`` is checked between calls, and a call that does not improve ends the search (the next one would
+    repeat it). Never worse than ``assignment``."""
+    best = np.asarray(assignment, np.int64)
+    value = objective_np(graph, best, hw, objective, lam)
+    kind = "closure" if graph.num_nodes <= POLISH_CLOSURE_MAX_NODES else "single"
+    for _ in range(-(-int(moves) // POLISH_CHUNK)):
+        if stop():
+            break
+        candidate = np.asarray(polish(graph, hw, objective, lam, best, POLISH_CHUNK, kind=kind), np.int64)
+        candidate_value = objective_np(graph, candidate, hw, objective, lam)
+        if not candidate_value < value:
+            break
+        best, value = candidate, candidate_value
+    return best
 
 
 def _score(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray) -> float:
@@ -219,6 +270,9 @@ def solve_auto(
         if name in available_solvers():  # policy: checked only once registered
             check_solver_options(name, {k: v for k, v in o.items() if k != "max_nodes"})
     deadline = start + float(time_budget_s)
+    signal = StopSignal(deadline)  # set at the deadline or at the exact solver's proof: every worker stops
+    workers: list[threading.Thread] = []  # the cooperative workers: stopped by the signal, joined before return
+    jax_calls: list[threading.Thread] = []  # members in one JAX call each: named in running_after_return if alive
     bound = analytic = analytic_lower_bound(graph, hw, objective, lam)
     live = _Live(progress, start)
     portfolio: dict[str, dict] = {}
@@ -241,7 +295,8 @@ def solve_auto(
         if name in ("policy", "gumbel"):
             o.setdefault("local_search", polish_moves)
         call = functools.partial(get_solver(name), graph, hw, objective, lam, **o)
-        done, result = run_until(call, deadline, name, proved) if guarded else (True, call())
+        # a JAX member does not look at the signal (one compiled call): abandoned at once, not waited for
+        done, result = run_until(call, deadline, name, signal, jax_calls) if guarded else (True, call())
         if not done:
             portfolio[name] = {"abandoned": _late(t0, proved())}
             return
@@ -283,8 +338,12 @@ def solve_auto(
         portfolio[exact_name] = {"skipped": f"its model takes about {build:.1f} s to build; {left:.1f} s left"}
     else:
         o = {k: v for k, v in opts.get(exact_name, {}).items() if k != "max_nodes"}
-        o["time_limit_s"] = min(float(o.get("time_limit_s") or np.inf), max(deadline - time.perf_counter(), 0.01))
-        o["deadline"] = deadline
+        lead = min(STOP_LEAD_S, 0.1 * time_budget_s)
+        left = max(deadline - lead - time.perf_counter(), 0.01)
+        o["time_limit_s"] = min(float(o.get("time_limit_s") or np.inf), left)
+        o["deadline"] = deadline - lead
+        if exact_name == "cpsat":
+            o["stop"] = signal
         o["hint" if exact_name == "cpsat" else "warm_start"] = best if best is not None else "auto"
         if exact_name == "cpsat" and progress:
             o["progress"] = lambda obj, bnd: live.show("cpsat incumbent", min(obj, best_obj), "cpsat", max(bnd, bound))
@@ -297,9 +356,12 @@ def solve_auto(
                 exact_run["error"] = err
                 return
             exact_run.update(result=result, time_s=time.perf_counter() - t0, optimal=bool(result.optimal))
+            if result.optimal:
+                signal.set()  # proved: the bound and the members stop
 
         thread = threading.Thread(target=run_exact, name=f"auto-{exact_name}", daemon=True)
         thread.start()
+        workers.append(thread)
         thread.join(timeout=max(min(float(head_start_s), deadline - time.perf_counter()), 0.0))
     # 3. the crossing bound in a thread until the deadline (or the exact solver's proof), searched up to the best
     # objective so far
@@ -309,13 +371,14 @@ def solve_auto(
 
         def run_bound() -> None:
             try:
-                left = deadline - time.perf_counter()
-                bound_run["found"] = crossing_lower_bound(graph, hw, objective, lam, upper, left, stop=proved)
+                left = deadline - min(STOP_LEAD_S, 0.1 * time_budget_s) - time.perf_counter()
+                bound_run["found"] = crossing_lower_bound(graph, hw, objective, lam, upper, left, stop=signal)
             except Exception as err:  # surfaced in the main thread
                 bound_run["error"] = err
 
         bound_thread = threading.Thread(target=run_bound, name="auto-bound", daemon=True)
         bound_thread.start()
+        workers.append(bound_thread)
     # 4. the other fast members, concurrently (the local-search polish of the contiguous split first)
     for name in members:
         o = dict(opts.get(name, {}))
@@ -323,8 +386,9 @@ def solve_auto(
         if name == "contiguous":
             if polish_moves > 0 and reason is None and best is not None:
                 t0 = time.perf_counter()
-                call = functools.partial(polish, graph, hw, objective, lam, schedules["contiguous"], polish_moves)
-                done, polished = run_until(call, deadline, "contiguous+ls", proved)
+                call = functools.partial(polish_until, graph, hw, objective, lam, schedules["contiguous"],
+                                         polish_moves, signal)
+                done, polished = run_until(call, deadline, "contiguous+ls", signal, workers)
                 if not done:
                     portfolio["contiguous+ls"] = {"abandoned": _late(t0, proved())}
                     continue
@@ -336,12 +400,22 @@ def solve_auto(
             portfolio[name] = {"skipped": reason}
             continue
         run_member(name, o)
+    # 5. wait for the exact solver and the bound until the deadline (or the proof), stop every worker, join them
+    for t in (thread, bound_thread):
+        if t is not None:
+            t.join(timeout=max(deadline - time.perf_counter(), 0.0))
+    signal.set()
+    grace_end = time.perf_counter() + JOIN_GRACE_S
+    for t in workers:
+        t.join(timeout=max(grace_end - time.perf_counter(), 0.0))
+    running = sorted({t.name for t in workers + jax_calls if t.is_alive()})
+    for t in workers + jax_calls:
+        if t.is_alive():
+            abandon(t)
     if bound_thread is not None:
-        bound_thread.join(timeout=max(deadline - time.perf_counter(), 0.0) + JOIN_GRACE_S)
         if "error" in bound_run:
             raise bound_run["error"]
-        if "found" not in bound_run:  # still building its model: abandoned (its result is dropped)
-            abandon(bound_thread)
+        if "found" not in bound_run:  # still running after the grace: abandoned (its result is dropped)
             portfolio["bound"] = {"abandoned": "the crossing bound was still running at the deadline"}
         else:
             found = bound_run["found"]
@@ -350,10 +424,7 @@ def solve_auto(
             bound = max(bound, found["bound"])
             live.show("crossing bound", best_obj, winner, bound)
     optimal = best_obj <= bound * (1 + OPTIMAL_RTOL)
-    if thread is not None:
-        thread.join(timeout=max(deadline - time.perf_counter(), 0.0) + JOIN_GRACE_S)
-    if thread is not None and thread.is_alive():  # e.g. its model took longer to build than estimated
-        abandon(thread)
+    if thread is not None and thread.is_alive():  # still running after the grace: abandoned above
         portfolio[exact_name] = {"abandoned": "still running at the deadline; its result is dropped"}
     elif thread is not None:
         if "error" in exact_run:
@@ -387,6 +458,7 @@ def solve_auto(
         "time_budget_s": float(time_budget_s),
         "elapsed_s": time.perf_counter() - start,
         "first_incumbent_s": first_incumbent.get("s"),
+        "running_after_return": running,
         "portfolio": portfolio,
     }
     return SolveResult(best, optimal=optimal, gap=gap, info=info)

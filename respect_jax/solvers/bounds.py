@@ -70,6 +70,7 @@ import numpy as np
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
+from respect_jax.solvers.stopping import Stopped, check_stop, watching
 
 #: Relative slack added to every window edge (float rounding of the capacities).
 WINDOW_RTOL = 1e-9
@@ -180,12 +181,16 @@ class CrossingOracle:
         weights: int64[W, N] non-negative weight vectors; a query gives one ``(lo, hi)`` window per vector.
         workers: CP-SAT ``num_workers`` per query.
         calls: queries answered by CP-SAT (the others came from the cache).
+        stop: a ``stop() -> bool`` callable or a :class:`~respect_jax.solvers.stopping.StopSignal` (None: none),
+            polled while the model is built (raising :class:`~respect_jax.solvers.stopping.Stopped`); a
+            ``StopSignal`` set during a query ends its search at once.
     """
 
     graph: Graph
     weights: np.ndarray
     workers: int = 1
     calls: int = 0
+    stop: object = None
     _cache: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -201,6 +206,8 @@ class CrossingOracle:
         x = [model.new_bool_var(f"x{v}") for v in range(n)]
         terms = []
         for u in range(n):
+            if u % 256 == 0:
+                check_stop(self.stop)
             for v in succs[u]:
                 model.add_implication(x[v], x[u])  # a downset: a member's producers are members
             if out[u] == 0:
@@ -246,7 +253,8 @@ class CrossingOracle:
         solver.parameters.max_time_in_seconds = left
         solver.parameters.num_workers = int(self.workers)
         solver.parameters.presolve_inclusion_work_limit = 0  # OR-tools 9.15 wrong-optimum bug (or-tools #5293)
-        status = solver.solve(self._model)
+        with watching(self.stop, solver):
+            status = solver.solve(self._model)
         self.calls += 1
         if status == self._cp.INFEASIBLE:
             self._cache.append((windows, math.inf, None))
@@ -290,11 +298,12 @@ class HullCrossing:
         cuts: max-flow problems solved so far.
     """
 
-    def __init__(self, graph: Graph, weights: np.ndarray):
+    def __init__(self, graph: Graph, weights: np.ndarray, deadline: Deadline | None = None):
         from ortools.graph.python import max_flow  # imported at the first use: the module loads without it
 
         n = graph.num_nodes
         self.n = n
+        self.deadline = deadline
         self.weights = np.asarray(weights, np.int64).reshape(-1, n)
         self.totals = self.weights.sum(axis=1)
         self.out = graph.output_size.astype(np.int64)
@@ -357,6 +366,8 @@ class HullCrossing:
         above = (float(self.cross(np.ones(self.n, bool))), float(self.totals[j]))  # every node
         best = 0.0
         for _ in range(HULL_MAX_CUTS):
+            if self.deadline is not None and self.deadline.left() <= 0:
+                break  # every value found so far is a valid (weaker) bound
             mu = max((above[0] - below[0]) / (above[1] - below[1]), 0.0)
             value, member = self.least_cost(mu, w)
             found = value + mu * lo
@@ -390,9 +401,10 @@ class TwoLevelOracle:
     gives a bound, and the s19 runs with all the time per query bounded the bundled models better).
     """
 
-    def __init__(self, graph: Graph, weights: np.ndarray, exact: bool = True, share: float = QUERY_SHARE):
+    def __init__(self, graph: Graph, weights: np.ndarray, exact: bool = True, share: float = QUERY_SHARE,
+                 deadline: Deadline | None = None):
         self.graph, self.weights = graph, weights
-        self.hull = HullCrossing(graph, weights)
+        self.hull = HullCrossing(graph, weights, deadline)
         self.exact, self.share = exact, float(share)
         self._cpsat: CrossingOracle | None = None
 
@@ -409,7 +421,11 @@ class TwoLevelOracle:
         if not self.exact or cheap == math.inf or deadline.left() <= 0.01:
             return cheap
         if self._cpsat is None:
-            self._cpsat = CrossingOracle(self.graph, self.weights)
+            try:
+                self._cpsat = CrossingOracle(self.graph, self.weights, stop=deadline.stop)
+            except Stopped:
+                self.exact = False
+                return cheap
         value, proved = self._cpsat.query(windows, deadline, self.share * deadline.left())
         if not proved and deadline.left() > 0.01:
             self.exact = False  # a query ran out of its own time: CP-SAT does not pay on this graph
@@ -427,7 +443,7 @@ def _paper_crossing_bound(graph: Graph, hw: Hardware, lam: float, upper: float, 
     weight_total = float(graph.params.sum())
     scale = lam * hw.act_bytes
     m_lb = memory_lower_bound(graph, hw)
-    oracle = TwoLevelOracle(graph, graph.params[None, :], exact)
+    oracle = TwoLevelOracle(graph, graph.params[None, :], exact, deadline=deadline)
 
     def comm(memory: float, refine: bool) -> float:
         """``lam b_a F(memory)``: a lower bound on ``lam * comm`` of any schedule with ``max mem <= memory``."""
@@ -477,7 +493,7 @@ def _latency_crossing_bound(graph: Graph, hw: Hardware, lower: float, upper: flo
     unit = max(float(combined.sum()), 1e-300) / COMBINED_UNITS  # seconds per integer unit
     up = np.ceil(combined / unit).astype(np.int64)  # w_up >= w: its lower window is implied by w's
     down = np.floor(combined / unit).astype(np.int64)  # w_down <= w: its upper window is implied by w's
-    oracle = TwoLevelOracle(graph, np.stack([macs, up, down]), exact, share=1.0)
+    oracle = TwoLevelOracle(graph, np.stack([macs, up, down]), exact, share=1.0, deadline=deadline)
     spill = max(float(mem.sum()) - k * hw.sram_bytes, 0.0) / hw.host_bw
     base = float(macs.sum()) / hw.macs_per_s + spill
     slack = hw.sram_bytes / hw.host_bw  # w(stage) <= its time for MACs and spill + C / H

@@ -80,6 +80,7 @@ from respect_jax.solvers.common import (
     thresholds,
 )
 from respect_jax.solvers.scoring import objective_lower_bound_np
+from respect_jax.solvers.stopping import Stopped, check_stop, watching
 
 EXACT_LIMIT = 2**46  # largest objective (in integer units) accepted for exact scaling
 ROUNDED_TARGET = 2**36  # objective magnitude aimed at by the rounded fallback
@@ -165,10 +166,16 @@ class _Model:
     aux: dict
 
 
-def _crossing_literals(model, z: list, st, out: np.ndarray, m: int) -> tuple[dict, dict]:
+#: Nodes (or edges) the model builder adds between two looks at its stop signal.
+CHECK_EVERY = 256
+
+
+def _crossing_literals(model, z: list, st, out: np.ndarray, m: int, stop=None) -> tuple[dict, dict]:
     """``cross[u, j]`` literals (module docstring) and the ``y`` Booleans among them."""
     cross, y_vars = {}, {}
     for u in range(st.num_nodes):
+        if u % CHECK_EVERY == 0:
+            check_stop(stop)
         if out[u] == 0:
             continue
         for j in range(m):
@@ -198,20 +205,28 @@ def _in_sums(cross: dict, coef: list, m: int) -> list:
     return [sum(coef[u] * lit for (u, jj), lit in cross.items() if jj == j and coef[u] != 0) for j in range(m)]
 
 
-def _build_model(graph: Graph, st, sc: _Scaling, objective: str, k: int) -> _Model:
-    """The threshold model of the module docstring, with the objective of ``objective``."""
+def _build_model(graph: Graph, st, sc: _Scaling, objective: str, k: int, stop=None) -> _Model:
+    """The threshold model of the module docstring, with the objective of ``objective``.
+
+    ``stop`` (a ``stop() -> bool`` callable or None) is polled every :data:`CHECK_EVERY` nodes or edges: the build
+    raises :class:`~respect_jax.solvers.stopping.Stopped` once it returns True (a model of 10,000 nodes takes
+    seconds to build in Python)."""
     from ortools.sat.python import cp_model  # imported at the first solve: the registry loads without it
 
     n, m = graph.num_nodes, k - 1
     model = cp_model.CpModel()
     z = [[model.new_bool_var(f"z{v}_{j}") for j in range(m)] for v in range(n)]
     for v in range(n):
+        if v % CHECK_EVERY == 0:
+            check_stop(stop)
         for j in range(m - 1):
             model.add_implication(z[v][j + 1], z[v][j])
-    for u, v in st.edges.tolist():
+    for i, (u, v) in enumerate(st.edges.tolist()):
+        if i % CHECK_EVERY == 0:
+            check_stop(stop)
         for j in range(m):
             model.add_implication(z[u][j], z[v][j])
-    cross, y_vars = _crossing_literals(model, z, st, graph.output_size, m)
+    cross, y_vars = _crossing_literals(model, z, st, graph.output_size, m, stop)
     mem = _stage_sums(z, sc.mem, m)
     mem_total = int(sum(sc.mem))
     if objective == "paper":
@@ -317,6 +332,20 @@ def _answer(graph, hw, objective, lam, solver, status, mdl: _Model, st, start) -
     raise RuntimeError(f"CP-SAT returned {solver.status_name(status)} for graph {graph.name!r} (a model bug)")
 
 
+def _stopped(graph: Graph, hw: Hardware, objective: str, lam: float, hint, build_s: float) -> SolveResult:
+    """The result of a call stopped before its search: the hint (an assignment) or the compiler split."""
+    from respect_jax.solvers.numpy_eval import objective_np
+    from respect_jax.solvers.partitioners import solve_compiler
+
+    fallback = hint is not None and not isinstance(hint, str)
+    assignment = np.asarray(hint if fallback else solve_compiler(graph, hw, objective, lam).assignment, np.int64)
+    bound = objective_lower_bound_np(graph, hw, objective, lam)
+    gap = relative_gap(objective_np(graph, assignment, hw, objective, lam), bound)
+    info = {"status": "STOPPED", "best_bound": bound, "build_time_s": build_s, "rounding_error_bound": 0.0,
+            "assignment_source": "hint (stopped)" if fallback else "compiler (stopped)"}
+    return SolveResult(assignment, optimal=False, gap=gap, info=info)
+
+
 @register_solver("cpsat")
 def solve_cpsat(
     graph: Graph,
@@ -332,6 +361,7 @@ def solve_cpsat(
     deterministic_time: float | None = None,
     deadline: float | None = None,
     progress=None,
+    stop=None,
 ) -> SolveResult:
     """Solve the scheduling problem exactly with OR-tools CP-SAT.
 
@@ -352,6 +382,10 @@ def solve_cpsat(
             as ``solver=auto``): the search gets ``min(time_limit_s, deadline - now)`` once the model is built.
         progress: ``progress(objective, bound)`` is called, in objective units, at every improving solution
             (for a live line); None: no callback.
+        stop: a cooperative stop (a :class:`~respect_jax.solvers.stopping.StopSignal`, or any ``stop() -> bool``
+            callable; None: none), polled while the model is built and just before the search; a ``StopSignal``
+            set during the search ends it at once. Stopped before the search, the call returns the hint (or the
+            compiler split) with status ``STOPPED`` and the cheap lower bound.
 
     Returns:
         SolveResult; ``info`` has the CP-SAT status, objective and best bound in objective units, the
@@ -369,11 +403,15 @@ def solve_cpsat(
     t0 = time.perf_counter()
     st = structure(graph)
     sc = _Scaling(graph, hw, objective, lam)
-    mdl = _build_model(graph, st, sc, objective, k)
     values = functools.partial(_exact_values, st, sc, objective, k)
-    start, start_desc = resolve_start(graph, hw, objective, lam, hint, lambda a: values(a)["objective"], "hint")
-    if start is not None:
-        _add_hint(mdl, values(start), objective, k)
+    try:
+        mdl = _build_model(graph, st, sc, objective, k, stop)
+        start, start_desc = resolve_start(graph, hw, objective, lam, hint, lambda a: values(a)["objective"], "hint")
+        if start is not None:
+            _add_hint(mdl, values(start), objective, k)
+        check_stop(stop)
+    except Stopped:
+        return _stopped(graph, hw, objective, lam, hint, time.perf_counter() - t0)
     solver = cp_model.CpSolver()
     _configure(solver.parameters, time_limit_s, deterministic_time, workers, rel_gap, random_seed, verbose, deadline)
     build_s = time.perf_counter() - t0
@@ -382,7 +420,8 @@ def solve_cpsat(
     def to_spec(x: float) -> float:
         return offset + float(x) * sc.unit
 
-    status = solver.solve(mdl.model, _progress_callback(progress, to_spec))
+    with watching(stop, solver):
+        status = solver.solve(mdl.model, _progress_callback(progress, to_spec))
     solve_s = time.perf_counter() - t0 - build_s
     bound = max(to_spec(solver.best_objective_bound), objective_lower_bound_np(graph, hw, objective, lam))
     assignment, source = _answer(graph, hw, objective, lam, solver, status, mdl, st, start)
