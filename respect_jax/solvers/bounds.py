@@ -479,6 +479,223 @@ def _paper_crossing_bound(graph: Graph, hw: Hardware, lam: float, upper: float, 
     return {"bound": float(min(bound, upper)), "points": len(points), "calls": oracle.calls, "cuts": oracle.hull.cuts}
 
 
+#: Weight buckets of the chain relaxation (:func:`_paper_chain_bound`) per stage boundary.
+CHAIN_BUCKETS_PER_BOUNDARY = 8
+#: Buckets at most (the buckets of the deciding sequence are halved once all of them are queried).
+CHAIN_MAX_BUCKETS = 400
+#: Peak-memory grid points of the chain relaxation's search over ``[M_lb, upper]``.
+CHAIN_GRID = 256
+
+
+def chain_minimum(h: np.ndarray, lo: np.ndarray, hi: np.ndarray, boundaries: int, cap: float, total: float
+                  ) -> tuple[float, list[int]]:
+    """Least ``sum_k h[g_k]`` over bucket sequences ``g_1 <= ... <= g_B`` a schedule with stages of weight <= cap
+    can take (:func:`_paper_chain_bound`), and the sequence (empty when none exists: the value is ``inf``).
+
+    Args:
+        h: f64[G] a lower bound on the least crossing of a downset with weight in bucket g.
+        lo, hi: f64[G] the weights bucket g holds are ``[lo[g], hi[g]]`` (increasing, disjoint).
+        boundaries: B = K - 1.
+        cap: the most weight a stage may hold.
+        total: the weight of every node.
+    """
+    g_count = len(h)
+    order = np.arange(g_count)
+    step = (lo[None, :] - hi[:, None] <= cap) & (order[:, None] <= order[None, :])  # [g, g'] stage between fits
+    f = np.where(lo <= cap, h, np.inf)  # the first stage holds w(D_1)
+    back = []
+    for _ in range(boundaries - 1):
+        cand = np.where(step, f[:, None], np.inf)
+        arg = cand.argmin(axis=0)
+        f = h + cand[arg, order]
+        back.append(arg)
+    f = np.where(hi >= total - cap, f, np.inf)  # the last stage holds the rest
+    g = int(f.argmin())
+    if not np.isfinite(f[g]):
+        return math.inf, []
+    path = [g]
+    for arg in reversed(back):
+        path.append(int(arg[path[-1]]))
+    return float(f[g]), path[::-1]
+
+
+def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, deadline: Deadline) -> dict:
+    """The *chain* relaxation of ``paper``: keep the stage capacities between adjacent boundaries, drop the rest.
+
+    Split the weight axis ``[0, sum params]`` into G buckets and let ``h_g`` bound the least crossing of a downset
+    whose weight lies in bucket g (one CP-SAT query each, :class:`CrossingOracle`; 0 until queried). A schedule
+    whose stages hold at most ``M`` bytes each has boundaries ``D_1 ⊆ ... ⊆ D_{K-1}`` whose weights rise by at most
+    ``M / b_p`` per stage (and the first and last stages hold at most that too); so their buckets form a sequence
+    :func:`chain_minimum` ranges over, and ``comm >= b_a * chain_minimum(M)``. Unlike the independent windows of
+    :func:`_paper_crossing_bound`, two boundaries cannot both take the same cheap cut region while the stage
+    between them (or the stages elsewhere) would overflow. For ``M*`` in ``[a, b]`` the objective is ``>= a + lam
+    b_a chain_minimum(b)``; the bound is the least over a grid of ``[M_lb, upper]``. Refinement: query (with CP-SAT,
+    a quarter of the time left each) the buckets of the sequence that decides the bound; once all are queried, halve
+    them (a half starts from its parent's value) and go on, until a halving raised the bound by less than
+    :data:`SETTLED` of ``upper``, :data:`CHAIN_MAX_BUCKETS` buckets or the deadline.
+    """
+    k, bp = hw.stages, float(hw.param_bytes)
+    params = graph.params.astype(np.int64)
+    total = int(params.sum())
+    scale = lam * hw.act_bytes
+    m_lb = memory_lower_bound(graph, hw)
+    g_count = CHAIN_BUCKETS_PER_BOUNDARY * (k - 1)
+    edges = np.unique(np.linspace(0, total + 1, g_count + 1).astype(np.int64))
+    lo, hi = edges[:-1].astype(np.float64), (edges[1:] - 1).astype(np.float64)
+    h = np.zeros(len(lo))
+    queried = np.zeros(len(lo), bool)
+    queried[lo <= 0] = True  # the empty downset: crossing 0
+    grid = np.linspace(m_lb, upper, CHAIN_GRID)
+    oracle = None
+    halved_at = -math.inf  # the bound when buckets were last halved
+    bound, calls = -math.inf, 0
+
+    def caps() -> np.ndarray:
+        return grid / bp * (1 + WINDOW_RTOL)
+
+    while True:
+        values = [chain_minimum(h, lo, hi, k - 1, cap, total) for cap in caps()]
+        seg = [grid[i] + scale * values[i + 1][0] for i in range(len(grid) - 1)]
+        i = int(np.argmin(seg))
+        bound = max(bound, min(float(seg[i]), upper))
+        path = sorted(set(values[i + 1][1]))
+        todo = [g for g in path if not queried[g]]
+        if not todo and len(lo) < CHAIN_MAX_BUCKETS:  # every bucket of the path is known: halve them
+            wide = np.array([g for g in path if hi[g] > lo[g]], np.int64)
+            if wide.size == 0 or bound - halved_at <= SETTLED * upper:
+                break  # nothing left to halve, or the last halving did not pay
+            halved_at = bound
+            mids = np.floor((lo[wide] + hi[wide]) / 2)
+            lo = np.concatenate([lo, mids + 1])
+            hi = np.concatenate([hi, hi[wide]])
+            hi[wide] = mids
+            h = np.concatenate([h, h[wide]])  # a half's least crossing is at least its parent's
+            queried = np.concatenate([queried, np.zeros(len(wide), bool)])
+            queried[wide] = False
+            order = np.argsort(lo, kind="stable")
+            lo, hi, h, queried = lo[order], hi[order], h[order], queried[order]
+            continue
+        if not todo or deadline.left() <= 0.05 or bound >= upper:
+            break
+        if oracle is None:
+            try:
+                oracle = CrossingOracle(graph, params[None, :], stop=deadline.stop)
+            except Stopped:
+                break
+        for g in todo:
+            value, _ = oracle.query([(int(lo[g]), int(hi[g]))], deadline, QUERY_SHARE * deadline.left())
+            if deadline.left() <= 0.05 and value == 0.0:
+                break
+            h[g], queried[g] = max(h[g], value), True
+            calls += 1
+    return {"bound": float(bound), "calls": calls, "buckets": len(lo)}
+
+
+def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float, deadline: Deadline,
+                         weight: str = "macs") -> dict:
+    """The chain relaxation of ``latency`` (as :func:`_paper_chain_bound`'s), on the MACs (``weight="macs"``:
+    ``macs_i / R <= c - b_a cross(D_i) / L``, the same as below with ``w_v = macs_v / R`` and no ``C / H``) or on
+    the combined weight ``w_v = macs_v / R + b_p params_v / H`` (``"combined"``): ``max_k T_k <= T``
+    (``c = T - tau``) needs boundaries whose weights
+    rise by at most ``c + C / H - b_a cross(D_i) / L`` over stage i (``spill_i >= b_p P_i - C``) with ``b_a
+    cross(D_i) / L <= c``, the first stage holding at most ``c + C / H`` and the last the rest. Buckets are windows
+    of ``down(D) = sum floor(w_v / unit)`` (so ``w(D)`` lies in ``[lo unit, (hi + N) unit]``), ``h_g`` bounds the
+    crossing of a downset in bucket g (CP-SAT, 0 until queried). The test keeps each boundary's weight itself, not
+    only its bucket: boundary i in bucket g can weigh at most ``x_i(g) = min(hi_g, max_{g' <= g} x_{i-1}(g') +
+    room(g'))`` (heavier is never worse), so the stage totals telescope exactly. A T no bucket sequence meets is
+    impossible, and so
+    is every smaller one; a bisection between ``lower`` and ``upper`` keeps the largest impossible T. A T some
+    sequence meets has that sequence's unqueried buckets queried (then halved, as in the paper relaxation) before
+    the bisection takes it as possible.
+    """
+    k = hw.stages
+    if weight == "macs":  # macs_i / R <= c - b_a cross(D_i) / L: exact integers, no slack
+        down, unit, n, slack = graph.macs.astype(np.int64), 1.0 / hw.macs_per_s, 0, 0.0
+        w_total = float(down.sum()) * unit
+    else:
+        mem = hw.param_bytes * graph.params.astype(np.float64)
+        combined = graph.macs.astype(np.float64) / hw.macs_per_s + mem / hw.host_bw
+        unit = max(float(combined.sum()), 1e-300) / COMBINED_UNITS
+        down, n = np.floor(combined / unit).astype(np.int64), graph.num_nodes
+        w_total, slack = float(combined.sum()), hw.sram_bytes / hw.host_bw
+    per_element = hw.act_bytes / hw.link_bw
+    edges = np.unique(np.linspace(0, int(down.sum()) + 1, CHAIN_BUCKETS_PER_BOUNDARY * (k - 1) + 1).astype(np.int64))
+    state = {"lo": edges[:-1].astype(np.float64), "hi": (edges[1:] - 1).astype(np.float64)}
+    state["h"], state["queried"] = np.zeros(len(state["lo"])), state["lo"] <= 0
+    oracle, calls = None, 0
+
+    def witness(t: float) -> list[int] | None:
+        """A bucket sequence meeting ``t`` (None: none, ``t`` is impossible under the relaxation)."""
+        lo, hi, h = state["lo"] * unit, (state["hi"] + n) * unit, state["h"]
+        c = t - hw.stage_overhead_s
+        room = c + slack - per_element * h * (1 + WINDOW_RTOL)  # what stage i may hold after boundary in bucket g
+        ok = per_element * h <= c * (1 + WINDOW_RTOL)
+        order = np.arange(len(lo))
+        later = order[:, None] <= order[None, :]
+        # x: the heaviest weight boundary i can have in bucket g (heavier leaves less for the stages after it)
+        x = np.where(ok & (lo <= (c + slack) * (1 + WINDOW_RTOL)), np.minimum(hi, c + slack), -np.inf)
+        back = []
+        for _ in range(k - 2):
+            reach = np.where(later & np.isfinite(x)[:, None], (x + room)[:, None], -np.inf)  # [g, g']
+            arg = reach.argmax(axis=0)
+            best = reach[arg, order]
+            x = np.where(ok & (best >= lo * (1 - WINDOW_RTOL)), np.minimum(hi, best), -np.inf)
+            back.append(arg)
+        last = np.isfinite(x) & (w_total - x <= room * (1 + WINDOW_RTOL))
+        if not last.any():
+            return None
+        path = [int(last.argmax())]
+        for arg in reversed(back):
+            path.append(int(arg[path[-1]]))
+        return path[::-1]
+
+    def possible(t: float) -> bool:
+        nonlocal oracle, calls
+        halved_at = None
+        while deadline.left() > 0.05:
+            path = witness(t)
+            if path is None:
+                return False
+            todo = [g for g in sorted(set(path)) if not state["queried"][g]]
+            if not todo:
+                wide = np.array([g for g in sorted(set(path)) if state["hi"][g] > state["lo"][g]], np.int64)
+                if wide.size == 0 or halved_at is not None or len(state["lo"]) >= CHAIN_MAX_BUCKETS:
+                    return True
+                halved_at = t  # halve once per test
+                lo, hi = state["lo"], state["hi"]
+                mids = np.floor((lo[wide] + hi[wide]) / 2)
+                lo, hi = np.concatenate([lo, mids + 1]), np.concatenate([hi, hi[wide]])
+                hi[wide] = mids
+                h = np.concatenate([state["h"], state["h"][wide]])
+                queried = np.concatenate([state["queried"], np.zeros(len(wide), bool)])
+                queried[wide] = False
+                order = np.argsort(lo, kind="stable")
+                state.update(lo=lo[order], hi=hi[order], h=h[order], queried=queried[order])
+                continue
+            if oracle is None:
+                try:
+                    oracle = CrossingOracle(graph, down[None, :], stop=deadline.stop)
+                except Stopped:
+                    return True
+            for g in todo:
+                value, _ = oracle.query([(int(state["lo"][g]), int(state["hi"][g]))], deadline,
+                                        QUERY_SHARE * deadline.left())
+                if deadline.left() <= 0.05 and value == 0.0:
+                    return True
+                state["h"][g], state["queried"][g] = max(state["h"][g], value), True
+                calls += 1
+        return True
+
+    lo, hi = lower, upper
+    while deadline.left() > 0.05 and hi - lo > RESOLUTION * upper:
+        mid = (lo + hi) / 2
+        if possible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return {"bound": float(min(lo, upper)), "calls": calls, "buckets": len(state["lo"])}
+
+
 def _latency_crossing_bound(graph: Graph, hw: Hardware, lower: float, upper: float, deadline: Deadline,
                             exact: bool = True) -> dict:
     """Bisection on the bottleneck T (module docstring); returns ``{"bound", "points", "calls"}``.
@@ -538,7 +755,7 @@ def _latency_crossing_bound(graph: Graph, hw: Hardware, lower: float, upper: flo
 
 def crossing_lower_bound(
     graph: Graph, hw: Hardware, objective: str, lam: float, upper: float, time_limit_s: float, stop=None,
-    exact: bool = True,
+    exact: bool = True, chain: bool = True,
 ) -> dict:
     """The crossing bound (module docstring), at least the analytic one, within ``time_limit_s`` seconds.
 
@@ -549,6 +766,9 @@ def crossing_lower_bound(
         stop: optional ``stop() -> bool``, polled between queries: True ends the search early.
         exact: let CP-SAT refine the hull bounds (False: the hull bounds alone, no CP-SAT); graphs above
             :data:`EXACT_MAX_NODES` nodes always get the hull bounds alone.
+        chain: with K >= 3 (and ``exact``), search the chain relaxation first (:func:`_paper_chain_bound`,
+            :func:`_latency_chain_bound`), then the independent windows with the time left (for ``latency`` from
+            the chain's bound up); the best of both is returned.
     Returns:
         ``{"bound": float, "analytic": float, "calls": CP-SAT queries, "cuts": max-flow problems,
         "time_s": float}``.
@@ -560,9 +780,18 @@ def crossing_lower_bound(
     if hw.stages == 1 or not upper > analytic or time_limit_s <= 0:
         return {"bound": analytic, "analytic": analytic, "calls": 0, "cuts": 0, "time_s": time.perf_counter() - start}
     if objective == "paper":
+        chained = -math.inf
+        if chain and exact and hw.stages >= 3:  # first: on the bundled models it beats the independent windows
+            chained = _paper_chain_bound(graph, hw, lam, float(upper), deadline)["bound"]
         found = _paper_crossing_bound(graph, hw, lam, float(upper), deadline, exact)
+        found["bound"] = max(found["bound"], chained)
     else:
-        found = _latency_crossing_bound(graph, hw, analytic, float(upper), deadline, exact)
+        start_at = analytic
+        if chain and exact and hw.stages >= 3:
+            for weight in ("macs", "combined"):
+                start_at = max(start_at, _latency_chain_bound(graph, hw, start_at, float(upper), deadline,
+                                                              weight)["bound"])
+        found = _latency_crossing_bound(graph, hw, start_at, float(upper), deadline, exact)
     return {
         "bound": max(found["bound"], analytic),
         "analytic": analytic,
