@@ -12,8 +12,12 @@ dispatch time (pooled success ratio per part) and names the best static policy o
     python experiments/edge_dynamic.py --scenarios isp_diurnal isp_netdrift isp_failure isp_nearsat \
         --agents experiments/results/edge/agents/dynamic                  # + the agents -> dynamic_aset.{md,json}
 
-Training (``--train``): one agent per seed on the four time-varying presets at once (``dqn.mixture``: every
-environment draws a preset and a load level with each new trace), with the settings of :data:`AGENT`.
+Training (``--train``): one agent per seed on the four time-varying presets at once (``mixture``: every
+environment draws a preset and a load level with each new trace), with the settings of :data:`AGENT` (``--kind dqn``,
+the double DQN) or :data:`SWITCH` (``--kind switch``, the policy-switching agent of
+:mod:`respect_jax.edge_cluster.switching`), into ``agents/dynamic`` or ``agents/switch``:
+
+    python experiments/edge_dynamic.py --train --kind switch --seeds 0 1 2 --stem dynamic_aset_s21
 """
 
 from __future__ import annotations
@@ -40,22 +44,34 @@ STATIC = ("closest", "fastest_expected", "most_accurate", "least_loaded", "rando
 DYNAMIC = ("isp_diurnal", "isp_netdrift", "isp_failure", "isp_nearsat")
 AGENT = dict(hidden=(128, 128), action_width=32, num_envs=16, episode_steps=256, episodes=24, n_step=3,
              target_period=250, rules_only=True, mixture=DYNAMIC[1:])
+SWITCH = dict(hidden=(128, 128), num_envs=32, episode_steps=256, stride=8, horizon=128, episodes=48,
+              updates_per_sample=2, explore=0.2, mixture=DYNAMIC[1:])
 
 
-def train_agents(agents_dir: Path, seeds, episodes: int | None) -> list[dict]:
+def train_agents(agents_dir: Path, seeds, episodes: int | None, kind: str = "dqn") -> list[dict]:
     """Train one mixture agent per seed into ``agents_dir/s<seed>`` (parameters only kept); their wall times."""
-    from respect_jax.edge_cluster.dqn import DQNConfig, keep_parameters_only, train_dqn
+    if kind == "switch":
+        from respect_jax.edge_cluster.switching import SwitchConfig as Config
+        from respect_jax.edge_cluster.switching import keep_parameters_only
+        from respect_jax.edge_cluster.switching import train_switch as train
+        settings = SWITCH
+    else:
+        from respect_jax.edge_cluster.dqn import DQNConfig as Config
+        from respect_jax.edge_cluster.dqn import keep_parameters_only
+        from respect_jax.edge_cluster.dqn import train_dqn as train
+        settings = AGENT
 
     rows = []
     for seed in seeds:
-        cfg = DQNConfig(**{**AGENT, **({"episodes": episodes} if episodes else {}), "seed": seed})
+        cfg = Config(**{**settings, **({"episodes": episodes} if episodes else {}), "seed": seed})
         run_dir = agents_dir / f"s{seed}"
-        agent = train_dqn(load_preset(DYNAMIC[0]), cfg, run_dir, chunk=8, overwrite=True,
-                          log=lambda m, s=seed: print(f"[seed {s}] {m}", flush=True))
+        agent = train(load_preset(DYNAMIC[0]), cfg, run_dir, chunk=8, overwrite=True,
+                      log=lambda m, s=seed: print(f"[seed {s}] {m}", flush=True))
         keep_parameters_only(run_dir)
-        rows.append({"seed": seed, "episodes": cfg.episodes,
-                     "transitions": cfg.episodes * cfg.episode_steps * cfg.num_envs,
-                     "train_time_s": agent.train_time_s, "load_average": os.getloadavg()[0]})
+        rows.append({"seed": seed, "kind": kind, "episodes": cfg.episodes,
+                     "own_dispatches": cfg.episodes * cfg.episode_steps * cfg.num_envs,
+                     "train_time_s": agent.train_time_s, "load_average": os.getloadavg()[0],
+                     "final": agent.history[-1]})
         print(f"[seed {seed}] trained in {agent.train_time_s:.0f} s", flush=True)
     return rows
 
@@ -76,13 +92,22 @@ def agent_policies(agents_dir: Path | None) -> dict:
     """``{aset_s<seed>: policy}`` for every seed folder of ``agents_dir`` (empty without one)."""
     if agents_dir is None:
         return {}
-    from respect_jax.edge_cluster.dqn import NETWORK_FILE, load_agent
+    from respect_jax.edge_cluster.switching import NETWORK_FILE, load_edge_agent
 
     out = {}
     for run in sorted(p for p in agents_dir.iterdir() if (p / NETWORK_FILE).is_file()):
-        agent, _ = load_agent(run)
+        agent, _ = load_edge_agent(run)
         out[f"aset_{run.name}"] = agent
     return out
+
+
+def agent_policy_of(agent, margin: float | None):
+    """The agent's greedy policy; a switching agent's with decision ``margin`` if given."""
+    from respect_jax.edge_cluster.switching import SwitchAgent, switch_policy
+
+    if margin is not None and isinstance(agent, SwitchAgent):
+        return switch_policy(agent.graphdef, agent.params, margin)
+    return agent.policy
 
 
 def agent_section(docs: dict, learned: list[str]) -> list[str]:
@@ -123,6 +148,11 @@ def agent_section(docs: dict, learned: list[str]) -> list[str]:
     return lines
 
 
+def _rel(path) -> str:
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
 def cell(doc: dict, p: str, load: str) -> str:
     return f"{doc['mean'][p][load]:.3f} ± {doc['ci95'][p][load]:.3f}"
 
@@ -138,20 +168,30 @@ def main() -> None:
     ap.add_argument("--train", action="store_true", help="train one agent per --seeds first (into --agents)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--episodes", type=int, default=None)
+    ap.add_argument("--margin", type=float, default=None, help="decision margin of switching agents (default: "
+                    "their training config's); chosen on validation traces of another --seed")
+    ap.add_argument("--kind", choices=("dqn", "switch"), default="dqn", help="the agent --train trains")
+    ap.add_argument("--stem", default=None, help="output file stem (default: dynamic_aset / dynamic_static)")
+    ap.add_argument("--training-file", default=None, help="training wall times file (default: dynamic_training"
+                    "[_<kind>].json)")
     ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "edge"))
     args = ap.parse_args()
     out = Path(args.out)
     if args.train:
-        agents_dir = Path(args.agents or out / "agents" / "dynamic")
-        rows = train_agents(agents_dir, args.seeds, args.episodes)
-        (out / "dynamic_training.json").write_text(json.dumps({"agent": {k: list(v) if isinstance(v, tuple) else v
-                                                                         for k, v in AGENT.items()}, "runs": rows,
-                                                               "machine": machine_description()}, indent=1))
+        agents_dir = Path(args.agents or out / "agents" / ("switch" if args.kind == "switch" else "dynamic"))
+        rows = train_agents(agents_dir, args.seeds, args.episodes, args.kind)
+        settings = SWITCH if args.kind == "switch" else AGENT
+        name = args.training_file or ("dynamic_training_switch.json" if args.kind == "switch" else
+                                      "dynamic_training.json")
+        (out / name).write_text(json.dumps({"kind": args.kind,
+                                            "agent": {k: list(v) if isinstance(v, tuple) else v
+                                                      for k, v in settings.items()}, "runs": rows,
+                                            "machine": machine_description()}, indent=1))
         args.agents = str(agents_dir)
         if args.scenarios == list(SCENARIOS):
             args.scenarios = list(DYNAMIC)
     agents = {} if args.static_only else agent_policies(Path(args.agents) if args.agents else None)
-    stem = "dynamic_static" if not agents else "dynamic_aset"
+    stem = args.stem or ("dynamic_static" if not agents else "dynamic_aset")
     docs, t_start = {}, time.perf_counter()
     static_docs = {}
     if agents and (out / "dynamic_static.json").is_file():  # the static policies' cells on the same traces
@@ -161,7 +201,7 @@ def main() -> None:
     for name in args.scenarios:
         scn = load_preset(name)
         t0 = time.perf_counter()
-        policies = {k: a.policy for k, a in agents.items()}
+        policies = {k: agent_policy_of(a, args.margin) for k, a in agents.items()}
         if name not in static_docs:
             policies = {**{p: STATIC_POLICIES[p] for p in STATIC}, **policies}
         doc = compare(scn, policies, key=jax.random.key(args.seed), traces=args.traces, phases=args.phases)
@@ -181,7 +221,9 @@ def main() -> None:
     learned = list(agents)
     lines = ["# Static dispatch policies under conditions that change over time" if not learned else
              "# ASET agents vs static dispatch policies under conditions that change over time", "",
-             f"Generated by `python experiments/edge_dynamic.py{' --static-only' if not learned else ''}` "
+             f"Generated by `python experiments/edge_dynamic.py{' --static-only' if not learned else ''}"
+             f"{' --agents ' + _rel(args.agents) if learned else ''}{' --stem ' + args.stem if args.stem else ''}"
+             f"{' --margin ' + str(args.margin) if args.margin is not None else ''}` "
              f"({args.traces} traces per scenario and load, the same traces for every policy, seed {args.seed}; "
              f"cells: mean of the per-trace success ratios ± half-width of its 95 % Student-t interval; shared "
              f"{os.cpu_count()}-core CPU, load average {os.getloadavg()[0]:.1f} at the end, "

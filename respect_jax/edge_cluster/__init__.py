@@ -14,6 +14,8 @@ File map (the roles of :mod:`respect_jax.env`'s files first; a sibling of the gr
     simulator.py    the pure-JAX event simulator (lax.scan, one step per query), observation features
     policies.py     static baselines (closest, fastest_expected, most_accurate, least_loaded, random)
     dqn.py          the ASET agent: double DQN, replay buffer, target network, orbax checkpoints
+    switching.py    the policy-switching ASET agent (issue 30): per query, which static rule dispatches it;
+                    learned from simulator rollouts (one branch per rule, common random numbers)
     evaluation.py   shared-trace comparisons, Markdown table + PNG plot
 
 Entry point: ``respect-edge train|eval`` (:mod:`respect_jax.cli.edge`, ``conf/edge.yaml``,
@@ -121,6 +123,14 @@ Dispatcher, observation, policies
   query's fate at dispatch (offline training on simulated outcomes); the agent's observation is
   causal. No policy-gradient agent; the DQN supplies its scanned episodes to the shared training harness
   (:mod:`respect_jax.train.harness`: run folder, resume-or-refuse, metrics, checkpoints).
+
+* **Policy-switching agent** (:mod:`~respect_jax.edge_cluster.switching`, issue 30): the action is which
+  deterministic static rule dispatches the query; the network predicts each rule's advantage over a base rule
+  (``fastest_expected``) and the agent follows the base unless a predicted advantage exceeds ``margin`` (an
+  untrained agent *is* the base rule). Targets come from forking the simulator at states the agent visits: one
+  branch per rule (that rule for the query, the base rule for the next ``horizon`` queries of the same trace), the
+  advantage being the difference of the branches' successes (common random numbers). One step of approximate
+  policy iteration over the base rule (Bertsekas' rollout with a learned Q).
 
 Reference simulator
 -------------------

@@ -71,14 +71,24 @@ def static_counts(scn: Scenario, names: Sequence[str], phases: int | None = None
     return lambda traces: run(traces, jnp.arange(len(branches)))
 
 
-def _agent_counts(scn: Scenario, graphdef, phases: int | None):
-    """Jitted ``(agent parameters, Trace [B, Q]) -> counts`` for agents of one network (see :func:`batched_counts`)."""
-    from respect_jax.edge_cluster.dqn import agent_policy
+def _agent_counts(scn: Scenario, graphdef, phases: int | None, build=None):
+    """Jitted ``(agent parameters, Trace [B, Q]) -> counts`` for agents of one network (see :func:`batched_counts`);
+    ``build(graphdef, params) -> Policy`` makes the policy (default: the DQN's greedy policy)."""
+    if build is None:
+        from respect_jax.edge_cluster.dqn import agent_policy as build
 
     def one(params, trace: Trace) -> jax.Array:
-        return _counts_of(scn, trace, agent_policy(graphdef, params), scn.ring, phases)
+        return _counts_of(scn, trace, build(graphdef, params), scn.ring, phases)
 
     return jax.jit(jax.vmap(one, in_axes=(None, 0)))
+
+
+def _network_key(graphdef):
+    """Equal for agents of the same network structure (one compiled evaluation for all of them)."""
+    try:
+        return hash(graphdef), graphdef
+    except TypeError:
+        return id(graphdef)
 
 
 def eval_traces(scn: Scenario, load: str | float, key: jax.Array, traces: int, fit: bool = False) -> Trace:
@@ -137,9 +147,9 @@ def compare(
     agent_fns = {}
     for name, policy in policies.items():
         if name not in runs and hasattr(policy, "graphdef"):  # trained agents: one compilation per network
-            key_ = id(policy.graphdef)
+            key_ = (_network_key(policy.graphdef), getattr(policy, "build_key", None))
             if key_ not in agent_fns:
-                agent_fns[key_] = _agent_counts(scn, policy.graphdef, phases)
+                agent_fns[key_] = _agent_counts(scn, policy.graphdef, phases, getattr(policy, "build", None))
             t0 = time.perf_counter()
             counts = {load: np.asarray(agent_fns[key_](policy.params, trace_sets[load])) for load in loads}
             runs[name] = (counts, time.perf_counter() - t0)
@@ -265,14 +275,15 @@ def policies_to_compare(scn: Scenario, names: Sequence[str], checkpoint: str | P
                         run_dir: str | Path) -> tuple[dict[str, Policy], list[str], str | None]:
     """(policies by name, Markdown header lines, note) of an evaluation of ``names`` on ``scn``.
 
-    Static names come from :func:`get_policy`; ``aset`` is the trained agent of ``checkpoint`` (or, when it is
+    Static names come from :func:`get_policy`; ``aset`` is the trained agent (DQN or policy-switching) of
+    ``checkpoint`` (or, when it is
     None, of ``run_dir``). Without an agent there, an explicit ``checkpoint`` is an error, while ``run_dir`` only
     drops ``aset`` and returns a one-line ``note``. An agent trained on a scenario of other shapes (features,
     actions) is a one-line ValueError, as is a list that leaves nothing to evaluate.
     """
-    from respect_jax.edge_cluster.dqn import NETWORK_FILE, load_agent
     from respect_jax.edge_cluster.scenarios import describe
     from respect_jax.edge_cluster.simulator import num_features
+    from respect_jax.edge_cluster.switching import NETWORK_FILE, load_edge_agent
 
     if not names:
         raise ValueError("eval.policies is empty")
@@ -287,7 +298,7 @@ def policies_to_compare(scn: Scenario, names: Sequence[str], checkpoint: str | P
                 raise FileNotFoundError(f"eval.checkpoint={ckpt}: no trained agent there (no {NETWORK_FILE})")
             note = f"no trained agent in {ckpt} (run `respect-edge train` first); static policies only"
             continue
-        agent, trained_on = load_agent(ckpt)
+        agent, trained_on = load_edge_agent(ckpt)  # the DQN or the switching agent, by network.json's format
         shapes = (num_features(scn.params), scn.params.num_actions)
         if (num_features(trained_on.params), trained_on.params.num_actions) != shapes:
             raise ValueError(f"agent in {ckpt} was trained on scenario {trained_on.name!r} with other shapes; "

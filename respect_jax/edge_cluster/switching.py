@@ -1,0 +1,555 @@
+"""The policy-switching ASET agent (issue 30): per query, *which static rule* dispatches it.
+
+The action is a rule of :data:`SwitchConfig.rules` (by default the deterministic static policies ``closest``,
+``fastest_expected``, ``most_accurate``, ``least_loaded``); the query goes where that rule sends it. One rule is the
+*base* (``fastest_expected``): the network outputs, for every other rule, its predicted **advantage** over the base
+(in successful queries), and the agent follows the base unless some rule's predicted advantage exceeds ``margin``.
+"Always the base rule" is the zero network, which is where training starts (the output layer is zero-initialised),
+so the agent only has to learn when to switch.
+
+Why not the one-step TD targets of the DQN (:mod:`~respect_jax.edge_cluster.dqn`): a dispatch's own reward (did
+*this* query succeed) hardly differs between sensible actions; what separates them is the queueing delay they
+impose on the next dozens of queries, a small signal under the trace's noise that a bootstrapped per-query value
+does not pick up in the training budget of this CPU (the DQN's near-greedy success fell as epsilon decayed).
+
+How it learns (approximate policy iteration with simulator rollouts, Bertsekas' *rollout* + a learned Q):
+the pure simulator can be forked. From states visited by the agent itself (epsilon-greedy over the rules), every
+environment branches once per rule: the current query is dispatched by that rule, the next ``horizon`` queries of the
+same trace by the base rule; the branch's value is its number of successes (current query included). All branches
+share the trace (arrival times, jitter, processing noise: common random numbers), so the difference of two branches
+is exactly the effect of that one decision, without the noise of the rest of the trace. The network regresses
+``value(rule) - value(base)`` (mean squared error) on the observation of
+:func:`~respect_jax.edge_cluster.simulator.features`. The greedy agent is then one step of policy improvement over
+the base rule (exact values would make it at least as good as the base in every state); the samples come from the
+agent's own visits, so it is trained on the states it produces. Branches run without the history ring (the rules
+need none), which makes a branch step as cheap as a static policy's.
+
+Everything is pure JAX: a chunk of episodes is one jitted ``lax.scan`` over vectorised environments (traces drawn
+per environment from the main scenario and ``mixture``'s presets at a load from ``loads``, renewed when used up, as
+in the DQN); the shared harness (:func:`respect_jax.train.harness.host_loop`) writes metrics, orbax checkpoints and
+``network.json``; :func:`load_edge_agent` loads this agent or a DQN agent by the folder's format.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx, struct
+
+from respect_jax.edge_cluster.dqn import Layout, training_scenarios, training_trace_config
+from respect_jax.edge_cluster.environment import EdgeEnv
+from respect_jax.edge_cluster.generator import generate_trace
+from respect_jax.edge_cluster.policies import STATIC_POLICIES
+from respect_jax.edge_cluster.scenarios import Scenario, scenario_from_dict
+from respect_jax.edge_cluster.simulator import HINT_POLICIES, SITE_FEATURES, dispatch, features, num_features
+from respect_jax.edge_cluster.types import SUCCESS, EdgeParams, Policy, SimState, State, TimeStep, Trace, query_at
+from respect_jax.graphs.graph import write_json_atomic
+from respect_jax.train import run_folder
+from respect_jax.train.checkpoints import Checkpointer
+from respect_jax.train.config import from_values
+from respect_jax.train.harness import LoopConfig, host_loop, make_optimizer
+from respect_jax.train.run_folder import CHECKPOINT_DIR, METRICS_FILE, NETWORK_FILE
+
+FORMAT = "respect-jax-edge-switch/1"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    """Settings of :func:`make_train` (the CLI's ``switch`` node).
+
+    rules: the static rules the agent chooses among (names of :data:`HINT_POLICIES`); base: the one it follows
+        unless another is predicted better (must be among ``rules``).
+    hidden: widths of the MLP; lr, max_grad_norm: Adam with global-norm clipping.
+    num_envs: environments stepped together; episode_steps: the agent's own dispatches per environment per episode.
+    stride: own dispatches between two rollout samples of an environment (``episode_steps`` a multiple of it).
+    horizon: queries the base rule dispatches after the branched query (how far a decision's effect is counted).
+    episodes; loads: load multipliers drawn per environment and trace (empty: the scenario's named levels);
+        trace_horizon_s: simulated seconds of a training trace (null: the scenario's); mixture: further presets
+        (same topology) drawn per trace, as in the DQN.
+    buffer_size, batch_size: replay of (observation, advantages) samples; updates_per_sample: gradient updates
+        per sampling round (each round adds ``num_envs`` samples).
+    explore: probability that a dispatch of the agent's own trajectory follows a uniformly drawn rule (coverage).
+    margin: the greedy agent leaves the base rule only for a predicted gain above this (successful queries).
+    """
+
+    rules: tuple[str, ...] = HINT_POLICIES
+    base: str = "fastest_expected"
+    hidden: tuple[int, ...] = (128, 128)
+    lr: float = 1e-3
+    num_envs: int = 32
+    episode_steps: int = 256
+    stride: int = 8
+    horizon: int = 64
+    episodes: int = 20
+    loads: tuple[float, ...] = ()
+    trace_horizon_s: float | None = None
+    mixture: tuple[str, ...] = ()
+    buffer_size: int = 16384
+    batch_size: int = 256
+    updates_per_sample: int = 2
+    explore: float = 0.2
+    margin: float = 0.0
+    max_grad_norm: float = 10.0
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("rules", "mixture"):
+            object.__setattr__(self, name, tuple(str(x) for x in getattr(self, name)))
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        object.__setattr__(self, "loads", tuple(float(x) for x in self.loads))
+        checks = [
+            ("rules", len(self.rules) >= 2 and set(self.rules) <= set(HINT_POLICIES)
+             and len(set(self.rules)) == len(self.rules), f"two or more distinct names of {', '.join(HINT_POLICIES)}"),
+            ("base", self.base in self.rules, "one of switch.rules"),
+            ("hidden", len(self.hidden) >= 1 and all(h >= 1 for h in self.hidden), "a non-empty list of widths >= 1"),
+            ("lr", self.lr > 0, "> 0"),
+            ("num_envs", self.num_envs >= 1, ">= 1"),
+            ("stride", self.stride >= 1, ">= 1"),
+            ("episode_steps", self.episode_steps >= self.stride and self.episode_steps % self.stride == 0,
+             "a positive multiple of switch.stride"),
+            ("horizon", self.horizon >= 0, ">= 0"),
+            ("episodes", self.episodes >= 1, ">= 1"),
+            ("loads", all(x > 0 for x in self.loads), "positive numbers"),
+            ("trace_horizon_s", self.trace_horizon_s is None or 0 < self.trace_horizon_s <= 1000,
+             "in (0, 1000] or null"),
+            ("buffer_size", self.buffer_size >= self.num_envs, ">= num_envs"),
+            ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("updates_per_sample", self.updates_per_sample >= 1, ">= 1"),
+            ("explore", 0.0 <= self.explore <= 1.0, "in [0, 1]"),
+            ("margin", self.margin >= 0.0, ">= 0"),
+            ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
+        ]
+        for name, ok, rule in checks:
+            if not ok:
+                raise ValueError(f"switch.{name} must be {rule}, got {getattr(self, name)!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> SwitchConfig:
+        return from_values(cls, values, "switch")
+
+    def to_dict(self) -> dict:
+        doc = asdict(self)
+        return {**doc, **{k: list(getattr(self, k)) for k in ("rules", "hidden", "loads", "mixture")}}
+
+
+def rule_indices(cfg: SwitchConfig) -> tuple[int, ...]:
+    """Positions of ``cfg.rules`` in :data:`HINT_POLICIES` (their blocks of the observation's hints)."""
+    return tuple(HINT_POLICIES.index(r) for r in cfg.rules)
+
+
+class SwitchNetwork(nnx.Module):
+    """``f32[..., F] -> f32[..., R]`` predicted advantage of each rule over the base (0 for the base itself).
+
+    Input: the observation's per-query and per-site blocks (app and source one-hots, per-app rate, success and
+    measured slack, every site's 8 load features) and, for every rule, what it would do with this query (the
+    estimated and the measured slack of its action, the 8 features of its site, whether it agrees with the base).
+    """
+
+    def __init__(self, layout: Layout, rules: tuple[int, ...], base: int, hidden: tuple[int, ...], *, rngs: nnx.Rngs):
+        self.layout, self.rules, self.base = layout, rules, base
+        a, n, s = layout.num_apps, layout.num_sources, layout.num_sites
+        per_rule = 2 + SITE_FEATURES + 1
+        sizes = (n + 4 * a + SITE_FEATURES * s + per_rule * len(rules), *hidden)
+        self.layers = nnx.List([nnx.Linear(i, o, rngs=rngs) for i, o in zip(sizes[:-1], sizes[1:], strict=True)])
+        self.out = nnx.Linear(hidden[-1], len(rules), kernel_init=nnx.initializers.zeros, rngs=rngs)
+
+    def rule_actions(self, x: jax.Array) -> jax.Array:
+        """i32[..., R] the action (site * V + variant) each rule takes for the observed query."""
+        hint = self.layout.split(x)["hint"]
+        hint = hint.reshape(*hint.shape[:-1], len(HINT_POLICIES), hint.shape[-1] // len(HINT_POLICIES))
+        return jnp.argmax(hint[..., jnp.asarray(self.rules), :], axis=-1).astype(jnp.int32)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        lay = self.layout
+        s, v = lay.num_sites, lay.num_variants
+        b = lay.split(x)
+        names = ("backlog", "queue", "work", "rtt", "m_queue", "m_net", "m_proc", "m_age")
+        site = jnp.stack([b[k] for k in names], axis=-1)  # [..., S, 8]
+        acts = self.rule_actions(x)  # [..., R]
+        hot = jax.nn.one_hot(acts, s * v)  # [..., R, S*V]
+        site_hot = jax.nn.one_hot(acts // v, s)  # [..., R, S]
+        per_rule = jnp.concatenate([
+            jnp.sum(hot * b["slack"][..., None, :], -1, keepdims=True),
+            jnp.sum(hot * b["m_slack"][..., None, :], -1, keepdims=True),
+            jnp.einsum("...rs,...sf->...rf", site_hot, site),
+            (acts == acts[..., self.rules.index(self.base)][..., None]).astype(jnp.float32)[..., None],
+        ], axis=-1)  # [..., R, 11]
+        h = jnp.concatenate([b["app"], b["source"], b["rate"], b["success"], b["app_slack"],
+                             site.reshape(*site.shape[:-2], SITE_FEATURES * s),
+                             per_rule.reshape(*per_rule.shape[:-2], -1)], -1)  # [..., N + 4A + 8S + 11R]
+        for layer in self.layers:
+            h = jax.nn.relu(layer(h))
+        adv = self.out(h)
+        return jnp.where(jnp.arange(len(self.rules)) == self.rules.index(self.base), 0.0, adv)
+
+
+def greedy_rule(adv: jax.Array, base_pos: int, margin: float | jax.Array) -> jax.Array:
+    """i32[...] position (in the rules) of the chosen rule: the best predicted advantage if above ``margin``, else
+    the base rule."""
+    best = jnp.argmax(adv, axis=-1)
+    gain = jnp.max(adv, axis=-1)
+    return jnp.where(gain > margin, best, base_pos).astype(jnp.int32)
+
+
+def strip_history(sim: SimState) -> SimState:
+    """The same cluster without the observation's history ring (the dispatch dynamics do not read it)."""
+    s, a = sim.hol_us.shape[0], sim.app_pos.shape[0]
+    ring_s = lambda x: jnp.zeros((s, 0), x.dtype)  # noqa: E731
+    return sim.replace(ring_done_us=ring_s(sim.ring_done_us), ring_work_us=ring_s(sim.ring_work_us),
+                       ring_resolve_us=ring_s(sim.ring_resolve_us), ring_queue_us=ring_s(sim.ring_queue_us),
+                       ring_net_pct=ring_s(sim.ring_net_pct), ring_proc_pct=ring_s(sim.ring_proc_pct),
+                       app_arrival_us=jnp.zeros((a, 0), jnp.int32), app_resolve_us=jnp.zeros((a, 0), jnp.int32),
+                       app_ok=jnp.zeros((a, 0), bool), app_slack_us=jnp.zeros((a, 0), jnp.int32))
+
+
+def branch_values(params: EdgeParams, trace: Trace, sim: SimState, index: jax.Array, rules: tuple[str, ...],
+                  base: str, horizon: int) -> jax.Array:
+    """f32[R] successes of each branch: query ``index`` of ``trace`` dispatched by ``rules[r]``, the next ``horizon``
+    queries by ``base`` (one environment, unbatched; slots past the trace are padding and count nothing)."""
+    branches = [STATIC_POLICIES[r] for r in rules]
+    base_rule = STATIC_POLICIES[base]
+    q = trace.valid.shape[0]
+    lean = strip_history(sim)
+
+    def one(r: jax.Array) -> jax.Array:
+        def body(carry, k):
+            sim_, total = carry
+            i = index + k
+            query = query_at(trace, jnp.minimum(i, q - 1))
+            query = query.replace(valid=query.valid & (i < q))
+            first = jax.lax.switch(r, branches, params, sim_, query)
+            act = jnp.where(k == 0, first, base_rule(params, sim_, query))
+            sim_, out = dispatch(params, sim_, query, act)
+            return (sim_, total + (out.code == SUCCESS).astype(jnp.float32)), None
+
+        (_, total), _ = jax.lax.scan(body, (lean, jnp.float32(0.0)), jnp.arange(horizon + 1))
+        return total
+
+    return jax.vmap(one)(jnp.arange(len(rules)))
+
+
+@struct.dataclass
+class Samples:
+    """Replay of rollout samples (leading axis = capacity)."""
+
+    obs: jax.Array  # f32[C, F]
+    target: jax.Array  # f32[C, R] value(rule) - value(base)
+    valid: jax.Array  # bool[C]
+    pos: jax.Array  # i32[]
+    size: jax.Array  # i32[]
+
+
+@struct.dataclass
+class Carry:
+    params: Any
+    opt_state: Any
+    samples: Samples
+    env: State  # [E]
+    timestep: TimeStep  # [E]
+    load: jax.Array  # f32[E]
+    key: jax.Array
+
+
+def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callable, Callable]:
+    """Build the agent and its pure training functions ``init(key) -> Carry`` and ``run(carry, episodes) -> (carry,
+    metrics)`` (metrics f32[episodes]: ``success`` of the agent's own dispatches, ``loss``, ``gain`` mean of the
+    best rule's rollout advantage over the base, ``switch`` share of own dispatches that left the base rule,
+    ``load``). ``run`` is pure: jit it with ``static_argnums=1``."""
+    params_env: EdgeParams = scn.params
+    env = EdgeEnv(training_trace_config(scn, cfg), scn.ring)
+    obs_size = num_features(params_env)
+    layout = Layout.of(params_env)
+    rules = rule_indices(cfg)
+    base_pos = cfg.rules.index(cfg.base)
+    model = SwitchNetwork(layout, rules, HINT_POLICIES.index(cfg.base), cfg.hidden, rngs=nnx.Rngs(cfg.seed))
+    graphdef, init_params = nnx.split(model)
+    optimizer = make_optimizer(cfg.lr, cfg.max_grad_norm)
+    loads = jnp.asarray(cfg.loads or tuple(scn.loads.values()), jnp.float32)
+    scenarios = training_scenarios(scn, cfg)
+    stack = lambda xs: jax.tree.map(lambda *x: jnp.stack([jnp.asarray(y) for y in x]), *xs)  # noqa: E731
+    all_params = stack([x.params for x in scenarios])
+    all_rates = jnp.stack([jnp.asarray(x.base_rate, jnp.float32) for x in scenarios])
+    all_dyn = stack([x.dynamics for x in scenarios])
+    e, r_count = cfg.num_envs, len(cfg.rules)
+    not_base = jnp.arange(r_count) != base_pos
+
+    def adv_of(params, obs):
+        return nnx.merge(graphdef, params)(obs)
+
+    def fresh(key: jax.Array) -> tuple[State, TimeStep, jax.Array]:
+        k_load, k_trace, k_scn = jax.random.split(key, 3)
+        load = loads[jax.random.randint(k_load, (e,), 0, loads.shape[0])]
+        which = jax.random.randint(k_scn, (e,), 0, len(scenarios))
+        params = jax.tree.map(lambda x: x[which], all_params)
+        dyn = jax.tree.map(lambda x: x[which], all_dyn)
+        rates = load[:, None, None] * all_rates[which]
+        traces = jax.vmap(lambda k, rt, d: generate_trace(k, rt, env.trace_cfg, d))(
+            jax.random.split(k_trace, e), rates, dyn)
+        state, timestep = jax.vmap(env.reset_trace)(params, traces)
+        return state, timestep, load
+
+    def init(key: jax.Array) -> Carry:
+        state, timestep, load = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(fresh, key))
+        c = cfg.buffer_size
+        samples = Samples(obs=jnp.zeros((c, obs_size), jnp.float32), target=jnp.zeros((c, r_count), jnp.float32),
+                          valid=jnp.zeros((c,), bool), pos=jnp.int32(0), size=jnp.int32(0))
+        return Carry(params=jax.tree.map(jnp.copy, init_params), opt_state=optimizer.init(init_params),
+                     samples=samples, env=state, timestep=timestep, load=load, key=key)
+
+    def loss_fn(params, batch):
+        err = (adv_of(params, batch["obs"]) - batch["target"]) ** 2  # [B, R]
+        w = (batch["valid"][:, None] & not_base[None, :]).astype(jnp.float32)
+        return jnp.sum(err * w) / jnp.maximum(jnp.sum(w), 1.0)
+
+    def update(carry: Carry, key: jax.Array) -> tuple[Carry, jax.Array]:
+        smp = carry.samples
+        idx = jax.random.randint(key, (cfg.batch_size,), 0, jnp.maximum(smp.size, 1))
+        batch = {"obs": smp.obs[idx], "target": smp.target[idx], "valid": smp.valid[idx]}
+        loss, grads = jax.value_and_grad(loss_fn)(carry.params, batch)
+        upd, opt_state = optimizer.update(grads, carry.opt_state, carry.params)
+        return carry.replace(params=optax.apply_updates(carry.params, upd), opt_state=opt_state), loss
+
+    def own_step(inner, _):
+        carry, state, timestep = inner
+        key, k_eps, k_rule = jax.random.split(carry.key, 3)
+        obs = timestep.observation.features
+        net = nnx.merge(graphdef, carry.params)
+        chosen = greedy_rule(net(obs), base_pos, cfg.margin)
+        explore = jax.random.uniform(k_eps, (e,)) < cfg.explore
+        chosen = jnp.where(explore, jax.random.randint(k_rule, (e,), 0, r_count), chosen)
+        action = jnp.take_along_axis(net.rule_actions(obs), chosen[:, None], axis=1)[:, 0]
+        valid = state.index < state.trace.num_valid
+        state, nxt = env.batch_step(state, action)
+        left = (action != net.rule_actions(obs)[:, base_pos]) & valid
+        return (carry.replace(key=key), state, nxt), (jnp.sum(nxt.reward * valid), jnp.sum(valid), jnp.sum(left))
+
+    def sample_round(inner, _):
+        (carry, state, timestep), (succ, count, left) = jax.lax.scan(own_step, inner, None, length=cfg.stride)
+        values = jax.vmap(lambda p, tr, sim, i: branch_values(p, tr, sim, i, cfg.rules, cfg.base, cfg.horizon))(
+            state.params, state.trace, state.sim, state.index)  # [E, R]
+        target = values - values[:, base_pos:base_pos + 1]
+        valid = state.index < state.trace.num_valid
+        smp = carry.samples
+        idx = (smp.pos + jnp.arange(e)) % cfg.buffer_size
+        smp = smp.replace(obs=smp.obs.at[idx].set(timestep.observation.features), target=smp.target.at[idx].set(target),
+                          valid=smp.valid.at[idx].set(valid), pos=(smp.pos + e) % cfg.buffer_size,
+                          size=jnp.minimum(smp.size + e, cfg.buffer_size))
+        key, k_upd = jax.random.split(carry.key)
+        carry = carry.replace(samples=smp, key=key)
+
+        def do_updates(c):
+            c, losses = jax.lax.scan(update, c, jax.random.split(k_upd, cfg.updates_per_sample))
+            return c, jnp.mean(losses)
+
+        ready = carry.samples.size >= cfg.batch_size
+        carry, loss = jax.lax.cond(ready, do_updates, lambda c: (c, jnp.float32(jnp.nan)), carry)
+        gain = jnp.sum(jnp.max(target, axis=1) * valid) / jnp.maximum(jnp.sum(valid), 1)
+        return (carry, state, timestep), (jnp.sum(succ), jnp.sum(count), jnp.sum(left), loss, gain)
+
+    def episode(carry: Carry, _):
+        key, k_env = jax.random.split(carry.key)
+        renew = carry.env.trace.num_valid - carry.env.index < cfg.episode_steps + cfg.horizon
+        new_state, new_timestep, new_load = fresh(k_env)
+
+        def pick(new, old):
+            return jnp.where(renew.reshape((e,) + (1,) * (new.ndim - 1)), new, old)
+
+        state = jax.tree.map(pick, new_state, carry.env)
+        timestep = jax.tree.map(pick, new_timestep, carry.timestep)
+        load = jnp.where(renew, new_load, carry.load)
+        (carry, state, timestep), (succ, count, left, loss, gain) = jax.lax.scan(
+            sample_round, (carry.replace(key=key), state, timestep), None, length=cfg.episode_steps // cfg.stride)
+        carry = carry.replace(env=state, timestep=timestep, load=load)
+        n = jnp.maximum(jnp.sum(count), 1)
+        return carry, {"success": jnp.sum(succ) / n, "switch": jnp.sum(left) / n, "loss": jnp.nanmean(loss),
+                       "gain": jnp.mean(gain), "load": jnp.mean(load)}
+
+    def run(carry: Carry, num_episodes: int) -> tuple[Carry, dict]:
+        return jax.lax.scan(episode, carry, None, length=num_episodes)
+
+    return model, init, run
+
+
+# ------------------------------------------------------------------------------ agent as a policy
+def switch_policy(graphdef: nnx.GraphDef, params: Any, margin: float = 0.0) -> Policy:
+    """The greedy switching policy of trained parameters: the action of the rule with the best predicted advantage
+    over the base (the base's when none exceeds ``margin``)."""
+    return _bundle_policy(graphdef, {"net": params, "margin": jnp.float32(margin)})
+
+
+def _bundle_policy(graphdef: nnx.GraphDef, bundle: dict) -> Policy:
+    """:func:`switch_policy` of ``{"net": parameters, "margin": f32[]}`` (the margin is traced: agents of one network
+    share one compiled evaluation whatever their margins)."""
+
+    def policy(env_params: EdgeParams, sim: SimState, query: Trace) -> jax.Array:
+        net = nnx.merge(graphdef, bundle["net"])
+        x = features(env_params, sim, query)
+        chosen = greedy_rule(net(x), net.rules.index(net.base), bundle["margin"])
+        return jnp.take(net.rule_actions(x), chosen)
+
+    policy.needs_history = True
+    policy.graphdef, policy.params = graphdef, bundle
+    policy.build, policy.build_key = _bundle_policy, "switch"
+    return policy
+
+
+@dataclass
+class SwitchAgent:
+    graphdef: nnx.GraphDef
+    params: Any
+    config: SwitchConfig
+    scenario_doc: dict
+    history: list[dict] = field(default_factory=list)
+    train_time_s: float = 0.0
+    trained_from: int = 0
+
+    @property
+    def policy(self) -> Policy:
+        return switch_policy(self.graphdef, self.params, self.config.margin)
+
+
+@struct.dataclass
+class Episodes:
+    carry: Carry
+    step: jax.Array
+
+    @property
+    def params(self) -> Any:
+        return self.carry.params
+
+
+def _network_doc(scn: Scenario, cfg: SwitchConfig) -> dict:
+    return {"format": FORMAT, "switch": cfg.to_dict(), "obs_size": num_features(scn.params),
+            "layout": asdict(Layout.of(scn.params)), "scenario": scn.doc}
+
+
+def _train_item(carry: Carry, episode: int) -> dict:
+    item = {f.name: getattr(carry, f.name) for f in fields(carry) if f.name != "params"}
+    item = jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, item)
+    return {**item, "episode": jnp.int32(episode)}
+
+
+def _is_key(x) -> bool:
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def train_switch(scn: Scenario, cfg: SwitchConfig, run_dir: str | Path | None = None, chunk: int = 5,
+                 log: Callable[[str], None] | None = None, overwrite: bool = False,
+                 resolved_config: str | None = None) -> SwitchAgent:
+    """Train on a scenario (and ``cfg.mixture``); with ``run_dir``, write network.json, metrics.jsonl, orbax
+    checkpoints (one per ``chunk`` episodes, the whole training state) and summary.json. A folder with checkpoints of
+    the same settings (but ``episodes``) is resumed; other settings are refused unless ``overwrite``."""
+    model, init, run = make_train(scn, cfg)
+    graphdef, _ = nnx.split(model)
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        if overwrite and (run_dir / CHECKPOINT_DIR).exists():
+            run_folder.clear(run_dir, (SUMMARY_FILE,))
+    run_jit = jax.jit(run, static_argnums=1, donate_argnums=0)
+
+    def run_epoch(state: Episodes) -> tuple[Episodes, list[dict]]:
+        n = min(chunk, cfg.episodes - int(state.step))
+        carry, metrics = run_jit(state.carry, n)
+        metrics = jax.device_get(metrics)
+        return Episodes(carry, state.step + n), [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
+
+    def restore(ckpt, like: Episodes, latest: int) -> Episodes:
+        carry = like.carry
+        if latest == cfg.episodes or "samples" not in ckpt.stored_keys(latest, "train"):
+            params, _ = ckpt.restore(carry.params, None, latest)
+            if latest != cfg.episodes:
+                raise ValueError(f"{run_dir} holds an agent saved without its training state; use a new run_dir, "
+                                 "or overwrite=true to replace it")
+            return Episodes(carry.replace(params=params), jnp.int32(latest))
+        params, train = ckpt.restore(carry.params, _train_item(carry, 0), latest)
+        item = {f.name: getattr(carry, f.name) for f in fields(carry) if f.name != "params"}
+        restored = jax.tree.map(
+            lambda x, y: jax.random.wrap_key_data(jnp.asarray(y), impl=jax.random.key_impl(x)) if _is_key(x)
+            else jnp.asarray(y), item, {k: train[k] for k in item})
+        return Episodes(Carry(params=params, **restored), jnp.int32(latest))
+
+    loop = LoopConfig(cfg.episodes, max_to_keep=2, items_per_step=cfg.episode_steps * cfg.num_envs,
+                      rate="env_steps_per_s", step_key="episode")
+    start = time.perf_counter()
+    result = host_loop(run_dir, loop, init_state=lambda: Episodes(init(jax.random.key(cfg.seed)), jnp.int32(0)),
+                       run_epoch=run_epoch, network=_network_doc(scn, cfg),
+                       train_item=lambda state: _train_item(state.carry, int(state.step)), restore=restore,
+                       ignore=("switch.episodes",), hint=", or overwrite=true to replace it",
+                       resolved_config=resolved_config, log=log or (lambda msg: None), progress=False)
+    params = jax.device_get(result.state.params)
+    agent = SwitchAgent(graphdef, params, cfg, scn.doc, result.history, time.perf_counter() - start,
+                        result.resumed_at)
+    if run_dir is not None and result.resumed_at != cfg.episodes:
+        write_json_atomic({"scenario": scn.name, "episodes": cfg.episodes,
+                           "own_dispatches": cfg.episodes * cfg.episode_steps * cfg.num_envs,
+                           "branch_dispatches": cfg.episodes * (cfg.episode_steps // cfg.stride) * cfg.num_envs
+                           * len(cfg.rules) * (cfg.horizon + 1),
+                           "train_time_s": agent.train_time_s, "resumed_from_episode": result.resumed_at,
+                           "final_success": result.history[-1]["success"]}, run_dir / SUMMARY_FILE)
+    elif run_dir is not None and (run_dir / SUMMARY_FILE).is_file():
+        agent.train_time_s = float(json.loads((run_dir / SUMMARY_FILE).read_text()).get("train_time_s", 0.0))
+    return agent
+
+
+def keep_parameters_only(run_dir: str | Path) -> None:
+    """Shrink a finished run folder to the last checkpoint's parameters (what :func:`load_switch_agent` needs)."""
+    import shutil
+
+    run_dir = Path(run_dir)
+    agent, _ = load_switch_agent(run_dir)
+    reader = Checkpointer(run_dir, max_to_keep=None, create=False)
+    try:
+        latest = reader.latest_step()
+    finally:
+        reader.close()
+    shutil.rmtree(run_dir / CHECKPOINT_DIR)
+    ckpt = Checkpointer(run_dir, max_to_keep=1)
+    try:
+        ckpt.save(latest, agent.params, {"episode": jnp.int32(latest)})
+        ckpt.wait()
+    finally:
+        ckpt.close()
+
+
+def load_switch_agent(path: str | Path, step: int | None = None) -> tuple[SwitchAgent, Scenario]:
+    """Rebuild a switching agent (and its scenario) from a run folder written by :func:`train_switch`."""
+    run_dir = Path(path)
+    if not (run_dir / NETWORK_FILE).is_file():
+        raise FileNotFoundError(f"{run_dir}: not an edge agent run folder (no {NETWORK_FILE})")
+    doc = json.loads((run_dir / NETWORK_FILE).read_text())
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"{run_dir}/{NETWORK_FILE}: format {doc.get('format')!r} is not {FORMAT}")
+    cfg = SwitchConfig.from_dict(doc["switch"])
+    scn = scenario_from_dict(doc["scenario"])
+    model = SwitchNetwork(Layout(**doc["layout"]), rule_indices(cfg), HINT_POLICIES.index(cfg.base), cfg.hidden,
+                          rngs=nnx.Rngs(0))
+    graphdef, params = nnx.split(model)
+    ckpt = Checkpointer(run_dir, max_to_keep=None)
+    try:
+        params, _ = ckpt.restore(params, None, step)
+    finally:
+        ckpt.close()
+    history = run_folder.read_metrics(run_dir / METRICS_FILE)
+    summary = json.loads((run_dir / SUMMARY_FILE).read_text()) if (run_dir / SUMMARY_FILE).is_file() else {}
+    return SwitchAgent(graphdef, params, cfg, doc["scenario"], history,
+                       float(summary.get("train_time_s", 0.0))), scn
+
+
+def load_edge_agent(path: str | Path, step: int | None = None):
+    """Either kind of ASET agent from its run folder (by network.json's format): ``(agent, scenario)``."""
+    run_dir = Path(path)
+    doc = json.loads((run_dir / NETWORK_FILE).read_text()) if (run_dir / NETWORK_FILE).is_file() else {}
+    if doc.get("format") == FORMAT:
+        return load_switch_agent(run_dir, step)
+    from respect_jax.edge_cluster.dqn import load_agent
+
+    return load_agent(run_dir, step)

@@ -1,0 +1,122 @@
+"""The policy-switching ASET agent (issue 30): rollout values, the untrained agent is the base rule, learning test.
+
+Learning test on ``small_ramp``: within one trace the load ramps up while the cloud's paths recover, so ``closest``
+is best in the first half and ``fastest_expected`` in the second; the agent, switching between the static rules per
+query, must beat both over the trace (seeded, deterministic; slow: most of its time is compilation).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from respect_jax.edge_cluster.evaluation import compare, paired_difference
+from respect_jax.edge_cluster.generator import make_traces
+from respect_jax.edge_cluster.policies import STATIC_POLICIES
+from respect_jax.edge_cluster.scenarios import load_preset
+from respect_jax.edge_cluster.simulator import num_features, simulate
+from respect_jax.edge_cluster.switching import (
+    SwitchConfig,
+    branch_values,
+    load_edge_agent,
+    make_train,
+    switch_policy,
+    train_switch,
+)
+from respect_jax.edge_cluster.types import SUCCESS
+
+FAST = dict(hidden=(32, 32), num_envs=8, episode_steps=64, stride=4, horizon=32, episodes=10, batch_size=64,
+            loads=(1.0,), seed=0)
+
+
+def _one_trace(scn, load="medium", seed=3):
+    rates = np.broadcast_to(scn.rate(load), (1, *scn.base_rate.shape))
+    batch = make_traces(jax.random.key(seed), rates, scn.trace, scn.dynamics)
+    return jax.tree.map(lambda x: x[0], batch)
+
+
+def test_branch_values_equal_a_full_simulation_that_switches_once():
+    """A branch's value = the successes, in slots i..i+H, of the whole trace simulated from the start with the base
+    rule everywhere except slot i (taken by the branch's rule); the branch starts from the state after slot i - 1
+    and runs without the history ring."""
+    scn = load_preset("small_ramp")
+    p = scn.params
+    trace = _one_trace(scn)
+    n = int(trace.num_valid)
+    times = np.asarray(trace.time_us)
+    rules, base, horizon = ("closest", "fastest_expected", "most_accurate", "least_loaded"), "fastest_expected", 24
+    fe = STATIC_POLICIES[base]
+    branches = [STATIC_POLICIES[r] for r in rules]
+
+    @jax.jit
+    def state_before(i):  # the base rule over slots < i (later slots are padding: they change nothing)
+        head = trace.replace(valid=trace.valid & (jnp.arange(trace.valid.shape[0]) < i))
+        return simulate(p, head, fe, ring=scn.ring)[0]
+
+    @jax.jit
+    def switched_codes(r, t_i):  # the whole trace, the base rule everywhere but rule r at the query dispatched at t_i
+        def policy(params, sim, query):
+            return jnp.where(query.time_us == t_i, jax.lax.switch(r, branches, params, sim, query),
+                             fe(params, sim, query))
+
+        return simulate(p, trace, policy, ring=0)[1].code
+
+    values = jax.jit(lambda sim, i: branch_values(p, trace, sim, i, rules, base, horizon))
+    checked, distinct = 0, set()
+    for i in (n // 3, n // 2, (2 * n) // 3):
+        if np.sum(times == times[i]) != 1:
+            continue
+        got = np.asarray(values(state_before(jnp.int32(i)), jnp.int32(i)))
+        for r, name in enumerate(rules):
+            codes = np.asarray(switched_codes(jnp.int32(r), jnp.int32(times[i])))
+            want = int(np.sum(codes[i:i + horizon + 1] == SUCCESS))
+            assert got[r] == want, (i, name, got, want)
+        checked += 1
+        distinct |= {tuple(got.tolist())}
+    assert checked >= 2 and len(distinct) >= 2, distinct
+
+
+def test_untrained_agent_is_the_base_rule():
+    """The output layer starts at zero: the agent dispatches every query exactly like ``fastest_expected``."""
+    scn = load_preset("small_ramp")
+    model, _, _ = make_train(scn, SwitchConfig(**FAST))
+    graphdef, params = nnx.split(model)
+    trace = _one_trace(scn, "high")
+    _, a = simulate(scn.params, trace, switch_policy(graphdef, params), ring=scn.ring)
+    _, b = simulate(scn.params, trace, STATIC_POLICIES["fastest_expected"], ring=0)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_config_errors_are_one_line():
+    with pytest.raises(ValueError, match="switch.base"):
+        SwitchConfig(rules=("closest", "least_loaded"), base="fastest_expected")
+    with pytest.raises(ValueError, match="switch.episode_steps"):
+        SwitchConfig(episode_steps=10, stride=4)
+
+
+@pytest.mark.slow  # ~140 s on the shared CPU at load 10 (compilation of training and of the evaluation)
+def test_switching_agent_beats_both_phase_winners_within_one_episode(tmp_path):
+    """Short deterministic learning test on ``small_ramp``: ``closest`` is best in the first half of every trace and
+    ``fastest_expected`` in the second; the greedy switching agent, on fresh traces, is at least about as good as the
+    best rule of each half and beats both over the trace (paired 95 % interval above 0). The run folder
+    round-trips."""
+    scn = load_preset("small_ramp")
+    agent = train_switch(scn, SwitchConfig(**FAST), tmp_path / "agent", chunk=FAST["episodes"])
+    policies = {"closest": STATIC_POLICIES["closest"], "fastest_expected": STATIC_POLICIES["fastest_expected"],
+                "aset": agent.policy}
+    doc = compare(scn, policies, ["medium"], jax.random.key(99), traces=4, phases=2)
+    first, second = ({p: doc["phase_success"][p]["medium"][i] for p in policies} for i in (0, 1))
+    assert first["closest"] > first["fastest_expected"] + 0.05, first  # the situation the agent exists for
+    assert second["fastest_expected"] > second["closest"] + 0.3, second
+    assert first["aset"] >= first["closest"] - 0.02 and first["aset"] > first["fastest_expected"] + 0.05, first
+    assert second["aset"] >= second["fastest_expected"] - 0.03 and second["aset"] > second["closest"] + 0.3, second
+    diff, ci = paired_difference(doc, "aset", "fastest_expected", "medium")
+    assert diff - ci > 0, (diff, ci)
+    loaded, _ = load_edge_agent(tmp_path / "agent")
+    x = jnp.asarray(np.random.default_rng(0).random((3, num_features(scn.params))), jnp.float32)
+    np.testing.assert_allclose(np.asarray(nnx.merge(loaded.graphdef, loaded.params)(x)),
+                               np.asarray(nnx.merge(agent.graphdef, agent.params)(x)), rtol=1e-6)
