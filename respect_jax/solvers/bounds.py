@@ -433,7 +433,7 @@ class TwoLevelOracle:
 
 
 def _paper_crossing_bound(graph: Graph, hw: Hardware, lam: float, upper: float, deadline: Deadline,
-                          exact: bool = True) -> dict:
+                          exact: bool = True, cpsat: CrossingOracle | None = None) -> dict:
     """Best-first partition of ``[M_lb, upper]`` (module docstring); returns ``{"bound", "points", "calls"}``.
 
     A new point gets the hull bound; when its segment is the least one, CP-SAT refines the point (while it pays,
@@ -444,6 +444,7 @@ def _paper_crossing_bound(graph: Graph, hw: Hardware, lam: float, upper: float, 
     scale = lam * hw.act_bytes
     m_lb = memory_lower_bound(graph, hw)
     oracle = TwoLevelOracle(graph, graph.params[None, :], exact, deadline=deadline)
+    oracle._cpsat = cpsat  # the chain relaxation's model (same weights) when it built one: no second build
 
     def comm(memory: float, refine: bool) -> float:
         """``lam b_a F(memory)``: a lower bound on ``lam * comm`` of any schedule with ``max mem <= memory``."""
@@ -483,8 +484,9 @@ def _paper_crossing_bound(graph: Graph, hw: Hardware, lam: float, upper: float, 
 CHAIN_BUCKETS_PER_BOUNDARY = 8
 #: Buckets at most (the buckets of the deciding sequence are halved once all of them are queried).
 CHAIN_MAX_BUCKETS = 400
-#: Peak-memory grid points of the chain relaxation's search over ``[M_lb, upper]``.
-CHAIN_GRID = 256
+#: Peak-memory grid points of the chain relaxation's search over ``[M_lb, upper]`` (then as many inside its least
+#: segment).
+CHAIN_GRID = 32
 
 
 def chain_minimum(h: np.ndarray, lo: np.ndarray, hi: np.ndarray, boundaries: int, cap: float, total: float
@@ -545,20 +547,27 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
     h = np.zeros(len(lo))
     queried = np.zeros(len(lo), bool)
     queried[lo <= 0] = True  # the empty downset: crossing 0
-    grid = np.linspace(m_lb, upper, CHAIN_GRID)
     oracle = None
     halved_at = -math.inf  # the bound when buckets were last halved
     bound, calls = -math.inf, 0
 
-    def caps() -> np.ndarray:
-        return grid / bp * (1 + WINDOW_RTOL)
+    def least_segment() -> tuple[float, list[int]]:
+        """min over segments [a, b] of a grid of [M_lb, upper] of ``a + scale chain_minimum(b)``, and the deciding
+        sequence: a coarse grid, then a fine one inside its least segment (the segments still cover the range)."""
+        def segments(grid):
+            values = [chain_minimum(h, lo, hi, k - 1, m / bp * (1 + WINDOW_RTOL), total) for m in grid[1:]]
+            return [(grid[i] + scale * v, path) for i, (v, path) in enumerate(values)]
+
+        coarse = np.linspace(m_lb, upper, CHAIN_GRID)
+        seg = segments(coarse)
+        i = min(range(len(seg)), key=lambda j: seg[j][0])
+        fine = segments(np.linspace(coarse[i], coarse[i + 1], CHAIN_GRID))
+        return min(seg[:i] + seg[i + 1:] + fine, key=lambda x: x[0])
 
     while True:
-        values = [chain_minimum(h, lo, hi, k - 1, cap, total) for cap in caps()]
-        seg = [grid[i] + scale * values[i + 1][0] for i in range(len(grid) - 1)]
-        i = int(np.argmin(seg))
-        bound = max(bound, min(float(seg[i]), upper))
-        path = sorted(set(values[i + 1][1]))
+        value, path = least_segment()
+        bound = max(bound, min(float(value), upper))
+        path = sorted(set(path))
         todo = [g for g in path if not queried[g]]
         if not todo and len(lo) < CHAIN_MAX_BUCKETS:  # every bucket of the path is known: halve them
             wide = np.array([g for g in path if hi[g] > lo[g]], np.int64)
@@ -583,12 +592,13 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
             except Stopped:
                 break
         for g in todo:
-            value, _ = oracle.query([(int(lo[g]), int(hi[g]))], deadline, QUERY_SHARE * deadline.left())
+            limit = min(QUERY_SHARE * deadline.left(), CHAIN_QUERY_MAX_S)
+            value, _ = oracle.query([(int(lo[g]), int(hi[g]))], deadline, limit)
             if deadline.left() <= 0.05 and value == 0.0:
                 break
             h[g], queried[g] = max(h[g], value), True
             calls += 1
-    return {"bound": float(bound), "calls": calls, "buckets": len(lo)}
+    return {"bound": float(bound), "calls": calls, "buckets": len(lo), "oracle": oracle}
 
 
 def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float, deadline: Deadline,
@@ -679,7 +689,7 @@ def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float,
                     return True
             for g in todo:
                 value, _ = oracle.query([(int(state["lo"][g]), int(state["hi"][g]))], deadline,
-                                        QUERY_SHARE * deadline.left())
+                                        min(QUERY_SHARE * deadline.left(), CHAIN_QUERY_MAX_S))
                 if deadline.left() <= 0.05 and value == 0.0:
                     return True
                 state["h"][g], state["queried"][g] = max(state["h"][g], value), True
@@ -753,6 +763,19 @@ def _latency_crossing_bound(graph: Graph, hw: Hardware, lower: float, upper: flo
     return {"bound": float(min(lo, upper)), "calls": oracle.calls, "cuts": oracle.hull.cuts}
 
 
+#: Share of the bound's time the chain relaxations get before the independent windows (which settle within the
+#: rest on most bundled models): on the bundled models at K = 8 inside ``solver=auto`` (10 s, load ~10) the
+#: chain alone with all the time left the bound below the independent windows' where its queries ran slow.
+CHAIN_SHARE = 0.5
+#: Seconds a chain relaxation's CP-SAT query may take at most (besides a quarter of the time left).
+CHAIN_QUERY_MAX_S = 1.0
+
+
+def _share(deadline: Deadline, share: float) -> Deadline:
+    """A deadline ``share`` of the time ``deadline`` has left from now (same stop signal)."""
+    return Deadline(min(deadline.at, time.perf_counter() + share * deadline.left()), deadline.stop)
+
+
 def crossing_lower_bound(
     graph: Graph, hw: Hardware, objective: str, lam: float, upper: float, time_limit_s: float, stop=None,
     exact: bool = True, chain: bool = True,
@@ -780,17 +803,19 @@ def crossing_lower_bound(
     if hw.stages == 1 or not upper > analytic or time_limit_s <= 0:
         return {"bound": analytic, "analytic": analytic, "calls": 0, "cuts": 0, "time_s": time.perf_counter() - start}
     if objective == "paper":
-        chained = -math.inf
+        chained, cpsat = -math.inf, None
         if chain and exact and hw.stages >= 3:  # first: on the bundled models it beats the independent windows
-            chained = _paper_chain_bound(graph, hw, lam, float(upper), deadline)["bound"]
-        found = _paper_crossing_bound(graph, hw, lam, float(upper), deadline, exact)
+            chain_found = _paper_chain_bound(graph, hw, lam, float(upper), _share(deadline, CHAIN_SHARE))
+            chained, cpsat = chain_found["bound"], chain_found["oracle"]
+        found = _paper_crossing_bound(graph, hw, lam, float(upper), deadline, exact, cpsat)
         found["bound"] = max(found["bound"], chained)
     else:
         start_at = analytic
         if chain and exact and hw.stages >= 3:
-            for weight in ("macs", "combined"):
-                start_at = max(start_at, _latency_chain_bound(graph, hw, start_at, float(upper), deadline,
-                                                              weight)["bound"])
+            macs_share = 0.7 * CHAIN_SHARE  # then the combined weight gets 0.3 of the chain's share of the time
+            for weight, share in (("macs", macs_share), ("combined", 0.3 * CHAIN_SHARE / (1 - macs_share))):
+                start_at = max(start_at, _latency_chain_bound(graph, hw, start_at, float(upper),
+                                                              _share(deadline, share), weight)["bound"])
         found = _latency_crossing_bound(graph, hw, start_at, float(upper), deadline, exact)
     return {
         "bound": max(found["bound"], analytic),
