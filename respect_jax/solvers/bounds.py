@@ -433,7 +433,7 @@ class TwoLevelOracle:
 
 
 def _paper_crossing_bound(graph: Graph, hw: Hardware, lam: float, upper: float, deadline: Deadline,
-                          exact: bool = True, cpsat: CrossingOracle | None = None) -> dict:
+                          exact: bool = True) -> dict:
     """Best-first partition of ``[M_lb, upper]`` (module docstring); returns ``{"bound", "points", "calls"}``.
 
     A new point gets the hull bound; when its segment is the least one, CP-SAT refines the point (while it pays,
@@ -444,7 +444,6 @@ def _paper_crossing_bound(graph: Graph, hw: Hardware, lam: float, upper: float, 
     scale = lam * hw.act_bytes
     m_lb = memory_lower_bound(graph, hw)
     oracle = TwoLevelOracle(graph, graph.params[None, :], exact, deadline=deadline)
-    oracle._cpsat = cpsat  # the chain relaxation's model (same weights) when it built one: no second build
 
     def comm(memory: float, refine: bool) -> float:
         """``lam b_a F(memory)``: a lower bound on ``lam * comm`` of any schedule with ``max mem <= memory``."""
@@ -477,7 +476,8 @@ def _paper_crossing_bound(graph: Graph, hw: Hardware, lam: float, upper: float, 
             break
         points[(a + b) / 2] = comm((a + b) / 2, False)
     bound = min((s[0] for s in segments()), default=upper)
-    return {"bound": float(min(bound, upper)), "points": len(points), "calls": oracle.calls, "cuts": oracle.hull.cuts}
+    return {"bound": float(min(bound, upper)), "points": len(points), "calls": oracle.calls, "cuts": oracle.hull.cuts,
+            "oracle": oracle._cpsat}
 
 
 #: Weight buckets of the chain relaxation (:func:`_paper_chain_bound`) per stage boundary.
@@ -521,7 +521,8 @@ def chain_minimum(h: np.ndarray, lo: np.ndarray, hi: np.ndarray, boundaries: int
     return float(f[g]), path[::-1]
 
 
-def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, deadline: Deadline) -> dict:
+def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, deadline: Deadline,
+                       oracle: CrossingOracle | None = None) -> dict:
     """The *chain* relaxation of ``paper``: keep the stage capacities between adjacent boundaries, drop the rest.
 
     Split the weight axis ``[0, sum params]`` into G buckets and let ``h_g`` bound the least crossing of a downset
@@ -547,7 +548,6 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
     h = np.zeros(len(lo))
     queried = np.zeros(len(lo), bool)
     queried[lo <= 0] = True  # the empty downset: crossing 0
-    oracle = None
     halved_at = -math.inf  # the bound when buckets were last halved
     bound, calls = -math.inf, 0
 
@@ -763,10 +763,11 @@ def _latency_crossing_bound(graph: Graph, hw: Hardware, lower: float, upper: flo
     return {"bound": float(min(lo, upper)), "calls": oracle.calls, "cuts": oracle.hull.cuts}
 
 
-#: Share of the bound's time the chain relaxations get before the independent windows (which settle within the
-#: rest on most bundled models): on the bundled models at K = 8 inside ``solver=auto`` (10 s, load ~10) the
-#: chain alone with all the time left the bound below the independent windows' where its queries ran slow.
-CHAIN_SHARE = 0.5
+#: ``latency``: share of the bound's time the MACs chain gets (then the combined-weight chain 0.4 of the rest,
+#: then the independent windows): inside ``solver=auto`` (bundled models, K = 8, 10 s, load ~10) the chain with
+#: all the time took densenet121's gap from 43 to 0.3 %, with 35 % of it nowhere (its queries must cover a
+#: sequence before the bound rises). ``paper`` runs the independent windows first and the chain with the rest.
+CHAIN_SHARE = 0.75
 #: Seconds a chain relaxation's CP-SAT query may take at most (besides a quarter of the time left).
 CHAIN_QUERY_MAX_S = 1.0
 
@@ -803,17 +804,17 @@ def crossing_lower_bound(
     if hw.stages == 1 or not upper > analytic or time_limit_s <= 0:
         return {"bound": analytic, "analytic": analytic, "calls": 0, "cuts": 0, "time_s": time.perf_counter() - start}
     if objective == "paper":
-        chained, cpsat = -math.inf, None
-        if chain and exact and hw.stages >= 3:  # first: on the bundled models it beats the independent windows
-            chain_found = _paper_chain_bound(graph, hw, lam, float(upper), _share(deadline, CHAIN_SHARE))
-            chained, cpsat = chain_found["bound"], chain_found["oracle"]
-        found = _paper_crossing_bound(graph, hw, lam, float(upper), deadline, exact, cpsat)
-        found["bound"] = max(found["bound"], chained)
+        # the independent windows first (they settle), then the chain with the time left and the same CP-SAT model:
+        # inside solver=auto (bundled models, K = 8, load ~10) the chain first with half the time lost to them
+        found = _paper_crossing_bound(graph, hw, lam, float(upper), deadline, exact)
+        if chain and exact and hw.stages >= 3 and deadline.left() > 0.05:
+            chained = _paper_chain_bound(graph, hw, lam, float(upper), deadline, found.get("oracle"))["bound"]
+            found["bound"] = max(found["bound"], chained)
     else:
         start_at = analytic
         if chain and exact and hw.stages >= 3:
-            macs_share = 0.7 * CHAIN_SHARE  # then the combined weight gets 0.3 of the chain's share of the time
-            for weight, share in (("macs", macs_share), ("combined", 0.3 * CHAIN_SHARE / (1 - macs_share))):
+            # the MACs first (compute-bound stages: the bundled models), then the combined weight (spill)
+            for weight, share in (("macs", CHAIN_SHARE), ("combined", 0.4)):
                 start_at = max(start_at, _latency_chain_bound(graph, hw, start_at, float(upper),
                                                               _share(deadline, share), weight)["bound"])
         found = _latency_crossing_bound(graph, hw, start_at, float(upper), deadline, exact)
