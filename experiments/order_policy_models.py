@@ -11,6 +11,11 @@ machine description) and ``<out>.png`` (gap per case).
 
     .venv/bin/python experiments/order_policy_models.py --graphs 'data/models/*.json' --stages 2-8 --samples 32 \
         --best-known experiments/results/auto_real_models.json --out experiments/results/order_policy_test
+
+``--polish MOVES:SCREEN:ESCAPES ...`` (for choosing the local search on validation) adds one column per setting: the
+sampled column's schedule after :func:`respect_jax.local_search.polish` with the single-node moves (``MOVES`` moves,
+``ESCAPES`` escapes through the ``SCREEN`` best screened closure moves), re-scored by the shared evaluator; its time
+is the sampled column's plus the polish's (second call: compilation apart).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import time  # noqa: E402
+
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
@@ -31,10 +38,11 @@ import respect_jax.policy.order_solver  # noqa: E402,F401  (registers solver=ord
 import respect_jax.policy.solver  # noqa: E402,F401  (registers solver=policy)
 import respect_jax.respect_pointer.solver  # noqa: E402,F401  (registers solver=respect_pointer)
 from respect_jax.cli.common import machine_description, user_errors_exit  # noqa: E402
-from respect_jax.costs import hardware_from_dict  # noqa: E402
+from respect_jax.costs import evaluate_assignment, hardware_from_dict  # noqa: E402
 from respect_jax.experiments.report import markdown_table  # noqa: E402
 from respect_jax.graphs.graph import load_graph  # noqa: E402
 from respect_jax.labels import load_labelled_dataset, read_manifest  # noqa: E402
+from respect_jax.local_search import polish  # noqa: E402
 from respect_jax.solvers import run_solver  # noqa: E402
 
 OBJECTIVES = ("paper", "latency")
@@ -85,8 +93,29 @@ def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def run(cases: list[tuple], samples: int | None, checkpoint: str | None, known: dict, pointer: bool | dict = False
-        ) -> list[dict]:
+def polish_settings(texts: list[str]) -> list[tuple[str, dict]]:
+    """(column name, polish options) of each ``MOVES:SCREEN:ESCAPES`` text."""
+    out = []
+    for text in texts:
+        moves, screen, escapes = (int(x) for x in text.split(":"))
+        out.append((f"ls{moves}_c{screen}_e{escapes}", {"moves": moves, "kind": "single", "screen": screen,
+                                                       "escapes": escapes}))
+    return out
+
+
+def polished(graph, hw, objective: str, assignment, options: dict) -> tuple[float, float]:
+    """(objective, seconds) of ``assignment`` after :func:`polish` (timed on a second call: compilation apart)."""
+    polish(graph, hw, objective, 1.0, np.asarray(assignment), **options)
+    start = time.perf_counter()
+    out = polish(graph, hw, objective, 1.0, np.asarray(assignment), **options)
+    seconds = time.perf_counter() - start
+    metrics = evaluate_assignment(graph, out, hw, objective, 1.0)
+    assert metrics["valid"], "polish returned an invalid schedule"
+    return float(metrics["objective"]), seconds
+
+
+def run(cases: list[tuple], samples: int | None, checkpoint: str | None, known: dict, pointer: bool | dict = False,
+        noise: float | None = None, polishes: list[tuple[str, dict]] = ()) -> list[dict]:
     """Per case: contiguous, the order policy greedily and sampled (``samples`` None: ``solver=policy``'s default
     decoding, whatever it is), and with ``pointer`` the RESPECT-faithful pointer (its default options; a dict:
     its recorded (objective, seconds) per (graph, K, objective), from an earlier run of this script)."""
@@ -98,10 +127,14 @@ def run(cases: list[tuple], samples: int | None, checkpoint: str | None, known: 
         if samples is None:
             sampled = run_solver("policy", graph, hw, objective, 1.0, **options)
         else:
-            sampled = run_solver("order_policy", graph, hw, objective, 1.0, samples=samples, **options)
+            noise_option = {} if noise is None else {"noise": noise}
+            sampled = run_solver("order_policy", graph, hw, objective, 1.0, samples=samples, **noise_option, **options)
         values = {"contiguous": contiguous["objective"], "greedy": greedy["objective"], "sampled": sampled["objective"]}
         times = {"time_contiguous_s": contiguous["solve_time_s"], "time_greedy_s": greedy["solve_time_s"],
                  "time_sampled_s": sampled["solve_time_s"]}
+        for name, polish_options in polishes:
+            values[name], seconds = polished(graph, hw, objective, sampled["assignment"], polish_options)
+            times[f"time_{name}_s"] = sampled["solve_time_s"] + seconds
         if pointer is True:
             ptr = run_solver("respect_pointer", graph, hw, objective, 1.0)
             values["pointer"] = ptr["objective"]
@@ -129,6 +162,7 @@ def method_labels(records: list[dict], samples: int | None) -> list[tuple[str, s
     sampled = (f"solver=policy default ({records[0]['sampled_decoding']})" if samples is None
                else f"order_policy samples={samples}")
     labels = [("contiguous", "solver=contiguous"), ("greedy", "order_policy greedy"), ("sampled", sampled)]
+    labels += [(key, f"{sampled} + {key}") for key in records[0] if key.startswith("ls") and not key.startswith("load")]
     return labels + ([("pointer", "respect_pointer (RESPECT-faithful)")] if "pointer" in records[0] else [])
 
 
@@ -248,6 +282,10 @@ def main() -> None:
     parser.add_argument("--objectives", nargs="+", default=list(OBJECTIVES))
     parser.add_argument("--samples", type=int, default=None,
                         help="order_policy samples of the sampled column (default: solver=policy's default decoding)")
+    parser.add_argument("--noise", type=float, default=None,
+                        help="order_policy noise of the sampled column (with --samples)")
+    parser.add_argument("--polish", nargs="*", default=[],
+                        help="MOVES:SCREEN:ESCAPES polish settings after the sampled column (validation)")
     parser.add_argument("--pointer", action="store_true", help="also the RESPECT-faithful pointer (respect_pointer)")
     parser.add_argument("--pointer-from", default=None,
                         help="this script's JSON of an earlier run with --pointer: its pointer records, not re-run")
@@ -263,7 +301,8 @@ def main() -> None:
     if args.pointer_from:
         pointer = {(r["graph"], r["stages"], r["objective_name"]): (r["pointer"], r["time_pointer_s"])
                    for r in json.loads(Path(args.pointer_from).read_text())["records"]}
-    records = run(cases, args.samples, args.checkpoint, known_values(args.best_known), pointer)
+    records = run(cases, args.samples, args.checkpoint, known_values(args.best_known), pointer, args.noise,
+                  polish_settings(args.polish))
     text = summary(records, args.samples)
     text += "\n\n" + pointer_table(records) + "\n\n" + speed_table(records, milp_proof_times(args.milp_records))
     out = Path(args.out)

@@ -36,6 +36,13 @@ that change v alone. Their objectives are computed incrementally from the curren
 O(N K + E) per step for all ``2 N`` candidates; the chosen move is then scored by the shared
 evaluator before it is taken. Pair escapes scan the first moves one at a time as in the dense path.
 
+Screened closure escapes (:func:`polish` with ``kind="single"``, the default polish of ``solver=policy``'s order
+policy): single-node hill climbing stops where a chain of zero-parameter nodes (batch norm, activation, add) between
+two stages costs communication when moved one node at a time. Out of such a local optimum, all ``2 N`` closure moves
+are screened by their exact change of per-stage memory and MACs (two [N, N] x [N, 2K] products with the host-built
+reachability; communication taken as unchanged), the best ``screen`` of them are evaluated exactly, the best is taken
+if it lowers the score, and the single-node descent goes on; at most ``escapes`` times.
+
 Used after decoding the learned policy (``Decoding(local_search=...)``) and available to any
 solver's output. Works on one graph; ``jax.vmap`` it for a batch (the batch runs until its slowest
 graph stops).
@@ -337,11 +344,157 @@ def _polish(graph, stage, hw: Hardware, objective: str, lam: float, moves: int):
     return improve(graph, stage, hw, objective, lam, moves)[0]
 
 
-def polish(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int) -> np.ndarray:
-    """int64[N] ``assignment`` (by node id) after at most ``moves`` local-search moves (never worse)."""
+def host_reachability(graph: PaddedGraph) -> np.ndarray:
+    """bool[N, N] ``R[u, v]``: u is v or an ancestor of v (NumPy, on the host: one pass over the positions in
+    reverse, OR-ing the bit-packed rows of each node's successors; milliseconds at N = 1,024, where the scanned
+    :func:`~respect_jax.graphs.padded.reachability` takes about a second)."""
+    n = int(np.asarray(graph.params).shape[-1])
+    mask = np.asarray(graph.edge_mask, bool)
+    senders, receivers = np.asarray(graph.senders)[mask], np.asarray(graph.receivers)[mask]
+    packed = np.packbits(np.eye(n, dtype=bool), axis=1)
+    by_sender = np.argsort(senders, kind="stable")
+    senders, receivers = senders[by_sender], receivers[by_sender]
+    bounds = np.searchsorted(senders, np.arange(n + 1))
+    for u in range(n - 1, -1, -1):  # successors sit at higher positions: their rows are complete
+        lo, hi = bounds[u], bounds[u + 1]
+        if hi > lo:
+            packed[u] |= np.bitwise_or.reduce(packed[receivers[lo:hi]], axis=0)
+    return np.unpackbits(packed, axis=1, count=n).astype(bool)
+
+
+def best_screened_closure_move(
+    graph: PaddedGraph, reach: jax.Array, stage: jax.Array, hw: Hardware, value, screen: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The best of ``screen`` precedence-closed moves (:func:`neighbours`' raise / lower of node v, which drag the
+    descendants / ancestors of v on v's stage along): (stage i32[N], objective f32[], score f32[]).
+
+    All ``2 N`` closure moves are screened by their exact change of per-stage memory and MACs (the params and
+    MACs per stage of every node's descendants and ancestors: two [N, N] x [N, 2K] products; the communication
+    is taken as unchanged), the ``screen`` best by that prediction are evaluated exactly by ``value``
+    (:func:`search_value`). O(N^2 K + screen (N K + E)) per call.
+    """
+    k = hw.stages
+    real = graph.node_mask
+    m = evaluate(graph, stage, hw)
+    here = jax.nn.one_hot(stage, k, dtype=jnp.float32) * real[:, None]  # [N, K]
+    p = hw.param_bytes * jnp.where(real, graph.params, 0.0)
+    c = jnp.where(real, graph.macs, 0.0)
+    per_stage = jnp.concatenate([here * p[:, None], here * c[:, None]], axis=1)  # [N, 2K]: (params, MACs) by stage
+    reach_f = reach.astype(jnp.float32)  # a no-op for the f32 matrix of polish
+    # row v, column stage(v): the params / MACs of desc*(v) (up) or anc*(v) (down) on v's stage
+    desc = reach_f @ per_stage
+    anc = reach_f.T @ per_stage
+    own = lambda x: jnp.stack([jnp.sum(x[:, :k] * here, 1), jnp.sum(x[:, k:] * here, 1)], axis=1)  # [N, 2]
+    moved_load = jnp.concatenate([own(desc), own(anc)])  # [2N, 2]
+    above = jax.nn.one_hot(stage + 1, k, dtype=jnp.float32)
+    below = jax.nn.one_hot(stage - 1, k, dtype=jnp.float32)
+    shift = jnp.concatenate([above - here, below - here])  # [2N, K]
+    mem = m.mem_k + moved_load[:, :1] * shift
+    macs = m.macs_k + moved_load[:, 1:] * shift
+    spill = jnp.maximum(0.0, mem - hw.sram_bytes)
+    time_k = hw.stage_overhead_s + macs / hw.macs_per_s + spill / hw.host_bw + m.in_k / hw.link_bw
+    latency = value.latency
+    obj = jnp.where(latency, jnp.max(time_k, axis=-1), jnp.max(mem, axis=-1) + value.lam * m.comm_bytes)
+    ok = jnp.concatenate([real & (stage + 1 <= k - 1), real & (stage >= 1)])
+    predicted = jnp.where(ok, _score_from_loads(obj, jnp.where(latency, time_k, mem)), jnp.inf)
+    _, rows = jax.lax.top_k(-predicted, screen)
+    n = stage.shape[0]
+    v = rows % n
+    raise_ = (rows < n)[:, None]
+    same = (stage[None, :] == stage[v][:, None]) & real[None, :]  # [screen, N]
+    moved = (jnp.where(raise_, reach[v], reach[:, v].T) > 0) & same
+    cands = stage[None, :] + jnp.where(raise_, 1, -1) * moved.astype(jnp.int32)
+    objs, scores = jax.vmap(value)(cands)
+    scores = jnp.where(jnp.isfinite(predicted[rows]), scores, jnp.inf)
+    j = jnp.argmin(scores)
+    return cands[j], objs[j], scores[j]
+
+
+class _Value:
+    """``value(stage) -> (objective, search score)`` of one graph (:func:`search_value`), with its ``latency`` and
+    ``lam`` at hand for the move screens."""
+
+    def __init__(self, graph: PaddedGraph, hw: Hardware, latency, lam):
+        self.graph, self.hw, self.latency, self.lam = graph, hw, latency, lam
+
+    def __call__(self, stage):
+        return search_value(self.graph, stage, self.hw, self.latency, self.lam)
+
+
+def _improve_mixed(graph, stage, hw, latency, lam, max_steps, reach, screen: int, escapes):
+    """Hill climbing over the single-node moves (all ``2 N`` per step, incremental) until a local optimum of the
+    score, then, at most ``escapes`` times (traced), the best of ``screen`` screened closure moves
+    (:func:`best_screened_closure_move`) if it lowers the score, and the single-node descent again. Every move
+    taken counts towards ``max_steps`` (traced). Returns (best stage i32[N], its objective f32[], moves i32[])."""
+    value = _Value(graph, hw, latency, lam)
+    start, start_score = value(stage)
+
+    def single(carry):  # the best single-node move, taken if its predicted and exact scores both improve
+        j, predicted = best_single_move(graph, carry[0], hw, latency, lam)
+        cand = apply_single_move(carry[0], j)
+        allowed = predicted < carry[1] * (1.0 - MIN_IMPROVEMENT)
+        return _advance(carry, cand, *value(cand), allowed, max_steps)
+
+    def descend(carry):
+        return jax.lax.while_loop(lambda c: c[5] & (c[4] < max_steps), single, carry[:5] + (jnp.bool_(True),))
+
+    carry = descend((stage, start_score, stage, start, jnp.int32(0), jnp.bool_(True)))
+    if screen > 0:
+
+        def escape(outer):
+            carry, taken, _ = outer
+            cand, obj, score = best_screened_closure_move(graph, reach, carry[0], hw, value, screen)
+            carry = _advance(carry, cand, obj, score, jnp.bool_(True), max_steps)
+            moved = carry[5]
+            return descend(carry), taken + moved, moved & (taken + 1 < escapes)
+
+        go = (escapes > 0) & (carry[4] < max_steps)
+        carry, _, _ = jax.lax.while_loop(lambda o: o[2], escape, (carry, jnp.int32(0), go))
+    _, _, best_s, best_obj, steps, _ = carry
+    return best_s, best_obj, steps
+
+
+@functools.partial(jax.jit, static_argnames=("screen",))
+def _polish_single(graph, stage, hw: Hardware, latency: jax.Array, lam: jax.Array, moves: jax.Array,
+                   reach: jax.Array | None, screen: int, escapes: jax.Array):
+    """i32[N]: at most ``moves`` (traced) moves from ``stage`` (:func:`_improve_mixed`); one compilation per
+    (shape, K, screen) serves both objectives (``latency`` a traced bool), every move and escape count."""
+    stage = jnp.where(graph.node_mask, stage, 0).astype(jnp.int32)
+    reach = None if reach is None else reach.astype(jnp.float32)
+    return _improve_mixed(graph, stage, hw, latency, lam, moves, reach, screen, escapes)[0]
+
+
+#: The neighbourhoods :func:`polish` offers.
+POLISH_MOVES = ("closure", "single")
+
+
+def polish(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int,
+           kind: str = "closure", screen: int = 0, escapes: int = 0) -> np.ndarray:
+    """int64[N] ``assignment`` (by node id) after at most ``moves`` local-search moves (never worse).
+
+    ``kind``: ``closure`` (:func:`improve`'s moves: the precedence-closed moves of one stage on graphs of up to
+    :data:`DENSE_MAX_NODES` padded nodes, the single-node moves above) or ``single`` (the single-node moves on
+    every graph: node v moves to an adjacent stage when its predecessors' and successors' stages allow it;
+    O(N K + E) per move, no N x N matrix; one compilation per padded shape and K for both objectives and every
+    ``moves``). ``single`` with ``screen > 0`` and ``escapes > 0``: at most ``escapes`` times, out of a local
+    optimum of the single-node moves, the best of the ``screen`` most promising precedence-closed moves
+    (:func:`best_screened_closure_move`) and the single-node descent again (:func:`_improve_mixed`; needs the
+    N x N reachability, built on the host: at most :data:`DENSE_LIMIT` padded nodes, else no escapes).
+    """
+    if kind not in POLISH_MOVES:
+        raise ValueError(f"local-search moves must be one of {', '.join(POLISH_MOVES)}, got {kind!r}")
+    if int(screen) < 0 or int(escapes) < 0:
+        raise ValueError(f"screen and escapes must be >= 0, got {screen} and {escapes}")
     if moves <= 0 or hw.stages == 1:
         return np.asarray(assignment, np.int64)
     padded = pad_graph(graph)
     stage = jnp.asarray(to_position_order(padded, np.asarray(assignment)), jnp.int32)
-    out = _polish(jax.tree.map(jnp.asarray, padded), stage, hw, objective, float(lam), int(moves))
+    arrays = jax.tree.map(jnp.asarray, padded)
+    if kind == "single":
+        screen = min(int(screen), 2 * padded.max_nodes) if padded.max_nodes <= DENSE_LIMIT and escapes > 0 else 0
+        reach = jnp.asarray(host_reachability(padded)) if screen > 0 else None
+        out = _polish_single(arrays, stage, hw, jnp.bool_(objective == "latency"), jnp.float32(lam),
+                             jnp.int32(moves), reach, screen, jnp.int32(escapes))
+    else:
+        out = _polish(arrays, stage, hw, objective, float(lam), int(moves))
     return to_original_order(padded, np.asarray(out)).astype(np.int64)

@@ -8,9 +8,13 @@ recognised by its ``network.json``:
   one network for every K, hardware and objective scores the nodes, the scores give topological orders and the
   exact contiguous programme splits them. ``decoding``: ``sample`` (the default: the greedy order and
   ``samples`` = 32 orders of the scores plus Gaussian noise of deviation ``noise`` = 0.2, the best kept) or
-  ``greedy`` (the greedy order alone); ``local_search`` hill-climbing moves polish the best split (0: none, the
-  default). The default decoding was chosen on the validation architectures (``data/models_val``; never on the
-  bundled models, the test set): ``experiments/results/order_policy_decoding_val.md``.
+  ``greedy`` (the greedy order alone); ``local_search`` hill-climbing moves then polish the best split (default
+  :data:`ORDER_DEFAULT_LOCAL_SEARCH`; 0: none) with the neighbourhood ``ls_moves`` (default ``single``: one node to
+  an adjacent stage, plus at most ``ls_escapes`` screened closure moves out of local optima, the best of
+  ``ls_screen``; see :func:`respect_jax.local_search.polish`); compiled ahead, its compilation in ``compile_s``.
+  The default decoding was chosen on the validation architectures (``data/models_val``; never on the bundled
+  models, the test set): ``experiments/results/order_policy_decoding_val.md`` (orders, noise) and
+  ``experiments/results/order_policy_polish_val.md`` (the polish).
 * the **step-by-step GNN policy** of ``respect-train`` (e.g. ``data/checkpoints/respect_k4_paper_cut``, the
   earlier default): ``decoding`` ``greedy`` (its default) | ``sample`` | ``best_of`` | ``beam`` | ``sbs``;
   ``samples`` (best_of and sbs candidates, beam width; default 64); ``temperature``; ``local_search``
@@ -51,6 +55,11 @@ ORDER_DECODINGS = ("sample", "greedy")
 # the order policy's default decoding, chosen on data/models_val (experiments/results/order_policy_decoding_val.md)
 ORDER_DEFAULT_SAMPLES = 32
 ORDER_DEFAULT_NOISE = 0.2
+# ... then the polish, chosen on data/models_val (experiments/results/order_policy_polish_val.md)
+ORDER_DEFAULT_LOCAL_SEARCH = 100
+ORDER_DEFAULT_LS_MOVES = "single"
+ORDER_DEFAULT_LS_SCREEN = 16
+ORDER_DEFAULT_LS_ESCAPES = 10
 STEP_DEFAULT_SAMPLES = 64
 
 
@@ -250,12 +259,16 @@ def _route(
     noise: float = ORDER_DEFAULT_NOISE,
     temperature: float = 1.0,
     seed: int = 0,
-    local_search: int = 0,
+    local_search: int | None = None,
+    ls_moves: str | None = None,
+    ls_screen: int | None = None,
+    ls_escapes: int | None = None,
     pair_escapes: int = 0,
     pair_candidates: int = 1,
 ) -> tuple[Callable, dict]:
     """(solver function of the checkpoint's family, its options) for ``solver=policy``'s options (the
-    options of ``conf/solver/policy.yaml``; ``decoding`` / ``samples`` None: the family's default)."""
+    options of ``conf/solver/policy.yaml``; ``decoding`` / ``samples`` / ``local_search`` None: the family's
+    default; ``ls_moves`` / ``ls_screen`` / ``ls_escapes``: the order policy's only, None: its default)."""
     from respect_jax.policy.order import is_order_checkpoint
     from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT, solve_order_policy
 
@@ -270,8 +283,18 @@ def _route(
         if int(pair_escapes) > 0:
             raise ValueError("pair_escapes needs a step-policy checkpoint; the order policy takes local_search only")
         order_samples = 0 if decoding == "greedy" else (ORDER_DEFAULT_SAMPLES if samples is None else int(samples))
-        return solve_order_policy, {"checkpoint": str(path), "samples": order_samples, "noise": noise, "seed": seed,
-                                    "local_search": local_search}
+        # greedy alone means greedy alone: the polish belongs to the default (sampled) decoding
+        default_ls = 0 if decoding == "greedy" else ORDER_DEFAULT_LOCAL_SEARCH
+        return solve_order_policy, {
+            "checkpoint": str(path), "samples": order_samples, "noise": noise, "seed": seed,
+            "local_search": default_ls if local_search is None else int(local_search),
+            "ls_moves": ORDER_DEFAULT_LS_MOVES if ls_moves is None else ls_moves,
+            "ls_screen": ORDER_DEFAULT_LS_SCREEN if ls_screen is None else int(ls_screen),
+            "ls_escapes": ORDER_DEFAULT_LS_ESCAPES if ls_escapes is None else int(ls_escapes)}
+    if any(x is not None for x in (ls_moves, ls_screen, ls_escapes)):
+        raise ValueError("ls_moves, ls_screen and ls_escapes need an order-policy checkpoint; the step policy takes "
+                         "local_search and pair_escapes")
+    local_search = 0 if local_search is None else local_search
     return solve_step_policy, {
         "checkpoint": str(path), "decoding": decoding or "greedy",
         "samples": STEP_DEFAULT_SAMPLES if samples is None else samples, "temperature": temperature, "seed": seed,
