@@ -87,7 +87,7 @@ def test_default_policy_is_the_order_policy_batched_as_alone(graphs):
     for graph, result in zip(graphs, batched, strict=True):
         alone = run_solver("policy", graph, hw, "latency", 1.0)
         assert result["info"]["family"] == alone["info"]["family"] == "order"
-        assert result["info"]["decoding"] == f"sample_{DEFAULT_SAMPLES}"
+        assert result["info"]["decoding"] == f"sample_{DEFAULT_SAMPLES}+ls"
         assert result["assignment"] == alone["assignment"], graph.name
         assert result["objective"] == pytest.approx(reference_objective(graph, result["assignment"], hw, "latency"))
 
@@ -370,7 +370,7 @@ def test_local_search_compiles_apart_once_per_shape(graphs, monkeypatch):
 
     calls = []
     polish = order_solver.polish
-    monkeypatch.setattr(order_solver, "polish", lambda *a: calls.append(a[0].name) or polish(*a))
+    monkeypatch.setattr(order_solver, "polish", lambda *a, **o: calls.append(a[0].name) or polish(*a, **o))
     hw = make_hw(3)
     small = [graphs[0], graphs[2]]  # one padded shape
     first = run_solver_many("policy", small, hw, "paper", 1.0, batch_size=2, decoding="greedy", local_search=7)
