@@ -147,7 +147,9 @@ def run_main(monkeypatch, capsys, *args) -> tuple[int, str]:
         (["eval", "edge_scenario.apps.1.variants=[resnet50,vit]"], "unknown model 'vit'"),
         (["eval", "eval.policies=[closest,oracle]"], "unknown policy 'oracle'"),
         (["eval", "eval.loads=[low,extreme]"], "unknown load 'extreme'"),
-        (["train", "dqn.gamma=2"], "dqn.gamma must be in [0, 1)"),
+        (["train", "agent=dqn", "dqn.gamma=2"], "dqn.gamma must be in [0, 1)"),
+        (["train", "switch.horizon=-1"], "switch.horizon must be >= 0, got -1"),
+        (["train", "agent=ppo"], "agent must be one of dqn, switch, got 'ppo'"),
         (["serve"], "unknown command 'serve'; choose one of train, eval"),
     ],
 )

@@ -203,8 +203,8 @@ def test_cli_train_then_eval(tmp_path):
     """``respect-edge train`` then ``respect-edge eval`` through the console script (Hydra)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     common = ["edge_scenario.horizon_s=1.0", f"run_dir={tmp_path / 'agent'}", f"out_dir={tmp_path / 'out'}"]
-    dqn = ["dqn.hidden=[32,32]", "dqn.action_width=16", "dqn.num_envs=8", "dqn.episode_steps=64", "dqn.episodes=4",
-           "dqn.learning_starts=256", "dqn.batch_size=64", "chunk=2"]
+    dqn = ["agent=dqn", "dqn.hidden=[32,32]", "dqn.action_width=16", "dqn.num_envs=8", "dqn.episode_steps=64",
+           "dqn.episodes=4", "dqn.learning_starts=256", "dqn.batch_size=64", "chunk=2"]
     for args in (["train", *common, *dqn], ["eval", *common, "eval.traces=2", "eval.loads=[low,overload]"]):
         proc = subprocess.run([str(BIN / "respect-edge"), *args], cwd=tmp_path, capture_output=True, text=True,
                               env=env, timeout=900)

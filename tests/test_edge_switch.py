@@ -7,6 +7,12 @@ query, must beat both over the trace (seeded, deterministic; slow: most of its t
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -120,3 +126,20 @@ def test_switching_agent_beats_both_phase_winners_within_one_episode(tmp_path):
     x = jnp.asarray(np.random.default_rng(0).random((3, num_features(scn.params))), jnp.float32)
     np.testing.assert_allclose(np.asarray(nnx.merge(loaded.graphdef, loaded.params)(x)),
                                np.asarray(nnx.merge(agent.graphdef, agent.params)(x)), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_cli_trains_and_evaluates_the_switching_agent(tmp_path):
+    """``respect-edge train agent=switch`` (the default agent) then ``respect-edge eval`` through the console script."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    common = ["edge_scenario.horizon_s=1.0", f"run_dir={tmp_path / 'agent'}", f"out_dir={tmp_path / 'out'}"]
+    small = ["switch.hidden=[16]", "switch.num_envs=4", "switch.episode_steps=16", "switch.stride=4",
+             "switch.horizon=8", "switch.episodes=2", "switch.batch_size=16", "chunk=1"]
+    for args in (["train", *common, *small], ["eval", *common, "eval.traces=2", "eval.loads=[low]"]):
+        proc = subprocess.run([str(Path(sys.executable).parent / "respect-edge"), *args], cwd=tmp_path,
+                              capture_output=True, text=True, env=env, timeout=900)
+        assert proc.returncode == 0, proc.stderr
+    network = json.loads((tmp_path / "agent" / "network.json").read_text())
+    assert network["format"] == "respect-jax-edge-switch/1" and network["switch"]["episodes"] == 2
+    doc = json.loads((tmp_path / "out" / "success_small.json").read_text())
+    assert doc["policies"][-1] == "aset" and set(doc["success"]["aset"]) == {"low"}
