@@ -36,6 +36,8 @@ from respect_jax.reporting import machine_description
 
 PROG = "respect-edge"
 COMMANDS = ("train", "eval")
+#: the agents `respect-edge train` trains (the ``agent`` setting)
+AGENTS = ("dqn", "switch")
 USAGE = f"usage: {PROG} {{train,eval}} [key=value ...]  ({PROG} train --help: options, groups, examples)"
 
 
@@ -50,26 +52,40 @@ def _log(msg: str) -> None:
 
 
 def train(cfg: DictConfig) -> dict:
-    """Train the DQN agent on the configured scenario; returns a summary."""
-    from respect_jax.edge_cluster.dqn import DQNConfig, train_dqn
+    """Train the configured agent (``agent``: ``dqn``, the double DQN, or ``switch``, the policy-switching agent) on
+    the configured scenario; returns a summary."""
     from respect_jax.train.sharding import refuse_multi_process
 
     refuse_multi_process("respect-edge train")
+    kind = cfg.get("agent", "dqn")
+    if kind not in AGENTS:
+        raise ValueError(f"agent must be one of {', '.join(AGENTS)}, got {kind!r}")
     scn = _scenario(cfg)
-    dqn = DQNConfig.from_dict(OmegaConf.to_container(cfg.dqn, resolve=True))
     if int(cfg.chunk) < 1:
         raise ValueError(f"chunk must be >= 1, got {cfg.chunk}")
     run_dir = job_path(cfg, "run_dir")  # in a sweep (-m): every job its own folder
-    agent = train_dqn(scn, dqn, run_dir, chunk=int(cfg.chunk), log=_log if cfg.progress else None,
-                      overwrite=bool(cfg.overwrite), resolved_config=OmegaConf.to_yaml(cfg, resolve=True))
+    options = dict(chunk=int(cfg.chunk), log=_log if cfg.progress else None, overwrite=bool(cfg.overwrite),
+                   resolved_config=OmegaConf.to_yaml(cfg, resolve=True))
+    if kind == "switch":
+        from respect_jax.edge_cluster.switching import SwitchConfig, train_switch
+
+        settings = SwitchConfig.from_dict(OmegaConf.to_container(cfg.switch, resolve=True))
+        agent = train_switch(scn, settings, run_dir, **options)
+    else:
+        from respect_jax.edge_cluster.dqn import DQNConfig, train_dqn
+
+        settings = DQNConfig.from_dict(OmegaConf.to_container(cfg.dqn, resolve=True))
+        agent = train_dqn(scn, settings, run_dir, **options)
+    # both settings have episodes, episode_steps and num_envs
     last = agent.history[-1]
-    summary = {"scenario": scn.name, "run_dir": str(run_dir), "episodes": dqn.episodes,
-               "env_steps": dqn.episodes * dqn.episode_steps * dqn.num_envs, "train_time_s": agent.train_time_s,
+    summary = {"scenario": scn.name, "run_dir": str(run_dir), "episodes": settings.episodes,
+               "env_steps": settings.episodes * settings.episode_steps * settings.num_envs,
+               "train_time_s": agent.train_time_s,
                "final_success": last["success"], "machine": machine_description()}
     (run_dir / "machine.json").write_text(dump_json(summary["machine"]))
     resumed = agent.trained_from
-    since = f" (this run: episodes {resumed + 1}-{dqn.episodes})" if resumed else ""
-    if resumed == dqn.episodes:
+    since = f" (this run: episodes {resumed + 1}-{settings.episodes})" if resumed else ""
+    if resumed == settings.episodes:
         since = f" (already trained for {resumed} episodes: nothing to do)"
     _log(f"{PROG} train: {scn.name}: {summary['env_steps']:,} dispatches{since} in {agent.train_time_s:.1f}s, "
          f"last-episode success {last['success']:.3f} -> {run_dir}")
