@@ -143,3 +143,29 @@ def test_cli_trains_and_evaluates_the_switching_agent(tmp_path):
     assert network["format"] == "respect-jax-edge-switch/1" and network["switch"]["episodes"] == 2
     doc = json.loads((tmp_path / "out" / "success_small.json").read_text())
     assert doc["policies"][-1] == "aset" and set(doc["success"]["aset"]) == {"low"}
+
+
+def test_eval_margin_overrides_the_shipped_agents_own(tmp_path):
+    """``respect-edge eval eval.margin=M`` (policies_to_compare's ``margin``): the shipped agents were trained at margin
+    0 and reported at 0.5; None keeps the agent's own; an unreachable margin makes the agent ``fastest_expected``
+    exactly; a negative one is a one-line error."""
+    from respect_jax.edge_cluster.evaluation import policies_to_compare
+    from respect_jax.edge_cluster.switching import load_edge_agent
+
+    ckpt = Path(__file__).resolve().parents[1] / "experiments/results/edge/agents/switch/s0"
+    agent, scn = load_edge_agent(ckpt)
+    assert agent.config.margin == 0.0
+    _, header, _ = policies_to_compare(scn, ["aset"], ckpt, tmp_path)
+    assert header[-1] == "Decision margin: 0"
+    policies, header, _ = policies_to_compare(scn, ["aset"], ckpt, tmp_path, margin=1e9)
+    assert header[-1] == "Decision margin: 1e+09"
+    trace = _one_trace(scn, "high")
+    _, a = simulate(scn.params, trace, policies["aset"], ring=scn.ring)
+    _, b = simulate(scn.params, trace, STATIC_POLICIES["fastest_expected"], ring=0)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    _, c = simulate(scn.params, trace, policies_to_compare(scn, ["aset"], ckpt, tmp_path)[0]["aset"], ring=scn.ring)
+    pairs = zip(jax.tree.leaves(c), jax.tree.leaves(b), strict=True)
+    assert not all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in pairs)  # at margin 0 it switches
+    with pytest.raises(ValueError, match="eval.margin must be >= 0"):
+        policies_to_compare(scn, ["aset"], ckpt, tmp_path, margin=-1.0)

@@ -111,7 +111,8 @@ def evaluate(cfg: DictConfig) -> dict:
         scn.load_factor(load)  # unknown names fail here, in one line
     if int(cfg.eval.traces) < 1:
         raise ValueError(f"eval.traces must be >= 1, got {cfg.eval.traces}")
-    policies, header, note = policies_to_compare(scn, names, cfg.eval.checkpoint, cfg.run_dir)
+    margin = cfg.eval.get("margin")
+    policies, header, note = policies_to_compare(scn, names, cfg.eval.checkpoint, cfg.run_dir, margin)
     if note:
         _log(f"{PROG} eval: {note}")
     t0 = time.perf_counter()

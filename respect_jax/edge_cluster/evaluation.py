@@ -271,22 +271,26 @@ def plot(doc: dict, path: str | Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def policies_to_compare(scn: Scenario, names: Sequence[str], checkpoint: str | Path | None,
-                        run_dir: str | Path) -> tuple[dict[str, Policy], list[str], str | None]:
+def policies_to_compare(
+    scn: Scenario, names: Sequence[str], checkpoint: str | Path | None, run_dir: str | Path, margin: float | None = None
+) -> tuple[dict[str, Policy], list[str], str | None]:
     """(policies by name, Markdown header lines, note) of an evaluation of ``names`` on ``scn``.
 
     Static names come from :func:`get_policy`; ``aset`` is the trained agent (DQN or policy-switching) of
     ``checkpoint`` (or, when it is
     None, of ``run_dir``). Without an agent there, an explicit ``checkpoint`` is an error, while ``run_dir`` only
-    drops ``aset`` and returns a one-line ``note``. An agent trained on a scenario of other shapes (features,
-    actions) is a one-line ValueError, as is a list that leaves nothing to evaluate.
+    drops ``aset`` and returns a one-line ``note``. ``margin`` (None: the agent's own) is the policy-switching agent's
+    decision margin; a DQN agent ignores it. An agent trained on a scenario of other shapes (features, actions) is a
+    one-line ValueError, as is a list that leaves nothing to evaluate, or a negative margin.
     """
     from respect_jax.edge_cluster.scenarios import describe
     from respect_jax.edge_cluster.simulator import num_features
-    from respect_jax.edge_cluster.switching import NETWORK_FILE, load_edge_agent
+    from respect_jax.edge_cluster.switching import NETWORK_FILE, SwitchAgent, load_edge_agent, switch_policy
 
     if not names:
         raise ValueError("eval.policies is empty")
+    if margin is not None and not float(margin) >= 0.0:
+        raise ValueError(f"eval.margin must be >= 0 (or null: the agent's own), got {margin!r}")
     policies, header, note = {}, [f"Scenario `{scn.name}`:", "", "```", describe(scn), "```", ""], None
     for name in names:
         if name != "aset":
@@ -303,9 +307,15 @@ def policies_to_compare(scn: Scenario, names: Sequence[str], checkpoint: str | P
         if (num_features(trained_on.params), trained_on.params.num_actions) != shapes:
             raise ValueError(f"agent in {ckpt} was trained on scenario {trained_on.name!r} with other shapes; "
                              f"evaluate it on a scenario with the same sources, sites, apps and variants")
-        policies["aset"] = agent.policy
+        switching = isinstance(agent, SwitchAgent)
+        if switching and margin is not None:
+            policies["aset"] = switch_policy(agent.graphdef, agent.params, float(margin))
+        else:
+            policies["aset"] = agent.policy
         header.append(f"ASET agent: `{ckpt}` ({agent.config.episodes} episodes x {agent.config.num_envs} envs x "
                       f"{agent.config.episode_steps} dispatches, trained in {agent.train_time_s:.0f} s)")
+        if switching:
+            header.append(f"Decision margin: {agent.config.margin if margin is None else float(margin):g}")
     if not policies:
         agent_dir = checkpoint or run_dir
         raise ValueError(f"eval.policies={list(names)}: nothing to evaluate (no trained agent in {agent_dir})")
