@@ -312,6 +312,11 @@ ENTRIES = [
      ".venv/bin/python experiments/edge_success.py --retrain", None, ["experiments/results/edge/success_isp.png"]),
     ("ASET: training wall time (issue 7)", "experiments/results/edge/training.md",
      ".venv/bin/python experiments/edge_success.py --retrain", None, []),
+    ("ASET: the policy-switching agent under conditions that change within the episode (issue 30)",
+     "experiments/results/edge/dynamic_aset_s21.md",
+     ".venv/bin/python experiments/edge_dynamic.py --train --kind switch --seeds 0 1 2 --stem dynamic_aset_s21  # then "
+     "--scenarios isp_diurnal isp_netdrift isp_failure isp_nearsat --agents experiments/results/edge/agents/switch "
+     "--margin 0.5 --stem dynamic_aset_s21", None, []),
     ("ASET: simulator speed vs the Python reference (issue 7)", "experiments/results/edge/speed.md",
      ".venv/bin/python experiments/edge_speed.py", None, []),
     ("Real-time scheduler with safety layer (issue 8)", "experiments/results/rt/rt_eval.md",
@@ -356,6 +361,7 @@ CURRENT_TITLES = {
     'ASET: success ratio per policy and load, scenario `small` (issue 7)',
     'ASET: success ratio per policy and load, ISP-like scenario (issue 7)',
     'ASET: simulator speed vs the Python reference (issue 7)',
+    'ASET: the policy-switching agent under conditions that change within the episode (issue 30)',
     'Real-time scheduler with safety layer (issue 8)',
     'Exact oracles and baselines (issue 3)',
     'Batched Gumbel-softmax solver, 300-node DNN graphs (issue 3)',
@@ -394,6 +400,12 @@ HEADLINES = [
     ("ASET query dispatch, ISP-like scenario, overload: success ratio", "experiments/results/edge/success_isp.md",
      "DQN agent {0}, best static policy {1}",
      [({"load": "overload"}, "ASET"), ({"load": "overload"}, "best static")]),
+    ("ASET, four presets with load, network delay and site failures changing within the episode, average success "
+     "over their 16 (scenario, load) cells", "experiments/results/edge/dynamic_aset_s21.md",
+     "policy-switching agent (3 seeds) {0} / {1} / {2}, best static policy fastest_expected {3}; per cell: {4}",
+     [({"policy": "aset_s0"}, "average success"), ({"policy": "aset_s1"}, "average success"),
+      ({"policy": "aset_s2"}, "average success"), ({"policy": "fastest_expected"}, "average success"),
+      r"Cells: ([^(]*?) the best static policy"]),
     ("Real-time scheduler at utilisation 0.9: hard-deadline task sets met", "experiments/results/rt/rt_eval.md",
      "RL + safety layer {0} %, EDF {1} %",
      [({"preset": "u90_balanced", "method": "rl+safety"}, "HRT sched. %"),
