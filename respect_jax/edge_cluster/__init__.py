@@ -14,8 +14,10 @@ File map (the roles of :mod:`respect_jax.env`'s files first; a sibling of the gr
     simulator.py    the pure-JAX event simulator (lax.scan, one step per query), observation features
     policies.py     static baselines (closest, fastest_expected, most_accurate, least_loaded, random)
     dqn.py          the ASET agent: double DQN, replay buffer, target network, orbax checkpoints
-    switching.py    the policy-switching ASET agent (issue 30): per query, which static rule dispatches it;
+    switching.py    the policy-switching ASET agent: per query, which static rule dispatches it;
                     learned from simulator rollouts (one branch per rule, common random numbers)
+    agent_runs.py   the run folders of both agents: episodes through the shared host loop, whole-state
+                    checkpoints and their restore, summary.json, parameters-only folders for shipping
     evaluation.py   shared-trace comparisons, Markdown table + PNG plot
 
 Entry point: ``respect-edge train|eval`` (:mod:`respect_jax.cli.edge`, ``conf/edge.yaml``,

@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +40,8 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
+from respect_jax.edge_cluster import agent_runs
+from respect_jax.edge_cluster.agent_runs import SUMMARY_FILE, train_episodes
 from respect_jax.edge_cluster.environment import EdgeEnv
 from respect_jax.edge_cluster.generator import generate_trace
 from respect_jax.edge_cluster.scenarios import Scenario, TraceConfig, query_slots, scenario_from_dict
@@ -51,10 +51,9 @@ from respect_jax.graphs.graph import write_json_atomic
 from respect_jax.train import run_folder
 from respect_jax.train.checkpoints import Checkpointer
 from respect_jax.train.config import from_values
-from respect_jax.train.harness import LoopConfig, host_loop, make_optimizer
-from respect_jax.train.run_folder import CHECKPOINT_DIR, METRICS_FILE, NETWORK_FILE
+from respect_jax.train.harness import make_optimizer
+from respect_jax.train.run_folder import METRICS_FILE, NETWORK_FILE
 
-SUMMARY_FILE = "summary.json"
 FORMAT = "respect-jax-edge-dqn/4"  # 4: measured per-site/per-app features (issue 30)
 FORMAT_V3 = "respect-jax-edge-dqn/3"  # agents saved before them still load (Layout.measured False)
 
@@ -549,18 +548,6 @@ class Agent:
         return agent_policy(self.graphdef, self.params)
 
 
-@struct.dataclass
-class Episodes:
-    """The training state as the host loop sees it: the carry and the episodes done (``step``)."""
-
-    carry: Carry
-    step: jax.Array
-
-    @property
-    def params(self) -> Any:
-        return self.carry.params
-
-
 def train_dqn(
     scn: Scenario,
     cfg: DQNConfig,
@@ -582,108 +569,26 @@ def train_dqn(
     and trains afresh. The first chunk includes compilation; ``train_time_s`` (this call's) and the metrics report
     both. ``resolved_config``: the command's resolved config, written to ``config.yaml``.
     """
-    model, init, run = make_train(scn, cfg)
-    graphdef, _ = nnx.split(model)
-    if run_dir is not None:
-        run_dir = Path(run_dir)
-        if overwrite and (run_dir / CHECKPOINT_DIR).exists():
-            run_folder.clear(run_dir, (SUMMARY_FILE,))
-    run_jit = jax.jit(run, static_argnums=1, donate_argnums=0)
-
-    def run_epoch(state: Episodes) -> tuple[Episodes, list[dict]]:
-        n = min(chunk, cfg.episodes - int(state.step))
-        carry, metrics = run_jit(state.carry, n)
-        metrics = jax.device_get(metrics)
-        return Episodes(carry, state.step + n), [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
-
-    def restore(ckpt, like: Episodes, latest: int) -> Episodes:
-        carry = like.carry
-        if latest == cfg.episodes:  # finished: nothing to train, the parameters are the agent
-            params, _ = ckpt.restore(carry.params, None, latest)
-            return Episodes(carry.replace(params=params), jnp.int32(latest))
-        if "replay" not in ckpt.stored_keys(latest, "train"):
-            raise ValueError(f"{run_dir} holds an agent saved without its training state (keep_parameters_only), "
-                             "which cannot be trained on; use a new run_dir, or overwrite=true to replace it")
-        params, train = ckpt.restore(carry.params, _train_item(carry, 0), latest)
-        return Episodes(_carry_from(params, train, carry), jnp.int32(latest))
-
-    loop = LoopConfig(cfg.episodes, max_to_keep=2, items_per_step=cfg.episode_steps * cfg.num_envs,
-                      rate="env_steps_per_s", step_key="episode")
-    start = time.perf_counter()
-    result = host_loop(
-        run_dir, loop,
-        init_state=lambda: Episodes(init(jax.random.key(cfg.seed)), jnp.int32(0)),
-        run_epoch=run_epoch,
-        network=_network_doc(scn, cfg, num_features(scn.params)),
-        train_item=lambda state: _train_item(state.carry, int(state.step)),
-        restore=restore,
-        ignore=("dqn.episodes",),
-        hint=", or overwrite=true to replace it",
-        resolved_config=resolved_config,
-        log=log or (lambda msg: None),
-        progress=False,
+    run = train_episodes(
+        make_train(scn, cfg), cfg.episodes, cfg.episode_steps * cfg.num_envs, cfg.seed, run_dir, chunk=chunk,
+        network=_network_doc(scn, cfg, num_features(scn.params)), ignore=("dqn.episodes",), state_key="replay",
+        log=log, overwrite=overwrite, resolved_config=resolved_config,
     )
-    history, resumed_from = result.history, result.resumed_at
-    params = jax.device_get(result.state.params)
-    agent = Agent(graphdef, params, cfg, scn.doc, history, time.perf_counter() - start, resumed_from)
-    if run_dir is not None and resumed_from == cfg.episodes:  # a finished run again: nothing was trained
-        agent.train_time_s = _recorded_train_time(run_dir)
-    elif run_dir is not None:
+    agent = Agent(run.graphdef, run.params, cfg, scn.doc, run.history, run.train_time_s, run.resumed_at)
+    if run_dir is not None and run.resumed_at != cfg.episodes:
         write_json_atomic({"scenario": scn.name, "episodes": cfg.episodes,
                            "env_steps": cfg.episodes * cfg.episode_steps * cfg.num_envs,
-                           "train_time_s": agent.train_time_s, "resumed_from_episode": resumed_from,
-                           "final_success": history[-1]["success"]},
-                          run_dir / SUMMARY_FILE)
+                           "train_time_s": agent.train_time_s, "resumed_from_episode": run.resumed_at,
+                           "final_success": run.history[-1]["success"]},
+                          Path(run_dir) / SUMMARY_FILE)
     return agent
-
-
-def _recorded_train_time(run_dir: Path) -> float:
-    """``train_time_s`` of the run's summary.json (0 if it has none)."""
-    try:
-        return float(json.loads((run_dir / SUMMARY_FILE).read_text()).get("train_time_s", 0.0))
-    except (OSError, ValueError, AttributeError, TypeError):
-        return 0.0
 
 
 def keep_parameters_only(run_dir: str | Path) -> None:
     """Shrink a finished run folder to what :func:`load_agent` needs: the last checkpoint's parameters (the
     training state, replay buffer included, is what makes a checkpoint large). For agents that are shipped."""
-    run_dir = Path(run_dir)
     agent, _ = load_agent(run_dir)
-    reader = Checkpointer(run_dir, max_to_keep=None, create=False)
-    try:
-        latest = reader.latest_step()
-    finally:
-        reader.close()
-    shutil.rmtree(run_dir / CHECKPOINT_DIR)
-    ckpt = Checkpointer(run_dir, max_to_keep=1)
-    try:
-        ckpt.save(latest, agent.params, {"episode": jnp.int32(latest)})
-        ckpt.wait()
-    finally:
-        ckpt.close()
-
-
-def _train_item(carry: Carry, episode: int) -> dict:
-    """Everything of the training state but the parameters (checkpointed beside them), PRNG keys as raw data."""
-    item = {f.name: getattr(carry, f.name) for f in fields(carry) if f.name != "params"}
-    item = jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, item)
-    return {**item, "episode": jnp.int32(episode)}
-
-
-def _carry_from(params: Any, train: dict, like: Carry) -> Carry:
-    """The training state restored from a checkpoint's ``params`` and train item (typed keys as in ``like``)."""
-    item = {f.name: getattr(like, f.name) for f in fields(like) if f.name != "params"}
-    restored = jax.tree.map(
-        lambda x, y: jax.random.wrap_key_data(jnp.asarray(y), impl=jax.random.key_impl(x)) if _is_key(x)
-        else jnp.asarray(y),
-        item, {k: train[k] for k in item},
-    )
-    return Carry(params=params, **restored)
-
-
-def _is_key(x) -> bool:
-    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+    agent_runs.keep_parameters_only(run_dir, agent.params)
 
 
 def _network_doc(scn: Scenario, cfg: DQNConfig, obs_size: int) -> dict:

@@ -33,9 +33,8 @@ in the DQN); the shared harness (:func:`respect_jax.train.harness.host_loop`) wr
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,8 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
+from respect_jax.edge_cluster import agent_runs
+from respect_jax.edge_cluster.agent_runs import SUMMARY_FILE, train_episodes
 from respect_jax.edge_cluster.dqn import Layout, training_scenarios, training_trace_config
 from respect_jax.edge_cluster.environment import EdgeEnv
 from respect_jax.edge_cluster.generator import generate_trace
@@ -55,11 +56,10 @@ from respect_jax.graphs.graph import write_json_atomic
 from respect_jax.train import run_folder
 from respect_jax.train.checkpoints import Checkpointer
 from respect_jax.train.config import from_values
-from respect_jax.train.harness import LoopConfig, host_loop, make_optimizer
-from respect_jax.train.run_folder import CHECKPOINT_DIR, METRICS_FILE, NETWORK_FILE
+from respect_jax.train.harness import make_optimizer
+from respect_jax.train.run_folder import METRICS_FILE, NETWORK_FILE
 
 FORMAT = "respect-jax-edge-switch/1"
-SUMMARY_FILE = "summary.json"
 
 
 @dataclass(frozen=True)
@@ -417,29 +417,9 @@ class SwitchAgent:
         return switch_policy(self.graphdef, self.params, self.config.margin)
 
 
-@struct.dataclass
-class Episodes:
-    carry: Carry
-    step: jax.Array
-
-    @property
-    def params(self) -> Any:
-        return self.carry.params
-
-
 def _network_doc(scn: Scenario, cfg: SwitchConfig) -> dict:
     return {"format": FORMAT, "switch": cfg.to_dict(), "obs_size": num_features(scn.params),
             "layout": asdict(Layout.of(scn.params)), "scenario": scn.doc}
-
-
-def _train_item(carry: Carry, episode: int) -> dict:
-    item = {f.name: getattr(carry, f.name) for f in fields(carry) if f.name != "params"}
-    item = jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, item)
-    return {**item, "episode": jnp.int32(episode)}
-
-
-def _is_key(x) -> bool:
-    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
 def train_switch(scn: Scenario, cfg: SwitchConfig, run_dir: str | Path | None = None, chunk: int = 5,
@@ -448,76 +428,26 @@ def train_switch(scn: Scenario, cfg: SwitchConfig, run_dir: str | Path | None = 
     """Train on a scenario (and ``cfg.mixture``); with ``run_dir``, write network.json, metrics.jsonl, orbax
     checkpoints (one per ``chunk`` episodes, the whole training state) and summary.json. A folder with checkpoints of
     the same settings (but ``episodes``) is resumed; other settings are refused unless ``overwrite``."""
-    model, init, run = make_train(scn, cfg)
-    graphdef, _ = nnx.split(model)
-    if run_dir is not None:
-        run_dir = Path(run_dir)
-        if overwrite and (run_dir / CHECKPOINT_DIR).exists():
-            run_folder.clear(run_dir, (SUMMARY_FILE,))
-    run_jit = jax.jit(run, static_argnums=1, donate_argnums=0)
-
-    def run_epoch(state: Episodes) -> tuple[Episodes, list[dict]]:
-        n = min(chunk, cfg.episodes - int(state.step))
-        carry, metrics = run_jit(state.carry, n)
-        metrics = jax.device_get(metrics)
-        return Episodes(carry, state.step + n), [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
-
-    def restore(ckpt, like: Episodes, latest: int) -> Episodes:
-        carry = like.carry
-        if latest == cfg.episodes or "samples" not in ckpt.stored_keys(latest, "train"):
-            params, _ = ckpt.restore(carry.params, None, latest)
-            if latest != cfg.episodes:
-                raise ValueError(f"{run_dir} holds an agent saved without its training state; use a new run_dir, "
-                                 "or overwrite=true to replace it")
-            return Episodes(carry.replace(params=params), jnp.int32(latest))
-        params, train = ckpt.restore(carry.params, _train_item(carry, 0), latest)
-        item = {f.name: getattr(carry, f.name) for f in fields(carry) if f.name != "params"}
-        restored = jax.tree.map(
-            lambda x, y: jax.random.wrap_key_data(jnp.asarray(y), impl=jax.random.key_impl(x)) if _is_key(x)
-            else jnp.asarray(y), item, {k: train[k] for k in item})
-        return Episodes(Carry(params=params, **restored), jnp.int32(latest))
-
-    loop = LoopConfig(cfg.episodes, max_to_keep=2, items_per_step=cfg.episode_steps * cfg.num_envs,
-                      rate="env_steps_per_s", step_key="episode")
-    start = time.perf_counter()
-    result = host_loop(run_dir, loop, init_state=lambda: Episodes(init(jax.random.key(cfg.seed)), jnp.int32(0)),
-                       run_epoch=run_epoch, network=_network_doc(scn, cfg),
-                       train_item=lambda state: _train_item(state.carry, int(state.step)), restore=restore,
-                       ignore=("switch.episodes",), hint=", or overwrite=true to replace it",
-                       resolved_config=resolved_config, log=log or (lambda msg: None), progress=False)
-    params = jax.device_get(result.state.params)
-    agent = SwitchAgent(graphdef, params, cfg, scn.doc, result.history, time.perf_counter() - start,
-                        result.resumed_at)
-    if run_dir is not None and result.resumed_at != cfg.episodes:
+    run = train_episodes(
+        make_train(scn, cfg), cfg.episodes, cfg.episode_steps * cfg.num_envs, cfg.seed, run_dir, chunk=chunk,
+        network=_network_doc(scn, cfg), ignore=("switch.episodes",), state_key="samples", log=log,
+        overwrite=overwrite, resolved_config=resolved_config,
+    )
+    agent = SwitchAgent(run.graphdef, run.params, cfg, scn.doc, run.history, run.train_time_s, run.resumed_at)
+    if run_dir is not None and run.resumed_at != cfg.episodes:
         write_json_atomic({"scenario": scn.name, "episodes": cfg.episodes,
                            "own_dispatches": cfg.episodes * cfg.episode_steps * cfg.num_envs,
                            "branch_dispatches": cfg.episodes * (cfg.episode_steps // cfg.stride) * cfg.num_envs
                            * len(cfg.rules) * (cfg.horizon + 1),
-                           "train_time_s": agent.train_time_s, "resumed_from_episode": result.resumed_at,
-                           "final_success": result.history[-1]["success"]}, run_dir / SUMMARY_FILE)
-    elif run_dir is not None and (run_dir / SUMMARY_FILE).is_file():
-        agent.train_time_s = float(json.loads((run_dir / SUMMARY_FILE).read_text()).get("train_time_s", 0.0))
+                           "train_time_s": agent.train_time_s, "resumed_from_episode": run.resumed_at,
+                           "final_success": run.history[-1]["success"]}, Path(run_dir) / SUMMARY_FILE)
     return agent
 
 
 def keep_parameters_only(run_dir: str | Path) -> None:
     """Shrink a finished run folder to the last checkpoint's parameters (what :func:`load_switch_agent` needs)."""
-    import shutil
-
-    run_dir = Path(run_dir)
     agent, _ = load_switch_agent(run_dir)
-    reader = Checkpointer(run_dir, max_to_keep=None, create=False)
-    try:
-        latest = reader.latest_step()
-    finally:
-        reader.close()
-    shutil.rmtree(run_dir / CHECKPOINT_DIR)
-    ckpt = Checkpointer(run_dir, max_to_keep=1)
-    try:
-        ckpt.save(latest, agent.params, {"episode": jnp.int32(latest)})
-        ckpt.wait()
-    finally:
-        ckpt.close()
+    agent_runs.keep_parameters_only(run_dir, agent.params)
 
 
 def load_switch_agent(path: str | Path, step: int | None = None) -> tuple[SwitchAgent, Scenario]:

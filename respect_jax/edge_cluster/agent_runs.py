@@ -1,0 +1,169 @@
+"""The run-folder side of training an edge agent, shared by the double DQN (:mod:`.dqn`) and the policy-switching
+agent (:mod:`.switching`): episodes of a jitted training ``run`` driven by the one host loop
+(:func:`respect_jax.train.harness.host_loop`), whole-state checkpoints and their restore, summary.json, and shrinking a
+finished folder to its parameters for shipping.
+
+An agent module supplies ``make_train(scn, cfg) -> (model, init, run)``: ``init(key) -> carry`` (a struct dataclass
+with a ``params`` field) and ``run(carry, n) -> (carry, metrics)`` (``n`` episodes; metrics: dict of f32[n]).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from respect_jax.train import run_folder
+from respect_jax.train.checkpoints import Checkpointer
+from respect_jax.train.harness import LoopConfig, host_loop
+from respect_jax.train.run_folder import CHECKPOINT_DIR
+
+SUMMARY_FILE = "summary.json"
+
+
+@struct.dataclass
+class Episodes:
+    """The training state as the host loop sees it: the carry and the episodes done (``step``)."""
+
+    carry: Any
+    step: jax.Array
+
+    @property
+    def params(self) -> Any:
+        return self.carry.params
+
+
+def is_key(x) -> bool:
+    """Whether ``x`` is an array of typed PRNG keys."""
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def train_item(carry: Any, episode: int) -> dict:
+    """Everything of the training state but the parameters (checkpointed beside them), PRNG keys as raw data."""
+    item = {f.name: getattr(carry, f.name) for f in fields(carry) if f.name != "params"}
+    item = jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, item)
+    return {**item, "episode": jnp.int32(episode)}
+
+
+def carry_from(params: Any, train: dict, like: Any) -> Any:
+    """The training state restored from a checkpoint's ``params`` and train item (typed keys as in ``like``)."""
+    item = {f.name: getattr(like, f.name) for f in fields(like) if f.name != "params"}
+    restored = jax.tree.map(
+        lambda x, y: jax.random.wrap_key_data(jnp.asarray(y), impl=jax.random.key_impl(x)) if is_key(x)
+        else jnp.asarray(y),
+        item, {k: train[k] for k in item},
+    )
+    return type(like)(params=params, **restored)
+
+
+def recorded_train_time(run_dir: Path) -> float:
+    """``train_time_s`` of the run's summary.json (0 if it has none)."""
+    try:
+        return float(json.loads((run_dir / SUMMARY_FILE).read_text()).get("train_time_s", 0.0))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return 0.0
+
+
+@dataclass
+class TrainedRun:
+    """What :func:`train_episodes` returns: the network's graph, the final parameters, the records, this call's
+    wall time and the episode it started from (> 0: resumed; == episodes: a finished run, nothing trained)."""
+
+    graphdef: nnx.GraphDef
+    params: Any
+    history: list[dict]
+    train_time_s: float
+    resumed_at: int
+
+
+def train_episodes(
+    made: tuple[nnx.Module, Callable, Callable],
+    episodes: int,
+    items_per_episode: int,
+    seed: int,
+    run_dir: str | Path | None,
+    *,
+    chunk: int,
+    network: dict,
+    ignore: tuple[str, ...],
+    state_key: str,
+    log: Callable[[str], None] | None,
+    overwrite: bool,
+    resolved_config: str | None,
+) -> TrainedRun:
+    """Train ``episodes`` episodes of ``made = make_train(scn, cfg)`` in jitted chunks of ``chunk``; with ``run_dir``,
+    write network.json (``network``), config.yaml, metrics.jsonl and orbax checkpoints (the whole training state per
+    chunk). A folder holding the same network (but the ``ignore`` keys) is resumed; another is refused unless
+    ``overwrite``, which first removes that agent's files. ``state_key``: a train-item key only whole training states
+    have (a parameters-only folder can be loaded but not trained on)."""
+    model, init, run = made
+    graphdef, _ = nnx.split(model)
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        if overwrite and (run_dir / CHECKPOINT_DIR).exists():
+            run_folder.clear(run_dir, (SUMMARY_FILE,))
+    run_jit = jax.jit(run, static_argnums=1, donate_argnums=0)
+
+    def run_epoch(state: Episodes) -> tuple[Episodes, list[dict]]:
+        n = min(chunk, episodes - int(state.step))
+        carry, metrics = run_jit(state.carry, n)
+        metrics = jax.device_get(metrics)
+        return Episodes(carry, state.step + n), [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
+
+    def restore(ckpt, like: Episodes, latest: int) -> Episodes:
+        carry = like.carry
+        if latest == episodes:  # finished: nothing to train, the parameters are the agent
+            params, _ = ckpt.restore(carry.params, None, latest)
+            return Episodes(carry.replace(params=params), jnp.int32(latest))
+        if state_key not in ckpt.stored_keys(latest, "train"):
+            raise ValueError(f"{run_dir} holds an agent saved without its training state (keep_parameters_only), "
+                             "which cannot be trained on; use a new run_dir, or overwrite=true to replace it")
+        params, train = ckpt.restore(carry.params, train_item(carry, 0), latest)
+        return Episodes(carry_from(params, train, carry), jnp.int32(latest))
+
+    loop = LoopConfig(episodes, max_to_keep=2, items_per_step=items_per_episode, rate="env_steps_per_s",
+                      step_key="episode")
+    start = time.perf_counter()
+    result = host_loop(
+        run_dir, loop,
+        init_state=lambda: Episodes(init(jax.random.key(seed)), jnp.int32(0)),
+        run_epoch=run_epoch,
+        network=network,
+        train_item=lambda state: train_item(state.carry, int(state.step)),
+        restore=restore,
+        ignore=ignore,
+        hint=", or overwrite=true to replace it",
+        resolved_config=resolved_config,
+        log=log or (lambda msg: None),
+        progress=False,
+    )
+    train_time_s = time.perf_counter() - start
+    if run_dir is not None and result.resumed_at == episodes:  # a finished run again: nothing was trained
+        train_time_s = recorded_train_time(run_dir)
+    return TrainedRun(graphdef, jax.device_get(result.state.params), result.history, train_time_s, result.resumed_at)
+
+
+def keep_parameters_only(run_dir: str | Path, params: Any) -> None:
+    """Shrink a finished run folder to the last checkpoint's ``params`` (the loaded agent's): the training state,
+    replay buffer included, is what makes a checkpoint large. For agents that are shipped."""
+    run_dir = Path(run_dir)
+    reader = Checkpointer(run_dir, max_to_keep=None, create=False)
+    try:
+        latest = reader.latest_step()
+    finally:
+        reader.close()
+    shutil.rmtree(run_dir / CHECKPOINT_DIR)
+    ckpt = Checkpointer(run_dir, max_to_keep=1)
+    try:
+        ckpt.save(latest, params, {"episode": jnp.int32(latest)})
+        ckpt.wait()
+    finally:
+        ckpt.close()
