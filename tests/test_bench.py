@@ -58,12 +58,13 @@ def test_order_train_times_the_trainer_step_per_size(monkeypatch):
 
 def test_bench_many_rows_are_the_shipped_order_policy_greedy_and_default():
     """Each row schedules the generated graphs with run_solver_many (the shipped order policy), deterministic
-    across calls; the default row is solver=policy's default decoding (its sampled orders)."""
+    across calls; the default row is solver=policy's default decoding (its sampled orders, polished)."""
     graphs = GeneratorConfig(mode="arch", min_nodes=24, max_nodes=24)
     rows = bench_many(DEFAULT_ORDER_CHECKPOINT, make_hw(4), "paper", 1.0, graphs, 3, 2, 1,
                       decodings={"greedy": {"decoding": "greedy"}, "default": {}})
-    samples = getattr(respect_jax.policy.solver, "ORDER_DEFAULT_SAMPLES", 16)
-    assert rows["greedy"]["decoding"] == "greedy" and rows["default"]["decoding"] == f"sample_{samples}"
+    samples = respect_jax.policy.solver.ORDER_DEFAULT_SAMPLES
+    polished = "+ls" if respect_jax.policy.solver.ORDER_DEFAULT_LOCAL_SEARCH else ""  # it polishes its best split
+    assert rows["greedy"]["decoding"] == "greedy" and rows["default"]["decoding"] == f"sample_{samples}{polished}"
     for r in rows.values():
         assert r["graphs"] == 3 and r["nodes_min"] == r["nodes_max"] == 24 and r["buckets"][0][0] == 32
         assert r["graphs_per_s"] >= r["graphs_per_s_median"] > 0 and r["schedule_ms_mean"] > 0

@@ -13,6 +13,7 @@ import pytest
 from flax import struct as fstruct
 from tensorboardX.proto.event_pb2 import Event, SessionLog
 
+from respect_jax.train import run_logs
 from respect_jax.train.harness import LoopConfig, host_loop
 from respect_jax.train.run_logs import TensorBoardLog, check_tensorboard_setting, scalars, write_curves
 
@@ -83,6 +84,9 @@ def test_event_files_hold_every_metrics_record_and_a_resume_purges_the_rewritten
     import tensorboardX.event_file_writer as efw
 
     monkeypatch.setattr(efw, "time", SimpleNamespace(time=lambda: 1_800_000_000.25))
+    # and our clock crosses a second between the two writers (the suffix must still sort in creation order)
+    clock = iter([1_800_000_000_999_999_999, 1_800_000_001_000_000_001])
+    monkeypatch.setattr(run_logs, "time", SimpleNamespace(time_ns=lambda: next(clock)))
     run = tmp_path / "run"
     log = TensorBoardLog(run)
     fit_fake(run, 4, log)

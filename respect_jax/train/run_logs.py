@@ -75,9 +75,9 @@ class TensorBoardLog:
             from tensorboardX import SummaryWriter
 
             # tensorboardX names a file by the second it opens (events.out.tfevents.<s>.<host>): a resumed run
-            # opening within that second would write into the first run's file; the nanoseconds keep them apart
-            # and in creation order.
-            suffix = f".{time.time_ns() % 1_000_000_000:09d}"
+            # opening within that second would write into the first run's file; the clock in nanoseconds (fixed
+            # width, so names sort as numbers) keeps them apart and in creation order.
+            suffix = f".{time.time_ns():020d}"
             self._writer = SummaryWriter(logdir=str(self.run_dir), purge_step=step, filename_suffix=suffix)
         for tag, value in scalars(record).items():
             self._writer.add_scalar(tag, value, step)
