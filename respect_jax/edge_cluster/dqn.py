@@ -344,6 +344,33 @@ def training_trace_config(scn: Scenario, cfg: DQNConfig) -> TraceConfig:
     return TraceConfig(**{**scn.trace.__dict__, "horizon_s": horizon, "max_queries": q, "max_switches": switches})
 
 
+def fresh_environments(env: EdgeEnv, scn: Scenario, cfg) -> Callable[[jax.Array], tuple[State, TimeStep, jax.Array]]:
+    """``fresh(key) -> (state, timestep, load f32[E])``: new traces for all E = ``cfg.num_envs`` environments, each on a
+    scenario of the training mixture (:func:`training_scenarios`) at a load drawn from ``cfg.loads`` (empty: the
+    scenario's named levels). ``cfg``: a :class:`DQNConfig` or any config with ``num_envs``, ``loads``, ``mixture``."""
+    loads = jnp.asarray(cfg.loads or tuple(scn.loads.values()), jnp.float32)
+    scenarios = training_scenarios(scn, cfg)
+    stack = lambda xs: jax.tree.map(lambda *x: jnp.stack([jnp.asarray(y) for y in x]), *xs)  # noqa: E731
+    all_params = stack([x.params for x in scenarios])  # [M, ...]
+    all_rates = jnp.stack([jnp.asarray(x.base_rate, jnp.float32) for x in scenarios])  # [M, N, A]
+    all_dyn = stack([x.dynamics for x in scenarios])
+    e = cfg.num_envs
+
+    def fresh(key: jax.Array) -> tuple[State, TimeStep, jax.Array]:
+        k_load, k_trace, k_scn = jax.random.split(key, 3)
+        load = loads[jax.random.randint(k_load, (e,), 0, loads.shape[0])]
+        which = jax.random.randint(k_scn, (e,), 0, len(scenarios))
+        params = jax.tree.map(lambda x: x[which], all_params)
+        dyn = jax.tree.map(lambda x: x[which], all_dyn)
+        rates = load[:, None, None] * all_rates[which]
+        traces = jax.vmap(lambda k, rt, d: generate_trace(k, rt, env.trace_cfg, d))(
+            jax.random.split(k_trace, e), rates, dyn)
+        state, timestep = jax.vmap(env.reset_trace)(params, traces)
+        return state, timestep, load
+
+    return fresh
+
+
 def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Callable]:
     """Build the agent and its pure training functions.
 
@@ -359,30 +386,12 @@ def make_train(scn: Scenario, cfg: DQNConfig) -> tuple[QNetwork, Callable, Calla
     model = QNetwork(layout, cfg.hidden, cfg.action_width, rngs=nnx.Rngs(cfg.seed))
     graphdef, init_params = nnx.split(model)
     optimizer = make_optimizer(cfg.lr, cfg.max_grad_norm)
-    loads = jnp.asarray(cfg.loads or tuple(scn.loads.values()), jnp.float32)
-    scenarios = training_scenarios(scn, cfg)
-    stack = lambda xs: jax.tree.map(lambda *x: jnp.stack([jnp.asarray(y) for y in x]), *xs)  # noqa: E731
-    all_params = stack([x.params for x in scenarios])  # [M, ...]
-    all_rates = jnp.stack([jnp.asarray(x.base_rate, jnp.float32) for x in scenarios])  # [M, N, A]
-    all_dyn = stack([x.dynamics for x in scenarios])
+    fresh = fresh_environments(env, scn, cfg)
     total_steps = cfg.episodes * cfg.episode_steps
     e, n_step = cfg.num_envs, cfg.n_step
 
     def q_values(params, obs):
         return nnx.merge(graphdef, params)(obs)
-
-    def fresh(key: jax.Array) -> tuple[State, TimeStep, jax.Array]:
-        """New traces for all E environments: a scenario of the mixture and a load drawn from ``loads`` each."""
-        k_load, k_trace, k_scn = jax.random.split(key, 3)
-        load = loads[jax.random.randint(k_load, (e,), 0, loads.shape[0])]
-        which = jax.random.randint(k_scn, (e,), 0, len(scenarios))
-        params = jax.tree.map(lambda x: x[which], all_params)
-        dyn = jax.tree.map(lambda x: x[which], all_dyn)
-        rates = load[:, None, None] * all_rates[which]
-        traces = jax.vmap(lambda k, rt, d: generate_trace(k, rt, env.trace_cfg, d))(
-            jax.random.split(k_trace, e), rates, dyn)
-        state, timestep = jax.vmap(env.reset_trace)(params, traces)
-        return state, timestep, load
 
     def empty_window() -> dict:
         return {"obs": jnp.zeros((e, n_step, obs_size), jnp.float32), "action": jnp.zeros((e, n_step), jnp.int32),

@@ -45,9 +45,8 @@ from flax import nnx, struct
 
 from respect_jax.edge_cluster import agent_runs
 from respect_jax.edge_cluster.agent_runs import SUMMARY_FILE, train_episodes
-from respect_jax.edge_cluster.dqn import Layout, training_scenarios, training_trace_config
+from respect_jax.edge_cluster.dqn import Layout, fresh_environments, training_trace_config
 from respect_jax.edge_cluster.environment import EdgeEnv
-from respect_jax.edge_cluster.generator import generate_trace
 from respect_jax.edge_cluster.policies import STATIC_POLICIES
 from respect_jax.edge_cluster.scenarios import Scenario, scenario_from_dict
 from respect_jax.edge_cluster.simulator import HINT_POLICIES, SITE_FEATURES, dispatch, features, num_features
@@ -273,29 +272,12 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
     model = SwitchNetwork(layout, rules, HINT_POLICIES.index(cfg.base), cfg.hidden, rngs=nnx.Rngs(cfg.seed))
     graphdef, init_params = nnx.split(model)
     optimizer = make_optimizer(cfg.lr, cfg.max_grad_norm)
-    loads = jnp.asarray(cfg.loads or tuple(scn.loads.values()), jnp.float32)
-    scenarios = training_scenarios(scn, cfg)
-    stack = lambda xs: jax.tree.map(lambda *x: jnp.stack([jnp.asarray(y) for y in x]), *xs)  # noqa: E731
-    all_params = stack([x.params for x in scenarios])
-    all_rates = jnp.stack([jnp.asarray(x.base_rate, jnp.float32) for x in scenarios])
-    all_dyn = stack([x.dynamics for x in scenarios])
+    fresh = fresh_environments(env, scn, cfg)
     e, r_count = cfg.num_envs, len(cfg.rules)
     not_base = jnp.arange(r_count) != base_pos
 
     def adv_of(params, obs):
         return nnx.merge(graphdef, params)(obs)
-
-    def fresh(key: jax.Array) -> tuple[State, TimeStep, jax.Array]:
-        k_load, k_trace, k_scn = jax.random.split(key, 3)
-        load = loads[jax.random.randint(k_load, (e,), 0, loads.shape[0])]
-        which = jax.random.randint(k_scn, (e,), 0, len(scenarios))
-        params = jax.tree.map(lambda x: x[which], all_params)
-        dyn = jax.tree.map(lambda x: x[which], all_dyn)
-        rates = load[:, None, None] * all_rates[which]
-        traces = jax.vmap(lambda k, rt, d: generate_trace(k, rt, env.trace_cfg, d))(
-            jax.random.split(k_trace, e), rates, dyn)
-        state, timestep = jax.vmap(env.reset_trace)(params, traces)
-        return state, timestep, load
 
     def init(key: jax.Array) -> Carry:
         state, timestep, load = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(fresh, key))
