@@ -95,3 +95,23 @@ def random_graphs(count: int, seed: int, min_nodes: int = 5, max_nodes: int = 40
 @pytest.fixture
 def hw4() -> Hardware:
     return make_hw(4)
+
+
+def assert_beats_small_ramp_phase_winners(scn, agent_policy) -> dict:
+    """On ``small_ramp`` (``closest`` best in the first half of every trace, ``fastest_expected`` in the second), the
+    agent on fresh traces is at least about as good as the best rule of each half and beats the other clearly, and is
+    above ``fastest_expected`` on the paired 95 % interval over the whole trace. Returns the comparison document."""
+    from respect_jax.edge_cluster.evaluation import compare, paired_difference
+    from respect_jax.edge_cluster.policies import STATIC_POLICIES
+
+    policies = {"closest": STATIC_POLICIES["closest"], "fastest_expected": STATIC_POLICIES["fastest_expected"],
+                "aset": agent_policy}
+    doc = compare(scn, policies, ["medium"], jax.random.key(99), traces=4, phases=2)
+    first, second = ({p: doc["phase_success"][p]["medium"][i] for p in policies} for i in (0, 1))
+    assert first["closest"] > first["fastest_expected"] + 0.05, first  # the situation the agent exists for
+    assert second["fastest_expected"] > second["closest"] + 0.3, second
+    assert first["aset"] >= first["closest"] - 0.02 and first["aset"] > first["fastest_expected"] + 0.05, first
+    assert second["aset"] >= second["fastest_expected"] - 0.03 and second["aset"] > second["closest"] + 0.3, second
+    diff, ci = paired_difference(doc, "aset", "fastest_expected", "medium")
+    assert diff - ci > 0, (diff, ci)  # above the better static policy on every trace pair's 95 % interval
+    return doc

@@ -17,9 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import assert_beats_small_ramp_phase_winners
 from flax import nnx
 
-from respect_jax.edge_cluster.evaluation import compare, paired_difference
 from respect_jax.edge_cluster.generator import make_traces
 from respect_jax.edge_cluster.policies import STATIC_POLICIES
 from respect_jax.edge_cluster.scenarios import load_preset
@@ -112,16 +112,7 @@ def test_switching_agent_beats_both_phase_winners_within_one_episode(tmp_path):
     round-trips."""
     scn = load_preset("small_ramp")
     agent = train_switch(scn, SwitchConfig(**FAST), tmp_path / "agent", chunk=FAST["episodes"])
-    policies = {"closest": STATIC_POLICIES["closest"], "fastest_expected": STATIC_POLICIES["fastest_expected"],
-                "aset": agent.policy}
-    doc = compare(scn, policies, ["medium"], jax.random.key(99), traces=4, phases=2)
-    first, second = ({p: doc["phase_success"][p]["medium"][i] for p in policies} for i in (0, 1))
-    assert first["closest"] > first["fastest_expected"] + 0.05, first  # the situation the agent exists for
-    assert second["fastest_expected"] > second["closest"] + 0.3, second
-    assert first["aset"] >= first["closest"] - 0.02 and first["aset"] > first["fastest_expected"] + 0.05, first
-    assert second["aset"] >= second["fastest_expected"] - 0.03 and second["aset"] > second["closest"] + 0.3, second
-    diff, ci = paired_difference(doc, "aset", "fastest_expected", "medium")
-    assert diff - ci > 0, (diff, ci)
+    assert_beats_small_ramp_phase_winners(scn, agent.policy)
     loaded, _ = load_edge_agent(tmp_path / "agent")
     x = jnp.asarray(np.random.default_rng(0).random((3, num_features(scn.params))), jnp.float32)
     np.testing.assert_allclose(np.asarray(nnx.merge(loaded.graphdef, loaded.params)(x)),
