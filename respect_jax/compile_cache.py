@@ -1,17 +1,26 @@
 """JAX's persistent compilation cache: compiled programs written to disk and reused by later processes.
 
 A second ``respect-schedule solver=policy`` call on a graph of the same size bucket (and the same hardware,
-objective and decoding) then loads the decoder's executable instead of compiling it again; tracing still
-runs in every process. The commands turn the cache on through :func:`enable_compilation_cache` (the
-``jax_cache`` config value, see :func:`resolve_cache_dir`).
+objective and decoding) then loads the decoder's executable instead of compiling it again. JAX's own cache
+still traces and lowers the function in every process (about a second for the policy's forward pass and its
+local search); :func:`cached_compile` skips that too for the functions that use it: it stores the compiled
+executable itself (``<cache folder>/executables``), keyed by everything that determines it, and loads it back
+without tracing. The commands turn both on through :func:`enable_compilation_cache` (the ``jax_cache`` config
+value, see :func:`resolve_cache_dir`).
 
 The cache is trusted code: JAX runs what it finds there, so it lives in the user's own cache folder.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import pickle
+import sys
+from collections.abc import Callable, Hashable
 from pathlib import Path
+from typing import Any
 
 #: environment variable that overrides the cache folder of the commands (a path, or ``off``)
 CACHE_ENV = "RESPECT_JAX_CACHE"
@@ -58,6 +67,7 @@ def enable_compilation_cache(
 
     if path is None:
         jax.config.update("jax_enable_compilation_cache", False)
+        _EXECUTABLES["folder"] = None
         return None
     folder = Path(path).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
@@ -66,6 +76,7 @@ def enable_compilation_cache(
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_time_s))
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(min_entry_size_bytes))
     _reset_if_initialised()
+    _EXECUTABLES["folder"] = folder / EXECUTABLES_SUBDIR
     return folder
 
 
@@ -77,3 +88,130 @@ def _reset_if_initialised() -> None:
         cc.reset_cache()
     except (ImportError, AttributeError):  # pragma: no cover - older/newer JAX without the helper
         pass
+
+
+#: sub-folder of the cache folder holding :func:`cached_compile`'s executables
+EXECUTABLES_SUBDIR = "executables"
+_EXECUTABLES: dict[str, Any] = {"folder": None}  # set by enable_compilation_cache (None: off)
+_COMPILED: dict[str, Callable] = {}  # key -> executable, this process
+_FINGERPRINT: list[str] = []  # the package's source fingerprint, computed once
+
+
+def executables_dir() -> Path | None:
+    """Folder of :func:`cached_compile`'s stored executables (None: only compiled in memory)."""
+    return _EXECUTABLES["folder"]
+
+
+def source_fingerprint() -> str:
+    """SHA-256 of every ``.py`` file of the ``respect_jax`` package (paths and contents): a stored executable
+    is only reused by the code that compiled it."""
+    if not _FINGERPRINT:
+        root = Path(__file__).resolve().parent
+        digest = hashlib.sha256()
+        for file in sorted(root.rglob("*.py")):
+            digest.update(str(file.relative_to(root)).encode())
+            digest.update(file.read_bytes())
+        _FINGERPRINT.append(digest.hexdigest())
+    return _FINGERPRINT[0]
+
+
+def executable_key(name: str, static_key: Hashable, args: tuple) -> str:
+    """``<name>-<sha256>`` of everything that determines the executable of ``name`` on ``args``: the static
+    key, the argument tree and every leaf's shape and dtype, the package source, JAX's version and options that
+    change programs, and the backend."""
+    import jax
+    import jaxlib
+
+    leaves, treedef = jax.tree.flatten(args)
+    device = jax.devices()[0]
+    parts = (
+        name, repr(static_key), str(treedef), [(tuple(np_shape(x)), str(x.dtype)) for x in leaves],
+        source_fingerprint(), jax.__version__, jaxlib.__version__, device.platform, device.device_kind,
+        getattr(device.client, "platform_version", ""), bool(jax.config.jax_enable_x64),
+        str(jax.config.jax_default_matmul_precision),
+    )
+    return f"{name}-{hashlib.sha256(repr(parts).encode()).hexdigest()}"
+
+
+def np_shape(x) -> tuple[int, ...]:
+    """Shape of an array-like leaf (numpy, JAX, Python scalar)."""
+    return tuple(getattr(x, "shape", ()))
+
+
+@contextlib.contextmanager
+def _persistent_cache_off():
+    """JAX's persistent cache off for one compilation: an executable read back from it cannot be serialized
+    again on CPU (its fused functions are missing from the copy)."""
+    import jax
+
+    was = bool(jax.config.jax_enable_compilation_cache)
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was)
+
+
+def cached_compile(name: str, fn: Callable, args: tuple, static_key: Hashable = ()) -> Callable:
+    """The compiled ``jax.jit(fn)`` for the shapes and dtypes of ``args`` (a tuple of pytrees of arrays), from
+    this process's memory, else from :func:`executables_dir` (no tracing, no lowering), else compiled and stored
+    there. Call the result with arguments of the same shapes, dtypes and tree structure as ``args``.
+
+    ``static_key`` must name every value ``fn`` closes over that changes its program (a network's config, static
+    options): the stored executable is found by ``name``, ``static_key``, the arguments' structure, the package
+    source and the JAX version and backend (:func:`executable_key`), never by ``fn`` itself. An unreadable or
+    stale file is compiled again and replaced. With the cache off (``enable_compilation_cache(None)``) this is
+    ``jax.jit(fn)`` compiled once per key in memory.
+    """
+    import jax
+
+    key = executable_key(name, static_key, args)
+    compiled = _COMPILED.get(key)
+    if compiled is not None:
+        return compiled
+    folder = executables_dir()
+    file = None if folder is None else folder / f"{key}.pkl"
+    if file is not None and file.is_file():
+        compiled = _load_executable(file)
+    if compiled is None:
+        with _persistent_cache_off() if file is not None else contextlib.nullcontext():
+            compiled = jax.jit(fn).lower(*args).compile()
+        if file is not None:
+            _store_executable(compiled, file)
+    if len(_COMPILED) >= 64:
+        _COMPILED.pop(next(iter(_COMPILED)))
+    _COMPILED[key] = compiled
+    return compiled
+
+
+def _load_executable(file: Path) -> Callable | None:
+    """The executable stored in ``file``, or None (removed) when it cannot be read back."""
+    from jax.experimental.serialize_executable import deserialize_and_load
+
+    try:
+        with open(file, "rb") as handle:
+            payload, in_tree, out_tree = pickle.load(handle)
+        return deserialize_and_load(payload, in_tree, out_tree)
+    except Exception as err:  # noqa: BLE001 - any unreadable entry is only a cache miss
+        print(f"note: compiled-executable cache: {file.name} unreadable ({type(err).__name__}); compiling again",
+              file=sys.stderr)
+        with contextlib.suppress(OSError):
+            file.unlink()
+        return None
+
+
+def _store_executable(compiled, file: Path) -> None:
+    """Write ``compiled`` to ``file`` (atomically); a backend that cannot serialize it only skips the store."""
+    from jax.experimental.serialize_executable import serialize
+
+    try:
+        payload = pickle.dumps(serialize(compiled))
+    except (ValueError, NotImplementedError, TypeError, pickle.PicklingError):
+        return
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(payload)
+        tmp.replace(file)
+    except OSError:
+        return

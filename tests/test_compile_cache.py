@@ -1,0 +1,110 @@
+"""The compiled-executable cache (``respect_jax.compile_cache.cached_compile``): a stored executable is loaded
+back without tracing, gives the same outputs as ``jax.jit``, and is keyed by everything that changes it."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from respect_jax import compile_cache
+from respect_jax.compile_cache import cached_compile, enable_compilation_cache, executable_key, executables_dir
+
+
+@pytest.fixture
+def cache_folder(tmp_path):
+    """The commands' cache turned on in a fresh folder for one test, then off again; memory entries cleared."""
+    compile_cache._COMPILED.clear()
+    folder = enable_compilation_cache(tmp_path / "jax")
+    yield folder
+    enable_compilation_cache(None)
+    compile_cache._COMPILED.clear()
+
+
+def _network(params: dict, x: jax.Array, scale: float) -> jax.Array:
+    """A small two-layer map (f32[b, 3] -> f32[b, 2]), with a closed-over static value."""
+    hidden = jnp.tanh(x @ params["w1"] + params["b1"])
+    return scale * (hidden @ params["w2"])
+
+
+def _args(seed: int = 0, rows: int = 5):
+    rng = np.random.default_rng(seed)
+    params = {"w1": rng.normal(size=(3, 4)).astype(np.float32), "b1": rng.normal(size=4).astype(np.float32),
+              "w2": rng.normal(size=(4, 2)).astype(np.float32)}
+    return params, rng.normal(size=(rows, 3)).astype(np.float32)
+
+
+def _untraceable(*_):
+    raise AssertionError("traced although a stored executable exists")
+
+
+def test_a_stored_executable_is_loaded_back_without_tracing_and_gives_jits_outputs(cache_folder):
+    params, x = _args()
+    traces = []
+
+    def fn(p, v):
+        traces.append(1)
+        return _network(p, v, 2.0)
+
+    out = np.asarray(cached_compile("net", fn, (params, x), static_key=2.0)(params, x))
+    assert traces == [1]
+    files = list(executables_dir().glob("net-*.pkl"))
+    assert len(files) == 1 and executables_dir() == cache_folder / "executables"
+    compile_cache._COMPILED.clear()  # as a new process: memory empty, the file is all there is
+    loaded = cached_compile("net", _untraceable, (params, x), static_key=2.0)
+    np.testing.assert_array_equal(np.asarray(loaded(params, x)), out)
+    np.testing.assert_array_equal(out, np.asarray(jax.jit(lambda p, v: _network(p, v, 2.0))(params, x)))
+    other_params, other_x = _args(seed=1)  # same shapes: the same executable, new values
+    np.testing.assert_allclose(np.asarray(loaded(other_params, other_x)),
+                               np.asarray(_network(other_params, other_x, 2.0)), rtol=1e-6)
+
+
+def test_the_key_changes_with_the_static_key_shapes_dtypes_and_tree():
+    params, x = _args()
+    base = executable_key("net", 2.0, (params, x))
+    assert base == executable_key("net", 2.0, _args(seed=3))  # values do not enter the key
+    assert base != executable_key("net", 3.0, (params, x))
+    assert base != executable_key("other", 2.0, (params, x))
+    assert base != executable_key("net", 2.0, _args(rows=6))
+    assert base != executable_key("net", 2.0, (params, x.astype(np.float16)))
+    assert base != executable_key("net", 2.0, ({**params, "extra": np.zeros(1, np.float32)}, x))
+
+
+def test_each_static_key_gets_its_own_executable(cache_folder):
+    params, x = _args()
+    two = np.asarray(cached_compile("net", lambda p, v: _network(p, v, 2.0), (params, x), 2.0)(params, x))
+    three = np.asarray(cached_compile("net", lambda p, v: _network(p, v, 3.0), (params, x), 3.0)(params, x))
+    np.testing.assert_allclose(three, 1.5 * two, rtol=1e-6)
+    assert len(list(executables_dir().glob("net-*.pkl"))) == 2
+
+
+def test_an_unreadable_entry_is_compiled_again_and_replaced(cache_folder, capsys):
+    params, x = _args()
+    cached_compile("net", lambda p, v: _network(p, v, 2.0), (params, x), 2.0)
+    (file,) = executables_dir().glob("net-*.pkl")
+    file.write_bytes(b"not an executable")
+    compile_cache._COMPILED.clear()
+    out = cached_compile("net", lambda p, v: _network(p, v, 2.0), (params, x), 2.0)(params, x)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(_network(params, x, 2.0)), rtol=1e-6)
+    assert "unreadable" in capsys.readouterr().err
+    compile_cache._COMPILED.clear()
+    loaded = cached_compile("net", _untraceable, (params, x), 2.0)  # the replaced file reads back
+    np.testing.assert_array_equal(np.asarray(loaded(params, x)), np.asarray(out))
+
+
+def test_with_the_cache_off_nothing_is_written_and_memory_still_serves(tmp_path):
+    enable_compilation_cache(None)
+    compile_cache._COMPILED.clear()
+    params, x = _args()
+    traces = []
+
+    def fn(p, v):
+        traces.append(1)
+        return _network(p, v, 2.0)
+
+    first = cached_compile("net", fn, (params, x), 2.0)
+    assert cached_compile("net", fn, (params, x), 2.0) is first and traces == [1]
+    assert executables_dir() is None and not list(tmp_path.iterdir())
+    np.testing.assert_allclose(np.asarray(first(params, x)), np.asarray(_network(params, x, 2.0)), rtol=1e-6)
+    compile_cache._COMPILED.clear()
