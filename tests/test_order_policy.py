@@ -133,6 +133,59 @@ def test_checkpoint_round_trip(tmp_path):
         load_order_policy(tmp_path)
 
 
+def _eval_shape_load(path: Path) -> OrderPolicy:
+    """The loader before session 22 (the reference): ``nnx.eval_shape`` of the initialisation, each stored array
+    restored with ``jnp.asarray``."""
+    import json
+
+    import jax
+    import jax.numpy as jnp
+
+    config = OrderPolicyConfig.from_dict(json.loads((path / "network.json").read_text())["policy"])
+    model = nnx.eval_shape(lambda: OrderPolicy(config, rngs=nnx.Rngs(0)))
+    with np.load(path / "params.npz") as data:
+        stored = {k: data[k] for k in data.files}
+    state = nnx.state(model, nnx.Param)
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(state))
+    names = ["/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in key_path) for key_path, _ in leaves]
+    nnx.replace_by_pure_dict(state, jax.tree_util.tree_unflatten(treedef, [jnp.asarray(stored[n]) for n in names]))
+    nnx.update(model, state)
+    return model
+
+
+@pytest.mark.parametrize("config", [None, OrderPolicyConfig(encoder="mean", layers=1, width=8, heads=1, head_layers=0)])
+def test_skeleton_loader_gives_the_eval_shape_loaders_parameters_and_scores(tmp_path, config):
+    """load_order_policy builds the network as a skeleton (ShapeOnlyRngs, nothing traced): the same module structure,
+    bit-identical parameters and scores as the eval_shape loader, on the shipped checkpoint and on a small one."""
+    import jax
+
+    from respect_jax.policy.encoder import ShapeOnlyRngs
+    from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT
+
+    if config is None:
+        path = Path(DEFAULT_ORDER_CHECKPOINT)
+    else:
+        path = tmp_path / "run"
+        save_order_policy(path, OrderPolicy(config, rngs=nnx.Rngs(2)), {})
+    load_order_policy.cache_clear()
+    loaded, _ = load_order_policy(path)
+    reference = _eval_shape_load(path)
+    assert nnx.graphdef(loaded) == nnx.graphdef(reference)
+    a, b = jax.tree.leaves(nnx.state(loaded)), jax.tree.leaves(nnx.state(reference))
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b, strict=True):
+        assert x.dtype == y.dtype and np.array_equal(np.asarray(x), np.asarray(y))
+    skeleton = OrderPolicy(loaded.config, rngs=ShapeOnlyRngs())
+    assert all(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(nnx.state(skeleton)))
+    graphs = [generate_numpy(GeneratorConfig(mode="arch", min_nodes=30, max_nodes=60), np.random.default_rng(i))
+              for i in range(2)]
+    hw = Hardware(stages=3, sram_bytes=8e6, param_bytes=1, act_bytes=1, macs_per_s=2.4e11, host_bw=4.7e8,
+                  link_bw=2.35e8, stage_overhead_s=2e-4)
+    for x, y in zip(predict_scores(loaded, graphs, [hw] * 2, ["paper"] * 2),
+                    predict_scores(reference, graphs, [hw] * 2, ["paper"] * 2), strict=True):
+        assert np.array_equal(x, y)
+
+
 def test_learning_beats_untrained_and_contiguous_on_held_out_graphs(tmp_path):
     """Tiny imitation run on proven optima (64 graphs of respect30_k4_paper, K = 4); on 32 other graphs of the set its
     greedy schedules are closer to the proven optimum than the untrained network's and the SPEC order's split."""

@@ -31,6 +31,33 @@ from respect_jax.graphs.padded import PaddedGraph
 AGGREGATIONS = ("dense", "segment")
 
 
+class ShapeOnlyRngs:
+    """Stands in for ``nnx.Rngs`` to build a module skeleton: every parameter becomes a ``jax.ShapeDtypeStruct``
+    (what ``nnx.eval_shape`` of the construction leaves) without drawing or tracing anything, so that a checkpoint's
+    parameters can be restored into it cheaply (``nnx.eval_shape`` traces every initialiser: ~0.5 s in a fresh
+    process). The modules of this file pass :func:`shape_only` initialisers when given one."""
+
+    def params(self) -> None:
+        return None
+
+
+def shape_only(key, shape, dtype=jnp.float32) -> jax.ShapeDtypeStruct:
+    """An initialiser that allocates nothing: the parameter's shape and dtype."""
+    return jax.ShapeDtypeStruct(tuple(shape), jnp.dtype(dtype))
+
+
+def initialisers(rngs, *names: str) -> dict:
+    """``{name: shape_only}`` for every initialiser keyword in ``names`` when ``rngs`` is a :class:`ShapeOnlyRngs`,
+    else ``{}`` (the layers' own initialisers)."""
+    return dict.fromkeys(names, shape_only) if isinstance(rngs, ShapeOnlyRngs) else {}
+
+
+def linear(in_features: int, out_features: int, rngs) -> nnx.Linear:
+    """``nnx.Linear(in_features, out_features)`` with its default initialisers, or a skeleton of one
+    (:class:`ShapeOnlyRngs`)."""
+    return nnx.Linear(in_features, out_features, rngs=rngs, **initialisers(rngs, "kernel_init", "bias_init"))
+
+
 def adjacency(graph: PaddedGraph) -> jax.Array:
     """f32[N, N] ``A[u, v] = 1`` for every real edge u -> v of one padded graph."""
     n = graph.params.shape[-1]
@@ -42,9 +69,9 @@ class DirectedAggregation(nnx.Module):
 
     def __init__(self, width: int, kind: str, heads: int, *, rngs: nnx.Rngs):
         self.kind, self.heads = kind, heads
-        self.message = nnx.Linear(width, width, rngs=rngs)
+        self.message = linear(width, width, rngs)
         if kind == "gat":
-            init = nnx.initializers.lecun_normal()
+            init = shape_only if isinstance(rngs, ShapeOnlyRngs) else nnx.initializers.lecun_normal()
             self.att_src = nnx.Param(init(rngs.params(), (heads, width // heads)))
             self.att_dst = nnx.Param(init(rngs.params(), (heads, width // heads)))
 
@@ -113,9 +140,9 @@ class MessagePassingLayer(nnx.Module):
     def __init__(self, width: int, kind: str, heads: int, *, rngs: nnx.Rngs):
         self.forward_agg = DirectedAggregation(width, kind, heads, rngs=rngs)
         self.backward_agg = DirectedAggregation(width, kind, heads, rngs=rngs)
-        self.update1 = nnx.Linear(3 * width, width, rngs=rngs)
-        self.update2 = nnx.Linear(width, width, rngs=rngs)
-        self.norm = nnx.LayerNorm(width, rngs=rngs)
+        self.update1 = linear(3 * width, width, rngs)
+        self.update2 = linear(width, width, rngs)
+        self.norm = nnx.LayerNorm(width, rngs=rngs, **initialisers(rngs, "scale_init", "bias_init"))
 
     def __call__(self, h: jax.Array, graph: jraph.GraphsTuple | None, adj: jax.Array | None) -> jax.Array:
         """h f32[B, N, d] -> f32[B, N, d]; pass ``graph`` (segment) or ``adj`` f32[B, N, N] (dense)."""
@@ -143,10 +170,10 @@ class GraphEncoder(nnx.Module):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"policy.aggregation must be one of {', '.join(AGGREGATIONS)}, got {aggregation!r}")
         self.aggregation = aggregation
-        self.embed1 = nnx.Linear(in_features, width, rngs=rngs)
-        self.embed2 = nnx.Linear(width, width, rngs=rngs)
+        self.embed1 = linear(in_features, width, rngs)
+        self.embed2 = linear(width, width, rngs)
         self.layers = nnx.List([MessagePassingLayer(width, kind, heads, rngs=rngs) for _ in range(layers)])
-        self.readout = nnx.Linear(2 * width, width, rngs=rngs)
+        self.readout = linear(2 * width, width, rngs)
 
     def __call__(
         self, graphs: PaddedGraph, feats: jax.Array, aggregation: str | None = None
