@@ -120,8 +120,11 @@ def test_auto_abandons_a_member_still_running_at_the_deadline(monkeypatch):
         return real("contiguous")(*args[:4])
 
     monkeypatch.setattr(auto, "get_solver", lambda name: slow_gumbel if name == "gumbel" else real(name))
+    monkeypatch.setattr(auto, "gumbel_need_s", lambda *args: (0.0, "stub"))  # started whatever its estimate
     graph = random_graphs(1, seed=8, min_nodes=40, max_nodes=40)[0]
-    options = dict(members=["contiguous", "gumbel"], polish_moves=0, exact="none", progress=False)
+    # chunk_steps=0: one call that never looks at the stop signal (as a JAX member)
+    options = dict(members=["contiguous", "gumbel"], polish_moves=0, exact="none", progress=False,
+                   member_options={"gumbel": {"chunk_steps": 0}})
     run_solver("auto", graph, make_hw(3), "paper", time_budget_s=0.5, **options)  # compiles the shared evaluator
     start = time.perf_counter()
     result = run_solver("auto", graph, make_hw(3), "paper", time_budget_s=1.5, **options)
@@ -181,3 +184,45 @@ def test_auto_stops_every_worker_by_its_budget():
     for name in ("contiguous", "contiguous+ls", "cpsat"):
         assert result["objective"] <= portfolio[name]["objective"] * (1 + 1e-6)
     assert 0.0 < result["gap"] < 1.0
+
+
+def test_gumbel_member_stops_in_chunks_within_a_small_budget():
+    """A Gumbel run far longer than the budget (100,000 steps), compiled beforehand: inside auto it runs in chunks
+    that look at the stop signal, so the call returns within the budget + 1 s with the member's best schedule so
+    far and no thread left running (in one compiled call it would still be running after the return)."""
+    import threading
+
+    graph, hw = random_graphs(1, seed=12, min_nodes=60, max_nodes=60)[0], make_hw(4)
+    member = {"steps": 100_000, "samples": 8, "local_search": 20}
+    # warm-up: compiles this shape's chunk and local-search programmes (a compilation is never interrupted)
+    run_solver("gumbel", graph, hw, "paper", steps=10, samples=8, local_search=20, chunk_steps=10)
+    options = dict(members=["contiguous", "gumbel"], polish_moves=0, exact="none", crossing_bound=False,
+                   progress=False, member_options={"gumbel": member})
+    start = time.perf_counter()
+    result = run_solver("auto", graph, hw, "paper", time_budget_s=3.0, **options)
+    elapsed = time.perf_counter() - start
+    alive = [t.name for t in threading.enumerate() if t.name == "auto-gumbel"]
+    info = result["info"]
+    entry = info["portfolio"]["gumbel"]
+    assert elapsed <= 3.0 + 1.0 and alive == [] and info["running_after_return"] == [], (elapsed, alive)
+    assert "objective" in entry and 1 <= entry["chunks_run"] < entry["chunks"], entry
+    assert result["objective"] <= entry["objective"] * (1 + 1e-6)
+    exact = reference_objective(graph, result["assignment"], hw, "paper")
+    assert exact == pytest.approx(result["objective"], rel=1e-6)
+
+
+def test_gumbel_member_is_not_started_when_it_cannot_finish():
+    """Not compiled in this process (an option set no other test uses), the member's estimate (a compilation of
+    seconds) does not fit a 2 s budget: it is skipped with its estimate, and the call keeps its budget."""
+    from respect_jax.solvers.auto import gumbel_need_s
+
+    graph, hw = random_graphs(1, seed=13, min_nodes=70, max_nodes=70)[0], make_hw(3)
+    member = {"steps": 30, "samples": 7, "local_search": 13}
+    need, _ = gumbel_need_s(graph, 3, {**member, "chunk_steps": 10}, 0)
+    assert need > 2.0
+    options = dict(members=["contiguous", "gumbel"], polish_moves=0, exact="none", crossing_bound=False,
+                   progress=False, member_options={"gumbel": member})
+    start = time.perf_counter()
+    result = run_solver("auto", graph, hw, "latency", time_budget_s=2.0, **options)
+    assert time.perf_counter() - start <= 2.0 + 1.0
+    assert "estimated" in result["info"]["portfolio"]["gumbel"]["skipped"]

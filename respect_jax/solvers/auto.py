@@ -14,7 +14,10 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    ``local_search`` option, so a learned member's figure is its own decoding
    (plus local search), never seeded by another solver). A member is
    not started once ``fast_share`` of the budget is spent, once the exact solver has proved the optimum, or
-   when the graph is larger than its ``max_nodes`` (``member_options.<name>.max_nodes``); the learned members
+   when the graph is larger than its ``max_nodes`` (``member_options.<name>.max_nodes``). ``gumbel`` runs in
+   chunks of :data:`GUMBEL_CHUNK_STEPS` steps that look at the stop signal between compiled calls, and starts only
+   when its estimated cost (:func:`gumbel_need_s`: compilation unless done in this process, one chunk and its
+   local search) fits in the time left; the learned members
    are skipped when they are not registered (:func:`respect_jax.api.register_solvers` registers them; the CLI
    and the API do it). Running them beside the exact solver, not before it, keeps a cold JAX
    compilation from eating the exact solver's budget; the price is that the exact solver's hint is the
@@ -82,11 +85,34 @@ POLISH_CLOSURE_MAX_NODES = 300
 #: 1,000-node layered graph, K = 4, on the 2-core CPU of experiments/bench_scale.py: 1.7 s for 11,553 units,
 #: with the CPU shared). The exact solver is skipped when its estimated build would overrun the budget.
 BUILD_S_PER_UNIT = 1.5e-4
+#: Steps per call of the Gumbel member (its ``chunk_steps``; the member's restart period, so a chunk ends where
+#: its logits restart anyway): the stop signal is looked at between calls.
+GUMBEL_CHUNK_STEPS = 10
+#: How much slower a member runs inside auto than alone: it shares the CPU with CP-SAT's two workers and the bound
+#: (2-core CPU). The Gumbel member starts only when its estimate (:func:`respect_jax.solvers.gumbel.estimated_seconds`:
+#: compilation, one chunk and its local search) times this fits in the time left.
+CONTENTION = 2.0
 
 
 def estimated_build_s(graph: Graph, stages: int) -> float:
     """Seconds an exact model of ``graph`` with ``stages`` stages is expected to take to build."""
     return BUILD_S_PER_UNIT * (graph.num_nodes + len(graph.edges)) * max(stages - 1, 0)
+
+
+def gumbel_need_s(graph: Graph, stages: int, options: dict, polish_moves: int) -> tuple[float, str]:
+    """Seconds the Gumbel member needs at least inside auto (its compilation where not yet done in this process,
+    one chunk and its local search, times :data:`CONTENTION`) and how that splits, for ``options`` (its
+    ``member_options``; ``steps``, ``samples``, ``local_search`` and ``chunk_steps`` default to the member's)."""
+    from respect_jax.solvers.gumbel import estimated_seconds  # JAX: imported when the member is considered
+
+    chunk = int(options.get("chunk_steps", GUMBEL_CHUNK_STEPS))
+    est = estimated_seconds(graph, stages, int(options.get("steps", 100)), int(options.get("samples", 64)),
+                            int(options.get("local_search", polish_moves)), chunk)
+    first = est["chunk"] if chunk > 0 else est["steps"]
+    need = CONTENTION * (est["start"] + first + est["local_search"])
+    what = (f"compile {est['start']:.1f} + first steps {first:.1f} + local search {est['local_search']:.1f}, "
+            f"x{CONTENTION:g} for the shared CPU")
+    return need, what
 
 
 #: Worker threads abandoned at a deadline; joined when the interpreter exits (a daemon thread killed inside
@@ -294,16 +320,21 @@ def solve_auto(
         t0 = time.perf_counter()
         if name in ("policy", "gumbel"):
             o.setdefault("local_search", polish_moves)
+        if name == "gumbel":  # in chunks: it looks at the signal between compiled calls (joined like a worker)
+            o.setdefault("chunk_steps", GUMBEL_CHUNK_STEPS)
+            o["stop"] = signal
         call = functools.partial(get_solver(name), graph, hw, objective, lam, **o)
-        # a JAX member does not look at the signal (one compiled call): abandoned at once, not waited for
-        done, result = run_until(call, deadline, name, signal, jax_calls) if guarded else (True, call())
+        # a JAX member in one compiled call does not look at the signal: abandoned at once, not waited for
+        pool = workers if name == "gumbel" and o["chunk_steps"] > 0 else jax_calls
+        done, result = run_until(call, deadline, name, signal, pool) if guarded else (True, call())
         if not done:
             portfolio[name] = {"abandoned": _late(t0, proved())}
             return
         schedules[name] = np.asarray(result.assignment, np.int64)
         entry = {"objective": offer(name, result.assignment), "time_s": time.perf_counter() - t0}
-        if "compile_s" in result.info:
-            entry["compile_s"] = result.info["compile_s"]
+        for key in ("compile_s", "chunks_run", "chunks", "local_search_run"):
+            if key in result.info:
+                entry[key] = result.info[key]
         portfolio[name] = entry
         live.show(name, best_obj, winner, bound)
 
@@ -317,6 +348,11 @@ def solve_auto(
             return f"{exact_name} proved the optimum first"
         if time.perf_counter() - start > fast_share * time_budget_s:
             return f"fast_share {fast_share} of the budget spent"
+        if name == "gumbel":
+            need, what = gumbel_need_s(graph, hw.stages, o, polish_moves)
+            left = deadline - time.perf_counter()
+            if need > left:
+                return f"estimated {need:.1f} s ({what}); {left:.1f} s left"
         return None
 
     # 1. the contiguous split (NumPy, milliseconds): the exact solver's first hint

@@ -81,6 +81,7 @@ adding ``cuts`` (``mixed``) reached ~1.005 / ~1.02-1.07 depending on the seed. A
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from dataclasses import dataclass, fields, replace
 from functools import partial
@@ -94,6 +95,7 @@ from respect_jax.costs import OBJECTIVES, Hardware, evaluate, objective_lower_bo
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import (
     PaddedGraph,
+    bucket_shape,
     closure_accumulate,
     closure_reduce,
     closure_top2,
@@ -754,6 +756,106 @@ def solve_batch(
     )
 
 
+# ============================================================================ cost estimate, chunked runs
+
+#: Seconds per (sample x padded node^2 x stage) of one optimisation step on the dense path, and per (move x padded
+#: node^2 x stage) of the final local search. Measured alone on validation models (data/models_val:
+#: mobilenetv3small 175, efficientnetb3 384, efficientnetb6 666 nodes; K = 8, 64 samples; 2-core CPU at load 1-5):
+#: 10 steps took 0.11 / 0.55 / 1.6 s, 200 moves 0.05 / 0.8-1.2 / 2.8 s once compiled. The sparse path (more than
+#: ``dense_max_nodes`` padded nodes) is assumed no cheaper.
+STEP_S_PER_UNIT = 4e-10
+MOVE_S_PER_UNIT = 2e-9
+#: Seconds to trace and compile (or load from JAX's persistent compilation cache) the programmes of one padded
+#: shape and static option set not yet run in this process: efficientnetb3 (384 nodes, K = 8), a 10-step chunk and
+#: the 200-move local search: 37 + 12 s cold (load ~5), 7 + 2 s from the persistent cache; cold 14-31 s for one
+#: chunk at 175-666 nodes (load 1-3).
+START_S_COLD = 30.0
+START_S_CACHED = 9.0
+
+#: Static option sets already run in this process (no compilation left): :func:`compiled_before`.
+_COMPILED: set = set()
+
+
+def _program_key(batch: PaddedGraph, stages: int, static: dict, warm: bool) -> tuple:
+    shapes = tuple(tuple(x.shape) for x in jax.tree.leaves(batch))
+    return shapes, int(stages), tuple(sorted(static.items())), bool(warm)
+
+
+def persistent_cache_on() -> bool:
+    """True when JAX's persistent compilation cache is enabled (a programme compiled by an earlier process loads)."""
+    return bool(jax.config.jax_enable_compilation_cache and jax.config.jax_compilation_cache_dir)
+
+
+def estimated_seconds(graph: Graph, stages: int, steps: int, samples: int, local_search: int,
+                      chunk_steps: int = 0) -> dict:
+    """What a :func:`solve_gumbel` run of ``graph`` is expected to cost on this CPU, alone (seconds).
+
+    Returns ``{"start": compile/trace time of the programmes not yet run in this process (:data:`START_S_COLD`, or
+    :data:`START_S_CACHED` with the persistent cache on), "chunk": one chunk of ``chunk_steps`` steps (all
+    ``steps`` when 0), "steps": all the steps, "local_search": the final local search}``.
+    """
+    n_pad = bucket_shape([graph])[0]
+    unit = float(n_pad) ** 2 * int(stages)
+    chunk = int(chunk_steps) if chunk_steps and chunk_steps > 0 else int(steps)
+    padded = pad_graph(graph)
+    config = replace(GumbelConfig(), steps=chunk, samples=int(samples), local_search=0)
+    batch = jax.tree.map(lambda x: np.asarray(x)[None], padded)
+    key = _program_key(batch, stages, config.static(), chunk_steps > 0)
+    ls_key = _program_key(batch, stages, replace(config, steps=0, local_search=int(local_search)).static(), True)
+    missing = (key not in _COMPILED) + (local_search > 0 and ls_key not in _COMPILED)
+    per_program = (START_S_CACHED if persistent_cache_on() else START_S_COLD) / 2
+    return {
+        "start": missing * per_program,
+        "chunk": STEP_S_PER_UNIT * samples * unit * chunk,
+        "steps": STEP_S_PER_UNIT * samples * unit * steps,
+        "local_search": MOVE_S_PER_UNIT * local_search * unit,
+    }
+
+
+def _seconds_left(stop) -> float:
+    """Seconds ``stop`` has left: its ``left()`` (a :class:`~respect_jax.solvers.stopping.StopSignal`), 0 once it
+    is set, infinite without a deadline."""
+    if stop is None:
+        return math.inf
+    if stop():
+        return 0.0
+    left = getattr(stop, "left", None)
+    return float(left()) if left is not None else math.inf
+
+
+def _solve_chunked(batch, hw, objective, lam, key, config, chunks, warm, stop) -> tuple[jax.Array, jax.Array, dict]:
+    """:func:`solve_batch` in ``chunks`` calls of ``config.steps`` steps, then the local search in a call of its own,
+    each warm-started from the best schedule so far (as a restart of the logits: fresh Adam state, the temperature
+    annealed again), so that ``stop`` (a ``stop() -> bool``, optionally with ``left()`` seconds) is looked at
+    between calls. A chunk starts only while the last one's measured time and the local search's estimate fit in
+    ``left()``; the local search only while it fits. Returns (assignment i32[B, N], objective f32[B], info)."""
+    n_pad, k = batch.params.shape[-1], hw.stages
+    local_search = config.local_search
+    chunk_cfg = replace(config, local_search=0)
+    ls_cfg = replace(config, steps=0)
+    unit = float(n_pad) ** 2 * k
+    ls_est = MOVE_S_PER_UNIT * local_search * unit
+    step_est = STEP_S_PER_UNIT * config.samples * unit * config.steps
+    best, value, ran, last_s, slow = warm, None, 0, 0.0, 1.0
+    for i in range(chunks):
+        if ran and (stop is not None and stop() or last_s + slow * ls_est > _seconds_left(stop)):
+            break
+        t0 = time.perf_counter()
+        best, value = solve_batch(batch, hw, objective, lam, jax.random.fold_in(key, i), chunk_cfg, warm_start=best)
+        jax.block_until_ready(value)
+        _COMPILED.add(_program_key(batch, k, chunk_cfg.static(), True))
+        last_s = time.perf_counter() - t0
+        ran += 1
+        if ran > 1:  # the first includes compilation: later ones say how loaded the CPU is
+            slow = max(1.0, last_s / max(step_est, 1e-9))
+    polished = False
+    if local_search > 0 and not (stop is not None and stop()) and slow * ls_est <= _seconds_left(stop):
+        best, value = solve_batch(batch, hw, objective, lam, jax.random.fold_in(key, chunks), ls_cfg, warm_start=best)
+        _COMPILED.add(_program_key(batch, k, ls_cfg.static(), True))
+        polished = True
+    return best, value, {"chunks_run": ran, "chunks": chunks, "local_search_run": polished}
+
+
 # ============================================================================ registry entry
 
 
@@ -772,11 +874,20 @@ def solve_gumbel(
     local_search: int = 300,
     warm_start=None,
     max_nodes: int | None = None,
+    chunk_steps: int = 0,
+    stop=None,
     **options,
 ) -> SolveResult:
     """Single-graph entry of :func:`solve_batch` (B = 1); ``warm_start`` is indexed by node id.
 
     A graph of more than ``max_nodes`` nodes (None: no limit) is refused with a one-line ValueError.
+
+    ``chunk_steps > 0`` runs the steps in ``ceil(steps / chunk_steps)`` calls of ``chunk_steps`` steps and the
+    local search in a call of its own, each warm-started from the best schedule so far (:func:`_solve_chunked`);
+    ``stop`` (a ``stop() -> bool``, e.g. a :class:`~respect_jax.solvers.stopping.StopSignal` whose ``left()``
+    gives the seconds to its deadline) is looked at between calls, so a stopped run returns its best schedule after
+    the call in progress. ``info["chunks_run"]`` says how many chunks ran. ``chunk_steps=0``: one call (``stop``
+    unused).
 
     Extra ``options`` (fields of :class:`GumbelConfig`: ``tau_start``, ``tau_end``, ``beta``, ``init_scale``,
     ``sampler``, ``restart_every``, ``cut_alpha``, ``particles``) pass through. The result is a
@@ -794,10 +905,24 @@ def solve_gumbel(
         if warm_arr.shape != (graph.num_nodes,):
             raise ValueError(f"warm_start has shape {warm_arr.shape}, expected ({graph.num_nodes},)")
         warm = to_position_order(padded, warm_arr)[None]
-    assignment, objective_val = solve_batch(
-        batch, hw, objective, lam, jax.random.PRNGKey(seed),
-        steps=steps, samples=samples, lr=lr, init=init, local_search=local_search, warm_start=warm, **options,
-    )  # fmt: skip
+    if chunk_steps < 0:
+        raise ValueError(f"gumbel: need chunk_steps >= 0, got {chunk_steps}")
+    chunked = {}
+    if chunk_steps > 0 and steps > 0:
+        config = replace(GumbelConfig(), steps=int(chunk_steps), samples=samples, lr=lr, init=init,
+                         local_search=local_search, **options)
+        config.check()
+        if warm is None:  # the first chunk starts from the initial schedule as the later ones from the best
+            warm = _initial_schedule(jax.tree.map(lambda x: x[0], batch), hw, init, None)[None]
+            if init == "uniform":
+                warm = None
+        assignment, objective_val, chunked = _solve_chunked(batch, hw, objective, lam, jax.random.PRNGKey(seed),
+                                                            config, -(-int(steps) // int(chunk_steps)), warm, stop)
+    else:
+        assignment, objective_val = solve_batch(
+            batch, hw, objective, lam, jax.random.PRNGKey(seed),
+            steps=steps, samples=samples, lr=lr, init=init, local_search=local_search, warm_start=warm, **options,
+        )  # fmt: skip
     result = to_original_order(padded, np.asarray(assignment[0]))
     info = {
         "objective_reported": float(objective_val[0]),
@@ -806,6 +931,7 @@ def solve_gumbel(
         "lr": lr,
         "init": init,
         "local_search": local_search,
+        **chunked,
     }
     if not math.isfinite(info["objective_reported"]):
         raise RuntimeError(f"gumbel solver found no valid schedule for graph {graph.name!r}")
