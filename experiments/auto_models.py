@@ -118,6 +118,38 @@ def summary(records: list[dict], budget: float) -> str:
     return f"`solver=auto`, time budget {budget:g} s; {note}\n\n" + markdown_table(head, rows) + "\n\n" + detail + "\n"
 
 
+def compare(sources: list[str]) -> str:
+    """A markdown table of earlier runs side by side, per (objective, K): proven share, mean certified gap, runs with
+    a gap <= 1 %, mean / max auto and wall seconds, runs leaving a thread. ``sources``: ``LABEL=PATH`` or
+    ``LABEL=PATH:OBJECTIVE`` (only that objective's records of PATH); labels keep their first-seen order."""
+    groups: dict[str, list[dict]] = {}
+    for source in sources:
+        label, _, rest = source.partition("=")
+        path, _, objective = rest.partition(":")
+        if not label or not path:
+            raise ValueError(f"--compare takes LABEL=PATH[:OBJECTIVE], got {source!r}")
+        records = json.loads(Path(path).read_text())["records"]
+        groups.setdefault(label, []).extend(r for r in records if not objective or r["objective_name"] == objective)
+    rows = []
+    keys = sorted({(r["objective_name"], r["stages"]) for recs in groups.values() for r in recs})
+    for objective, k in keys:
+        for label, recs in groups.items():
+            sel = [r for r in recs if r["objective_name"] == objective and r["stages"] == k]
+            if not sel:
+                continue
+            rows.append([
+                objective, k, label, len(sel), 100 * mean([float(r["optimal"]) for r in sel]),
+                100 * mean([r["certified_gap"] for r in sel]), sum(r["certified_gap"] <= 0.01 for r in sel),
+                mean([r.get("auto_s", float("nan")) for r in sel]), max(r.get("auto_s", float("nan")) for r in sel),
+                max(r["wall_s"] for r in sel),
+                sum(bool(r.get("running_after_return")) for r in sel) if any("running_after_return" in r for r in sel)
+                else None,
+            ])
+    head = ["objective", "K", "run", "runs", "% proven", "mean certified gap %", "runs gap <= 1 %", "mean auto s",
+            "max auto s", "max wall s", "runs leaving a thread"]
+    return markdown_table(head, rows) + "\n"
+
+
 def plot(records: list[dict], png: Path) -> Figure:
     fig = new_figure(9, 4)
     ax = fig.subplots()
@@ -143,8 +175,15 @@ def main() -> None:
     parser.add_argument("--hardware", default="coral_usb", help="a conf/hardware preset")
     parser.add_argument("--best-known", nargs="*", default=[], help="Table 1 records (real_models.json) to compare")
     parser.add_argument("--rescore", default=None, help="rewrite the tables of this earlier output JSON (no runs)")
+    parser.add_argument("--compare", nargs="*", default=None,
+                        help="LABEL=PATH[:OBJECTIVE] earlier outputs: write <out>.md comparing them (no runs)")
     parser.add_argument("--out", required=True, help="output stem (writes .md, .json, .png)")
     args = parser.parse_args()
+    if args.compare:
+        text = compare(args.compare)
+        with_extension(result_stem(args.out), ".md").write_text(text)
+        print(text)
+        return
     enable_compilation_cache(resolve_cache_dir("auto"))  # as the commands do: compiled once per size bucket
     paths = sorted(glob.glob(args.graphs))
     if not paths:

@@ -207,3 +207,44 @@ def test_chain_bound_never_exceeds_the_brute_force_optimum_and_beats_independent
         assert old * (1 - 1e-9) <= new <= best * (1 + RTOL) + 1e-15, (graph.name, old, new, best)
         tighter += new > old * (1 + 1e-6)
     assert tighter >= 5
+
+
+class _NoProof:
+    """A CrossingOracle stand-in whose every query proves nothing (value 0): a chain's bound then comes from its
+    seeded bucket values alone."""
+
+    calls = 0
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def query(self, windows, deadline, limit_s=math.inf):
+        return 0.0, False
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_seeded_chain_buckets_stay_below_the_optimum_and_lift_the_bound_before_any_query(k, monkeypatch):
+    """Each chain bucket starts from its hull bound (no CP-SAT): with queries that prove nothing the chain's bound is
+    still at or below the brute-force optimum, never below the unseeded one, and strictly above it on several tiny
+    graphs (unseeded, an unqueried bucket counts 0)."""
+    from respect_jax.solvers import bounds
+
+    monkeypatch.setattr(bounds, "CrossingOracle", _NoProof)
+    lifted = 0
+    for graph in tiny_graphs() + list(EDGE_CASES.values()):
+        hw = make_hw(k)
+        best = brute_force(graph, hw, lam=0.7)
+        for objective in OBJECTIVES:
+            values = []
+            for seed in (False, True):
+                deadline, upper = Deadline(math.inf), 4 * best[objective]  # above the optimum: no cap hides a bug
+                if objective == "paper":
+                    found = bounds._paper_chain_bound(graph, hw, 0.7, upper, deadline, _NoProof(), seed=seed)
+                else:
+                    lower = analytic_lower_bound(graph, hw, "latency")
+                    found = bounds._latency_chain_bound(graph, hw, lower, upper, deadline, "macs", seed=seed)
+                values.append(found["bound"])
+            unseeded, seeded = values
+            assert unseeded * (1 - 1e-9) <= seeded <= best[objective] * (1 + RTOL) + 1e-15, (graph.name, objective)
+            lifted += seeded > unseeded * (1 + 1e-6)
+    assert lifted >= 5

@@ -521,8 +521,22 @@ def chain_minimum(h: np.ndarray, lo: np.ndarray, hi: np.ndarray, boundaries: int
     return float(f[g]), path[::-1]
 
 
+def seed_buckets(hull: HullCrossing, lo: np.ndarray) -> np.ndarray:
+    """f64[G] the hull bound (:class:`HullCrossing`, parametric min cuts, no CP-SAT) on the least crossing of a
+    downset of weight at least ``lo[g]``: a valid starting value of a chain bucket ``[lo[g], hi[g]]`` before CP-SAT
+    queries it, so the chain's bound rises before every bucket of a sequence is queried (0 where the deadline
+    passed first)."""
+    values = np.zeros(len(lo))
+    for g, low in enumerate(lo):
+        if hull.deadline is not None and hull.deadline.left() <= 0:
+            break
+        value = hull.least_crossing_above(0, int(low))
+        values[g] = value if math.isfinite(value) else 0.0
+    return values
+
+
 def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, deadline: Deadline,
-                       oracle: CrossingOracle | None = None) -> dict:
+                       oracle: CrossingOracle | None = None, seed: bool = True) -> dict:
     """The *chain* relaxation of ``paper``: keep the stage capacities between adjacent boundaries, drop the rest.
 
     Split the weight axis ``[0, sum params]`` into G buckets and let ``h_g`` bound the least crossing of a downset
@@ -535,7 +549,8 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
     b_a chain_minimum(b)``; the bound is the least over a grid of ``[M_lb, upper]``. Refinement: query (with CP-SAT,
     a quarter of the time left each) the buckets of the sequence that decides the bound; once all are queried, halve
     them (a half starts from its parent's value) and go on, until a halving raised the bound by less than
-    :data:`SETTLED` of ``upper``, :data:`CHAIN_MAX_BUCKETS` buckets or the deadline.
+    :data:`SETTLED` of ``upper``, :data:`CHAIN_MAX_BUCKETS` buckets or the deadline. ``seed``: every bucket starts
+    from its hull bound (:func:`seed_buckets`, milliseconds) instead of 0.
     """
     k, bp = hw.stages, float(hw.param_bytes)
     params = graph.params.astype(np.int64)
@@ -545,7 +560,8 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
     g_count = CHAIN_BUCKETS_PER_BOUNDARY * (k - 1)
     edges = np.unique(np.linspace(0, total + 1, g_count + 1).astype(np.int64))
     lo, hi = edges[:-1].astype(np.float64), (edges[1:] - 1).astype(np.float64)
-    h = np.zeros(len(lo))
+    hull = HullCrossing(graph, params[None, :], deadline)
+    h = seed_buckets(hull, lo) if seed else np.zeros(len(lo))
     queried = np.zeros(len(lo), bool)
     queried[lo <= 0] = True  # the empty downset: crossing 0
     halved_at = -math.inf  # the bound when buckets were last halved
@@ -578,7 +594,8 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
             lo = np.concatenate([lo, mids + 1])
             hi = np.concatenate([hi, hi[wide]])
             hi[wide] = mids
-            h = np.concatenate([h, h[wide]])  # a half's least crossing is at least its parent's
+            upper_halves = np.maximum(h[wide], seed_buckets(hull, mids + 1)) if seed else h[wide]
+            h = np.concatenate([h, upper_halves])  # a half's least crossing is at least its parent's
             queried = np.concatenate([queried, np.zeros(len(wide), bool)])
             queried[wide] = False
             order = np.argsort(lo, kind="stable")
@@ -602,7 +619,7 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
 
 
 def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float, deadline: Deadline,
-                         weight: str = "macs") -> dict:
+                         weight: str = "macs", seed: bool = True) -> dict:
     """The chain relaxation of ``latency`` (as :func:`_paper_chain_bound`'s), on the MACs (``weight="macs"``:
     ``macs_i / R <= c - b_a cross(D_i) / L``, the same as below with ``w_v = macs_v / R`` and no ``C / H``) or on
     the combined weight ``w_v = macs_v / R + b_p params_v / H`` (``"combined"``): ``max_k T_k <= T``
@@ -616,7 +633,7 @@ def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float,
     impossible, and so
     is every smaller one; a bisection between ``lower`` and ``upper`` keeps the largest impossible T. A T some
     sequence meets has that sequence's unqueried buckets queried (then halved, as in the paper relaxation) before
-    the bisection takes it as possible.
+    the bisection takes it as possible. ``seed``: every bucket starts from its hull bound (:func:`seed_buckets`).
     """
     k = hw.stages
     if weight == "macs":  # macs_i / R <= c - b_a cross(D_i) / L: exact integers, no slack
@@ -631,7 +648,9 @@ def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float,
     per_element = hw.act_bytes / hw.link_bw
     edges = np.unique(np.linspace(0, int(down.sum()) + 1, CHAIN_BUCKETS_PER_BOUNDARY * (k - 1) + 1).astype(np.int64))
     state = {"lo": edges[:-1].astype(np.float64), "hi": (edges[1:] - 1).astype(np.float64)}
-    state["h"], state["queried"] = np.zeros(len(state["lo"])), state["lo"] <= 0
+    hull = HullCrossing(graph, down[None, :], deadline)
+    state["h"] = seed_buckets(hull, state["lo"]) if seed else np.zeros(len(state["lo"]))
+    state["queried"] = state["lo"] <= 0
     oracle, calls = None, 0
 
     def witness(t: float) -> list[int] | None:
@@ -676,7 +695,10 @@ def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float,
                 mids = np.floor((lo[wide] + hi[wide]) / 2)
                 lo, hi = np.concatenate([lo, mids + 1]), np.concatenate([hi, hi[wide]])
                 hi[wide] = mids
-                h = np.concatenate([state["h"], state["h"][wide]])
+                upper_halves = state["h"][wide]
+                if seed:
+                    upper_halves = np.maximum(upper_halves, seed_buckets(hull, mids + 1))
+                h = np.concatenate([state["h"], upper_halves])
                 queried = np.concatenate([state["queried"], np.zeros(len(wide), bool)])
                 queried[wide] = False
                 order = np.argsort(lo, kind="stable")
@@ -768,6 +790,15 @@ def _latency_crossing_bound(graph: Graph, hw: Hardware, lower: float, upper: flo
 #: all the time took densenet121's gap from 43 to 0.3 %, with 35 % of it nowhere (its queries must cover a
 #: sequence before the bound rises). ``paper`` runs the independent windows first and the chain with the rest.
 CHAIN_SHARE = 0.75
+#: Whether :func:`crossing_lower_bound` seeds the chains (its ``seed`` when None), per objective. Chosen on
+#: validation models (data/models_val: efficientnetb0, convnext_base, efficientnetb3, efficientnetv2s, efficientnetb6,
+#: efficientnetv2m; solver=auto, K = 8, 10 s, load 7-9): latency mean certified gap 23.9 -> 22.9 % seeded (better on
+#: 3, equal on 3), paper 9.8 -> 11.6 % (worse on 3, better on 1: the seeds, close to linear in the weight, move the
+#: deciding sequence away from buckets CP-SAT would raise, and take 0.1-0.3 s).
+SEED_CHAINS = {"paper": False, "latency": True}
+#: ``latency``: share of the bound's time the independent windows on the hull alone may take before the chains
+#: (they settle in far less on the bundled models; the share only caps them at scale).
+HULL_FIRST_SHARE = 0.2
 #: Seconds a chain relaxation's CP-SAT query may take at most (besides a quarter of the time left).
 CHAIN_QUERY_MAX_S = 1.0
 
@@ -779,7 +810,7 @@ def _share(deadline: Deadline, share: float) -> Deadline:
 
 def crossing_lower_bound(
     graph: Graph, hw: Hardware, objective: str, lam: float, upper: float, time_limit_s: float, stop=None,
-    exact: bool = True, chain: bool = True,
+    exact: bool = True, chain: bool = True, seed: bool | None = None,
 ) -> dict:
     """The crossing bound (module docstring), at least the analytic one, within ``time_limit_s`` seconds.
 
@@ -793,12 +824,17 @@ def crossing_lower_bound(
         chain: with K >= 3 (and ``exact``), search the chain relaxation first (:func:`_paper_chain_bound`,
             :func:`_latency_chain_bound`), then the independent windows with the time left (for ``latency`` from
             the chain's bound up); the best of both is returned.
+        seed: the chains' buckets start from their hull bounds (:func:`seed_buckets`) and, for ``latency``, the
+            independent windows on the hull alone (milliseconds) run first, with at most :data:`HULL_FIRST_SHARE`
+            of the time, so a chain that does not finish starts from them (False: session 21's search; None: the
+            objective's entry of :data:`SEED_CHAINS`).
     Returns:
         ``{"bound": float, "analytic": float, "calls": CP-SAT queries, "cuts": max-flow problems,
         "time_s": float}``.
     """
     start = time.perf_counter()
     analytic = analytic_lower_bound(graph, hw, objective, lam)
+    seed = SEED_CHAINS.get(objective, True) if seed is None else bool(seed)
     deadline = Deadline(start + float(time_limit_s), stop)
     exact = bool(exact) and graph.num_nodes <= EXACT_MAX_NODES
     if hw.stages == 1 or not upper > analytic or time_limit_s <= 0:
@@ -808,16 +844,21 @@ def crossing_lower_bound(
         # inside solver=auto (bundled models, K = 8, load ~10) the chain first with half the time lost to them
         found = _paper_crossing_bound(graph, hw, lam, float(upper), deadline, exact)
         if chain and exact and hw.stages >= 3 and deadline.left() > 0.05:
-            chained = _paper_chain_bound(graph, hw, lam, float(upper), deadline, found.get("oracle"))["bound"]
+            chained = _paper_chain_bound(graph, hw, lam, float(upper), deadline, found.get("oracle"), seed)["bound"]
             found["bound"] = max(found["bound"], chained)
     else:
-        start_at = analytic
+        start_at, cuts = analytic, 0
         if chain and exact and hw.stages >= 3:
+            if seed:  # the independent windows on the hull alone: what the chains start from if they do not finish
+                cheap = _latency_crossing_bound(graph, hw, start_at, float(upper), _share(deadline, HULL_FIRST_SHARE),
+                                                exact=False)
+                start_at, cuts = max(start_at, cheap["bound"]), cheap["cuts"]
             # the MACs first (compute-bound stages: the bundled models), then the combined weight (spill)
             for weight, share in (("macs", CHAIN_SHARE), ("combined", 0.4)):
                 start_at = max(start_at, _latency_chain_bound(graph, hw, start_at, float(upper),
-                                                              _share(deadline, share), weight)["bound"])
+                                                              _share(deadline, share), weight, seed)["bound"])
         found = _latency_crossing_bound(graph, hw, start_at, float(upper), deadline, exact)
+        found["cuts"] += cuts
     return {
         "bound": max(found["bound"], analytic),
         "analytic": analytic,
