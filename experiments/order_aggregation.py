@@ -29,7 +29,8 @@ from respect_jax.graphs.padded import bucket_shape  # noqa: E402
 from respect_jax.policy.order import (  # noqa: E402
     OrderPolicy,
     OrderPolicyConfig,
-    _forward,
+    as_network,
+    forward_executable,
     load_order_policy,
     make_batch,
     score_loss,
@@ -99,10 +100,11 @@ def main() -> None:
             batch = make_batch(graphs[:batch_size], [hw] * batch_size, ["latency"] * batch_size, shape)
             ms, scores = {}, {}
             for aggregation in ("dense", "segment"):
-                state, forward = _forward(model, aggregation)
+                network = as_network(model)
+                forward = forward_executable(network, batch, aggregation)
 
-                def call(state=state, forward=forward, batch=batch):
-                    return forward(state, batch.graphs, batch.feats, batch.context).block_until_ready()
+                def call(params=network.params, forward=forward, batch=batch):
+                    return forward(params, batch.graphs, batch.feats, batch.context).block_until_ready()
 
                 call()  # compiles
                 ms[aggregation] = 1e3 * best_time(call, args.repeats)

@@ -56,6 +56,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from respect_jax.compile_cache import cached_compile
 from respect_jax.costs import Hardware, evaluate, last_stage, objective_value
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import (
@@ -454,11 +455,11 @@ def _improve_mixed(graph, stage, hw, latency, lam, max_steps, reach, screen: int
     return best_s, best_obj, steps
 
 
-@functools.partial(jax.jit, static_argnames=("screen",))
 def _polish_single(graph, stage, hw: Hardware, latency: jax.Array, lam: jax.Array, moves: jax.Array,
-                   reach: jax.Array | None, screen: int, escapes: jax.Array):
+                   reach: jax.Array | None, escapes: jax.Array, *, screen: int):
     """i32[N]: at most ``moves`` (traced) moves from ``stage`` (:func:`_improve_mixed`); one compilation per
-    (shape, K, screen) serves both objectives (``latency`` a traced bool), every move and escape count."""
+    (shape, K, screen) serves both objectives (``latency`` a traced bool), every move and escape count (compiled by
+    :func:`respect_jax.compile_cache.cached_compile`: a later process loads it without tracing)."""
     stage = jnp.where(graph.node_mask, stage, 0).astype(jnp.int32)
     reach = None if reach is None else reach.astype(jnp.float32)
     return _improve_mixed(graph, stage, hw, latency, lam, moves, reach, screen, escapes)[0]
@@ -466,6 +467,35 @@ def _polish_single(graph, stage, hw: Hardware, latency: jax.Array, lam: jax.Arra
 
 #: The neighbourhoods :func:`polish` offers.
 POLISH_MOVES = ("closure", "single")
+
+
+def _single_executable(padded: PaddedGraph, stage: np.ndarray, hw: Hardware, objective: str, lam: float, moves: int,
+                       screen: int, escapes: int, reach: bool) -> tuple:
+    """(compiled :func:`_polish_single` for ``padded``'s shape, its arguments) from
+    :func:`~respect_jax.compile_cache.cached_compile` (memory, the executable cache, or compiled now). The arguments
+    are host arrays (no device op per call); ``reach=False`` puts zeros in place of the reachability (to compile
+    only)."""
+    screen = min(int(screen), 2 * padded.max_nodes) if padded.max_nodes <= DENSE_LIMIT and escapes > 0 else 0
+    n = padded.max_nodes
+    matrix = (host_reachability(padded) if reach else np.zeros((n, n), bool)) if screen > 0 else None
+    args = (padded, stage, jax.tree.map(np.float32, hw), np.bool_(objective == "latency"), np.float32(lam),
+            np.int32(moves), matrix, np.int32(escapes))
+    run = cached_compile("polish_single", functools.partial(_polish_single, screen=screen), args,
+                         static_key=("polish_single/1", screen))
+    return run, args
+
+
+def compile_polish(graph: Graph, hw: Hardware, objective: str, lam: float, moves: int, kind: str = "closure",
+                   screen: int = 0, escapes: int = 0) -> None:
+    """Compile (or load from the executable cache) what :func:`polish` runs on ``graph``'s padded shape with these
+    options, so that a later ``polish`` holds no compilation. ``single``: compiled ahead without running;
+    ``closure``: one throw-away ``polish`` of the all-stage-0 schedule (jit compiles at the first call)."""
+    if kind == "single" and moves > 0 and hw.stages > 1:
+        padded = pad_graph(graph)
+        _single_executable(padded, np.zeros(padded.max_nodes, np.int32), hw, objective, lam, moves, screen, escapes,
+                           reach=False)
+    else:
+        polish(graph, hw, objective, lam, np.zeros(graph.num_nodes, np.int64), moves, kind, screen, escapes)
 
 
 def polish(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int,
@@ -488,13 +518,10 @@ def polish(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: n
     if moves <= 0 or hw.stages == 1:
         return np.asarray(assignment, np.int64)
     padded = pad_graph(graph)
-    stage = jnp.asarray(to_position_order(padded, np.asarray(assignment)), jnp.int32)
-    arrays = jax.tree.map(jnp.asarray, padded)
+    stage = to_position_order(padded, np.asarray(assignment)).astype(np.int32)
     if kind == "single":
-        screen = min(int(screen), 2 * padded.max_nodes) if padded.max_nodes <= DENSE_LIMIT and escapes > 0 else 0
-        reach = jnp.asarray(host_reachability(padded)) if screen > 0 else None
-        out = _polish_single(arrays, stage, hw, jnp.bool_(objective == "latency"), jnp.float32(lam),
-                             jnp.int32(moves), reach, screen, jnp.int32(escapes))
+        run, args = _single_executable(padded, stage, hw, objective, lam, moves, screen, escapes, reach=True)
+        out = run(*args)
     else:
-        out = _polish(arrays, stage, hw, objective, float(lam), int(moves))
+        out = _polish(jax.tree.map(jnp.asarray, padded), jnp.asarray(stage), hw, objective, float(lam), int(moves))
     return to_original_order(padded, np.asarray(out)).astype(np.int64)

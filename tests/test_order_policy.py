@@ -500,3 +500,73 @@ def test_default_decoding_polishes_and_greedy_does_not():
     assert greedy["decoding"] == "greedy" and greedy["local_search"] == 0
     with pytest.raises(ValueError, match="order-policy checkpoint"):
         policy_solver._route(checkpoint=str(policy_solver.DEFAULT_CHECKPOINT), ls_escapes=3)
+
+
+@pytest.fixture
+def executable_cache(tmp_path):
+    """The commands' executable cache on in a fresh folder for one test, then off; memory entries cleared."""
+    from respect_jax import compile_cache
+
+    compile_cache._COMPILED.clear()
+    folder = compile_cache.enable_compilation_cache(tmp_path / "jax")
+    yield folder
+    compile_cache.enable_compilation_cache(None)
+    compile_cache._COMPILED.clear()
+
+
+def test_a_later_process_schedules_from_stored_executables_without_building_or_tracing(executable_cache, monkeypatch):
+    """solver=policy's default on a graph stores the forward pass and the polish as executables; with this process's
+    memory cleared (as a new process) the same call loads them back: neither the network module nor the polish is
+    built or traced, and the schedule, its objective and the split are the same. The network-free loader gives the
+    module's scores (a jit of the module itself)."""
+    import jax
+
+    from respect_jax import compile_cache, local_search
+    from respect_jax.policy import order
+    from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT, solve_order_policy
+
+    graph = generate_numpy(GeneratorConfig(mode="arch", min_nodes=40, max_nodes=60), np.random.default_rng(4))
+    hw = Hardware(stages=4, **POLISH_HW)
+    options = {"samples": 4, "noise": 0.2, "local_search": 50, "ls_moves": "single", "ls_screen": 8, "ls_escapes": 3}
+    first = solve_order_policy(graph, hw, "latency", **options)
+    names = sorted(p.name.split("-")[0] for p in (executable_cache / "executables").glob("*.pkl"))
+    assert names == ["order_forward", "polish_single"]
+    compile_cache._COMPILED.clear()
+
+    def untraceable(*_, **__):
+        raise AssertionError("built or traced although a stored executable exists")
+
+    monkeypatch.setattr(order, "restore_module", untraceable)
+    monkeypatch.setattr(local_search, "_polish_single", untraceable)
+    from respect_jax.policy import order_solver
+
+    monkeypatch.setattr(order_solver, "_compiled_shapes", set())
+    monkeypatch.setattr(order_solver, "_polished_shapes", set())
+    again = solve_order_policy(graph, hw, "latency", **options)
+    assert np.array_equal(again.assignment, first.assignment)
+    assert again.info["split_objective"] == first.info["split_objective"]
+    monkeypatch.undo()
+    network, _ = order.load_order_network(str(DEFAULT_ORDER_CHECKPOINT))
+    module, _ = load_order_policy(str(DEFAULT_ORDER_CHECKPOINT))
+    batch = order.make_batch([graph], [hw], ["paper"], order.bucket_shape([graph]))
+    direct = np.asarray(jax.jit(lambda g, f, c: module(g, f, c, "segment"))(batch.graphs, batch.feats, batch.context))
+    via = predict_scores(network, [graph], [hw], ["paper"])[0]
+    np.testing.assert_allclose(via, direct[0, : graph.num_nodes], rtol=1e-6, atol=1e-6)
+
+
+def test_a_checkpoint_missing_a_parameter_is_a_one_line_error(tmp_path):
+    """load_order_network reads any set of arrays; building the network (load_order_policy, or the forward pass of
+    the network-free form) names the missing parameter in one line."""
+    from respect_jax.policy.order import load_order_network
+
+    save_order_policy(tmp_path / "run", OrderPolicy(OrderPolicyConfig(layers=1, width=8, heads=1), rngs=nnx.Rngs(0)),
+                      {})
+    with np.load(tmp_path / "run" / "params.npz") as data:
+        kept = {k: data[k] for k in data.files if k != "out/bias"}
+    np.savez(tmp_path / "run" / "params.npz", **kept)
+    with pytest.raises(ValueError, match=r"parameter out/bias missing or of the wrong shape"):
+        load_order_policy(tmp_path / "run")
+    network, _ = load_order_network(tmp_path / "run")
+    graph = generate_numpy(GeneratorConfig(mode="arch", min_nodes=20, max_nodes=30), np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"parameter out/bias missing"):
+        predict_scores(network, [graph], [Hardware(stages=2, **POLISH_HW)], ["paper"])

@@ -364,18 +364,21 @@ def test_lockstep_kahn_rows_are_heap_kahn_orders():
 
 
 def test_local_search_compiles_apart_once_per_shape(graphs, monkeypatch):
-    """With local_search, the order policy compiles local search on a throw-away call per new (shape, K, objective,
-    moves), reported in compile_s, so that no graph's schedule time holds the compilation."""
+    """With local_search, the order policy compiles local search ahead once per new (shape, K, objective, moves)
+    (compile_polish), reported in compile_s, so that no graph's schedule time holds the compilation."""
     import respect_jax.policy.order_solver as order_solver
 
     calls = []
-    polish = order_solver.polish
-    monkeypatch.setattr(order_solver, "polish", lambda *a, **o: calls.append(a[0].name) or polish(*a, **o))
+    polish, compile_polish = order_solver.polish, order_solver.compile_polish
+    monkeypatch.setattr(order_solver, "polish", lambda *a, **o: calls.append(("polish", a[0].name)) or polish(*a, **o))
+    monkeypatch.setattr(order_solver, "compile_polish",
+                        lambda *a, **o: calls.append(("compile", a[0].name)) or compile_polish(*a, **o))
     hw = make_hw(3)
     small = [graphs[0], graphs[2]]  # one padded shape
     first = run_solver_many("policy", small, hw, "paper", 1.0, batch_size=2, decoding="greedy", local_search=7)
-    assert calls == [small[0].name, small[0].name, small[1].name], "one throw-away call, then one per graph"
+    assert calls == [("compile", small[0].name), ("polish", small[0].name), ("polish", small[1].name)], \
+        "one compilation, then one polish per graph"
     assert all(r["info"]["compile_s"] > 0 and r["info"]["decoding"] == "greedy+ls" for r in first)
     calls.clear()
     again = run_solver("policy", small[1], hw, "paper", 1.0, decoding="greedy", local_search=7)
-    assert calls == [small[1].name] and again["assignment"] == first[1]["assignment"]
+    assert calls == [("polish", small[1].name)] and again["assignment"] == first[1]["assignment"]

@@ -25,8 +25,8 @@ import numpy as np
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import bucket_shape
-from respect_jax.local_search import POLISH_MOVES, polish
-from respect_jax.policy.order import decode_many, forward_plan, load_order_policy, predict_scores
+from respect_jax.local_search import POLISH_MOVES, compile_polish, polish
+from respect_jax.policy.order import decode_many, forward_plan, load_order_network, predict_scores
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 
@@ -74,7 +74,7 @@ def _load(checkpoint: str | None):
     """(resolved checkpoint path, network, network document, seconds spent loading; 0 once cached)."""
     start = time.perf_counter()
     path = str(Path(checkpoint if checkpoint else DEFAULT_ORDER_CHECKPOINT).resolve())
-    model, doc = load_order_policy(path)
+    model, doc = load_order_network(path)
     return path, model, doc, time.perf_counter() - start
 
 
@@ -109,9 +109,10 @@ def _polish_options(ls_moves: str, ls_screen: int, ls_escapes: int) -> dict:
 
 def _warm_polish(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, local_search: int,
                  polish_options: dict) -> float:
-    """Seconds spent compiling local search for the padded shapes of ``graphs`` not seen before by this process: one
-    throw-away :func:`~respect_jax.local_search.polish` per new (shape, K, objective, moves) on the all-stage-0
-    schedule (its one run is counted with the compilation), so that a graph's schedule time holds no compilation
+    """Seconds spent compiling local search for the padded shapes of ``graphs`` not seen before by this process
+    (:func:`~respect_jax.local_search.compile_polish` per new (shape, K, objective, moves): ``single`` moves are
+    compiled ahead, or loaded from the executable cache, without a run; ``closure`` moves run once on the
+    all-stage-0 schedule, counted with the compilation), so that a graph's schedule time holds no compilation
     (``single`` moves compile once per shape and K for both objectives and every move count; the key is finer)."""
     if int(local_search) <= 0 or hw.stages == 1:
         return 0.0
@@ -119,8 +120,7 @@ def _warm_polish(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: flo
     for graph in graphs:
         key = (bucket_shape([graph]), hw.stages, objective, int(local_search), tuple(sorted(polish_options.items())))
         if key not in _polished_shapes:
-            polish(graph, hw, objective, lam, np.zeros(graph.num_nodes, np.int64), int(local_search),
-                   **polish_options)
+            compile_polish(graph, hw, objective, lam, int(local_search), **polish_options)
             _polished_shapes.add(key)
     return time.perf_counter() - start
 
