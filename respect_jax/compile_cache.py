@@ -118,7 +118,7 @@ def source_fingerprint() -> str:
 def executable_key(name: str, static_key: Hashable, args: tuple) -> str:
     """``<name>-<sha256>`` of everything that determines the executable of ``name`` on ``args``: the static
     key, the argument tree and every leaf's shape and dtype, the package source, JAX's version and options that
-    change programs, and the backend."""
+    change programs (``XLA_FLAGS`` included), and the backend."""
     import jax
     import jaxlib
 
@@ -128,7 +128,7 @@ def executable_key(name: str, static_key: Hashable, args: tuple) -> str:
         name, repr(static_key), str(treedef), [(tuple(np_shape(x)), str(x.dtype)) for x in leaves],
         source_fingerprint(), jax.__version__, jaxlib.__version__, device.platform, device.device_kind,
         getattr(device.client, "platform_version", ""), bool(jax.config.jax_enable_x64),
-        str(jax.config.jax_default_matmul_precision),
+        str(jax.config.jax_default_matmul_precision), os.environ.get("XLA_FLAGS", ""),
     )
     return f"{name}-{hashlib.sha256(repr(parts).encode()).hexdigest()}"
 

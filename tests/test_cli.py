@@ -120,6 +120,48 @@ def test_command_lines_are_checked_before_hydra_runs(capsys, argv, error):
     assert error in lines[0], lines
 
 
+def _recording_main(seen: list):
+    """A ``@hydra.main`` task on conf/schedule.yaml that records its config and Hydra's state."""
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from respect_jax.cli.common import CONF_DIR
+
+    @hydra.main(config_path=CONF_DIR, config_name="schedule", version_base="1.3")
+    def task(cfg) -> None:
+        hydra_cfg = HydraConfig.get()
+        seen.append((OmegaConf.to_container(cfg, resolve=True), str(hydra_cfg.mode), dict(hydra_cfg.runtime.choices),
+                     list(hydra_cfg.overrides.task), hydra_cfg.runtime.output_dir, os.getcwd()))
+
+    return task
+
+
+def test_a_plain_run_composes_once_and_gives_the_task_what_hydras_run_gives(monkeypatch, tmp_path):
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    from respect_jax.cli.compose import run_command
+
+    calls = []
+    load = ConfigLoaderImpl.load_configuration
+    counted = lambda self, *a, **k: calls.append(1) or load(self, *a, **k)  # noqa: E731
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", counted)
+    monkeypatch.chdir(tmp_path)
+    argv = [f"graph={GRAPH}", "solver=policy", "objective=latency", "hardware.stages=3", "solver.options.samples=4"]
+    hydras, ours = [], []
+    monkeypatch.setattr(sys, "argv", ["respect-schedule", *argv])
+    _recording_main(hydras)()  # Hydra's own entry point
+    hydra_composes, calls[:] = len(calls), []
+    run_command("respect-schedule", ("hardware", "solver"), "schedule", _recording_main(ours), argv)
+    assert ours == hydras and ours[0][1] == "RunMode.RUN" and ours[0][2]["solver"] == "policy"
+    assert ours[0][0]["hardware"]["stages"] == 3 and ours[0][0]["solver"]["options"]["samples"] == 4
+    assert len(calls) == 1 < hydra_composes  # Hydra composes in get_mode and in run; the plain run once
+    with pytest.raises(SystemExit) as exc:  # a composition error: one line, exit 2, the task never runs
+        run_command("respect-schedule", ("hardware", "solver"), "schedule", _recording_main(ours),
+                    [*argv, "solver.optionz.x=1"])
+    assert exc.value.code == 2 and len(ours) == 1
+
+
 def test_schedule_notes_a_checkpoint_trained_for_another_problem():
     from respect_jax.cli.schedule import training_mismatch
 

@@ -60,7 +60,7 @@ def test_a_stored_executable_is_loaded_back_without_tracing_and_gives_jits_outpu
                                np.asarray(_network(other_params, other_x, 2.0)), rtol=1e-6)
 
 
-def test_the_key_changes_with_the_static_key_shapes_dtypes_and_tree():
+def test_the_key_changes_with_the_static_key_shapes_dtypes_tree_and_xla_flags(monkeypatch):
     params, x = _args()
     base = executable_key("net", 2.0, (params, x))
     assert base == executable_key("net", 2.0, _args(seed=3))  # values do not enter the key
@@ -69,6 +69,8 @@ def test_the_key_changes_with_the_static_key_shapes_dtypes_and_tree():
     assert base != executable_key("net", 2.0, _args(rows=6))
     assert base != executable_key("net", 2.0, (params, x.astype(np.float16)))
     assert base != executable_key("net", 2.0, ({**params, "extra": np.zeros(1, np.float32)}, x))
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
+    assert base != executable_key("net", 2.0, (params, x))
 
 
 def test_each_static_key_gets_its_own_executable(cache_folder):

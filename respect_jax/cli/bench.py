@@ -39,9 +39,9 @@ from respect_jax.benchmarks.report import to_markdown
 from respect_jax.cli.common import (
     CONF_DIR,
     check_counts,
-    check_group_choices,
     hardware_from_cfg,
     job_path,
+    run_command,
     setup_compilation_cache,
     user_errors_exit,
 )
@@ -135,8 +135,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    check_group_choices("respect-bench", ("hardware",), config="bench")
-    _main()
+    run_command("respect-bench", ("hardware",), "bench", _main)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from respect_jax import resources
 
 # imported from here by the command lines and the experiment scripts
-from respect_jax.cli.compose import check_group_choices  # noqa: F401  (re-exported for the command files)
+from respect_jax.cli.compose import check_group_choices, run_command  # noqa: F401  (re-exported for the command files)
 from respect_jax.cli.sweep import in_sweep, job_file, job_path  # noqa: F401
 from respect_jax.costs import Hardware, hardware_from_dict
 from respect_jax.graphs.graph import GraphError

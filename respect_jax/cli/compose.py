@@ -1,9 +1,14 @@
 """Checks of a command line before Hydra runs it: a ``group=choice`` naming no preset file, a misspelt key or
-a malformed override is one line on stderr and exit 2 (Hydra would report them over many lines)."""
+a malformed override is one line on stderr and exit 2 (Hydra would report them over many lines). A plain run
+(no flag, no sweep, no ``hydra.*`` override) then runs with the config composed once (:func:`run_command`);
+Hydra's own entry point would compose it twice more (once to find the run mode, once to run).
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import omegaconf
 
@@ -76,8 +81,62 @@ def composition_error(config: str, overrides: list[str]) -> str | None:
         with initialize_config_dir(config_dir=str(resources.conf_dir()), version_base=None):
             compose(config, overrides=overrides)
     except (HydraException, omegaconf.errors.OmegaConfBaseException) as err:
-        lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()] or [type(err).__name__]
-        if len(lines) > 1 and lines[1].startswith("To append to your config use "):
-            return f"{lines[0].rstrip('.')}: no such key"
-        return lines[0]
+        return one_line(err)
     return None
+
+
+def one_line(err: Exception) -> str:
+    """The first line of a Hydra / OmegaConf composition error (a misspelt key: ``<key>: no such key``)."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()] or [type(err).__name__]
+    if len(lines) > 1 and lines[1].startswith("To append to your config use "):
+        return f"{lines[0].rstrip('.')}: no such key"
+    return lines[0]
+
+
+def plain_run(args: list[str]) -> bool:
+    """True when the command line is a single run Hydra would only compose and run: no flag (``-m``, ``--help``,
+    ``--cfg``, ...) and no ``hydra.*`` override."""
+    return not any(a.startswith("-") or a.lstrip("+~").startswith("hydra") for a in args)
+
+
+def run_command(prog: str, groups: tuple[str, ...], config: str, hydra_main: Callable[[], Any],
+                argv: list[str] | None = None) -> None:
+    """Run a command line: the checks of :func:`check_group_choices`, then a plain run (:func:`plain_run`) with the
+    config composed once here, as Hydra's own run would (run mode, callbacks, its job runner: working directory,
+    ``hydra.job.env_set``, the ``hydra:`` resolvers), and anything else through ``hydra_main`` (the
+    ``@hydra.main`` function, whose undecorated task is ``hydra_main.__wrapped__``). The composition error of a plain
+    run is one line and exit 2."""
+    args = sys.argv[1:] if argv is None else argv
+    if not plain_run(args):
+        check_group_choices(prog, groups, args, config=config)
+        hydra_main()
+        return
+    check_group_choices(prog, groups, args)  # the choices only: the composition below is the run's own
+    _run_composed(prog, config, args, hydra_main.__wrapped__)
+
+
+def _run_composed(prog: str, config: str, overrides: list[str], task: Callable[[Any], Any]) -> None:
+    """Compose ``config`` with ``overrides`` once and run ``task`` on it the way ``Hydra.run`` does."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import run_job
+    from hydra.errors import HydraException
+    from hydra.types import HydraContext, RunMode
+
+    with initialize_config_dir(config_dir=str(resources.conf_dir()), version_base="1.3",
+                               job_name=getattr(task, "__module__", prog).rsplit(".", 1)[-1]):
+        hydra = GlobalHydra.instance().hydra
+        try:
+            cfg = hydra.compose_config(config, overrides, run_mode=RunMode.RUN, with_log_configuration=True)
+        except (HydraException, omegaconf.errors.OmegaConfBaseException) as err:
+            print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
+            sys.exit(2)
+        from hydra._internal.callbacks import Callbacks
+
+        cfg.hydra.mode = RunMode.RUN
+        callbacks = Callbacks(cfg)
+        callbacks.on_run_start(config=cfg, config_name=config)
+        ret = run_job(hydra_context=HydraContext(config_loader=hydra.config_loader, callbacks=callbacks),
+                      task_function=task, config=cfg, job_dir_key="hydra.run.dir", job_subdir_key=None)
+        callbacks.on_run_end(config=cfg, config_name=config, job_return=ret)
+        _ = ret.return_value  # a failed job raises its exception here, as in Hydra's run

@@ -23,7 +23,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 import respect_jax.cli.coral_conf  # noqa: F401  (registers the configs)
-from respect_jax.cli.common import CONF_DIR, check_group_choices, hardware_from_cfg, user_errors_exit
+from respect_jax.cli.common import CONF_DIR, hardware_from_cfg, run_command, user_errors_exit
 from respect_jax.coral._deps import CoralDependencyError
 from respect_jax.coral.options import CalibrateConfig, PipelineOptions, SegmentConfig, as_list, config_from
 
@@ -107,8 +107,7 @@ def _segment_main(cfg: DictConfig) -> None:
 
 def segment_main() -> None:
     """Console script ``respect-segment``."""
-    check_group_choices("respect-segment", ("hardware", "solver"), config="respect_segment")
-    _segment_main()
+    run_command("respect-segment", ("hardware", "solver"), "respect_segment", _segment_main)
 
 
 def _run_pipeline(manifest: str, variant: str, options: PipelineOptions, out: str | None) -> dict:
@@ -157,8 +156,7 @@ def _pipeline_main(cfg: DictConfig) -> None:
 
 def pipeline_main() -> None:
     """Console script ``respect-pipeline``."""
-    check_group_choices("respect-pipeline", (), config="respect_pipeline")
-    _pipeline_main()
+    run_command("respect-pipeline", (), "respect_pipeline", _pipeline_main)
 
 
 @hydra.main(config_path=CONF_DIR, config_name="respect_calibrate", version_base="1.3")
@@ -180,8 +178,7 @@ def _calibrate_main(cfg: DictConfig) -> None:
 
 def calibrate_main() -> None:
     """Console script ``respect-calibrate``."""
-    check_group_choices("respect-calibrate", ("hardware",), config="respect_calibrate")
-    _calibrate_main()
+    run_command("respect-calibrate", ("hardware",), "respect_calibrate", _calibrate_main)
 
 
 @hydra.main(config_path=CONF_DIR, config_name="respect_deploy", version_base="1.3")
@@ -203,5 +200,4 @@ def _deploy_main(cfg: DictConfig) -> None:
 
 def deploy_main() -> None:
     """Console script ``respect-deploy``."""
-    check_group_choices("respect-deploy", ("hardware", "solver"), config="respect_deploy")
-    _deploy_main()
+    run_command("respect-deploy", ("hardware", "solver"), "respect_deploy", _deploy_main)

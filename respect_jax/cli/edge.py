@@ -26,10 +26,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from respect_jax.cli.common import (
     CONF_DIR,
-    check_group_choices,
     dump_json,
     hydra_argv,
     job_path,
+    run_command,
     user_errors_exit,
 )
 from respect_jax.reporting import machine_description
@@ -144,9 +144,8 @@ def main() -> None:
     if args[0] not in COMMANDS:
         print(f"{PROG}: error: unknown command {args[0]!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
-    check_group_choices(PROG, ("edge_scenario",), args[1:], config="edge")
     sys.argv = [sys.argv[0], *hydra_argv(args[1:], f"command={args[0]}")]
-    _main()
+    run_command(PROG, ("edge_scenario",), "edge", _main)
 
 
 if __name__ == "__main__":

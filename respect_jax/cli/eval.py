@@ -23,7 +23,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, job_file, shipped_path, user_errors_exit
+from respect_jax.cli.common import CONF_DIR, job_file, run_command, shipped_path, user_errors_exit
 from respect_jax.policy_evaluation import CSV_FIELDS, EvalConfig, markdown, write_outputs  # noqa: F401 (CSV_FIELDS)
 from respect_jax.policy_evaluation import evaluate as evaluate_policy
 
@@ -77,8 +77,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    check_group_choices("respect-eval", (), config="eval")
-    _main()
+    run_command("respect-eval", (), "eval", _main)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, hardware_from_cfg, job_path, user_errors_exit
+from respect_jax.cli.common import CONF_DIR, hardware_from_cfg, job_path, run_command, user_errors_exit
 
 PROG = "respect-label"
 GROUPS = ("hardware", "solver", "graphs")
@@ -130,8 +130,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    check_group_choices(PROG, GROUPS, config="label")
-    _main()
+    run_command(PROG, GROUPS, "label", _main)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from respect_jax.cli.common import (
     dump_json,
     hydra_argv,
     job_path,
+    run_command,
     user_errors_exit,
 )
 from respect_jax.realtime import experiment
@@ -149,10 +150,10 @@ def main() -> None:
     if cmd not in COMMANDS:
         print(f"{PROG}: error: unknown command {cmd!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
-    check_group_choices(PROG, ("rt_scenario",), rest, config="rt")
+    check_group_choices(PROG, ("rt_scenario",), rest)  # the choices; run_command composes
     only = scenario_only(cmd, rest) if cmd != "grid" else []  # the grid draws its own presets
     sys.argv = [sys.argv[0], *hydra_argv(rest, f"command={cmd}", *only)]
-    _main()
+    run_command(PROG, ("rt_scenario",), "rt", _main)
 
 
 if __name__ == "__main__":

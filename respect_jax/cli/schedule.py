@@ -27,11 +27,11 @@ from omegaconf import DictConfig, OmegaConf
 from respect_jax import api
 from respect_jax.cli.common import (
     CONF_DIR,
-    check_group_choices,
     dump_json,
     hardware_from_cfg,
     job_file,
     job_path,
+    run_command,
     setup_compilation_cache,
     shipped_path,
     user_errors_exit,
@@ -135,8 +135,7 @@ def _main_many(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    check_group_choices("respect-schedule", ("hardware", "solver"), config="schedule")
-    _main()
+    run_command("respect-schedule", ("hardware", "solver"), "schedule", _main)
 
 
 if __name__ == "__main__":

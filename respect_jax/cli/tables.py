@@ -20,7 +20,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from respect_jax.cli.common import CONF_DIR, check_group_choices, user_errors_exit
+from respect_jax.cli.common import CONF_DIR, run_command, user_errors_exit
 from respect_jax.experiments.sweep_summary import gather, render
 
 PROG = "respect-tables"
@@ -46,8 +46,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    check_group_choices(PROG, (), config="tables")
-    _main()
+    run_command(PROG, (), "tables", _main)
 
 
 if __name__ == "__main__":

@@ -30,10 +30,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from respect_jax.cli.common import (
     CONF_DIR,
-    check_group_choices,
     hardware_from_cfg,
     hardware_presets_named,
     job_path,
+    run_command,
     shipped_path,
     user_errors_exit,
 )
@@ -186,8 +186,7 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    check_group_choices(PROG, GROUPS, config="train")
-    _main()
+    run_command(PROG, GROUPS, "train", _main)
 
 
 if __name__ == "__main__":
