@@ -346,12 +346,17 @@ def test_prepared_kahn_sort_is_the_graph_module_sort():
             assert got.tolist() == topological_order_kahn(graph, ranks)
 
 
-def test_lockstep_kahn_rows_are_heap_kahn_orders():
-    """kahn_rows (every row of graphs with one node count stepped together) gives topological_order_kahn's order for
-    each row's ranks, on graphs of equal and of different sizes in one call."""
+@pytest.mark.parametrize("lockstep_from", [0, 10**9])
+def test_lockstep_kahn_rows_are_heap_kahn_orders(lockstep_from, monkeypatch):
+    """kahn_rows (every row of graphs with one node count stepped together, or one heap sort per row below
+    LOCKSTEP_MIN_ROWS rows) gives topological_order_kahn's order for each row's ranks, on graphs of equal and of
+    different sizes in one call."""
     from respect_jax.graphs import GeneratorConfig, generate_dataset
     from respect_jax.graphs.graph import topological_order_kahn
+    from respect_jax.policy import order as order_module
     from respect_jax.policy.order import kahn_rows
+
+    monkeypatch.setattr(order_module, "LOCKSTEP_MIN_ROWS", lockstep_from)
 
     rng = np.random.default_rng(8)
     graphs = generate_dataset(GeneratorConfig(mode="respect", min_nodes=20, max_nodes=20), 3, 1)
