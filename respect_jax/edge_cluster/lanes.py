@@ -1,0 +1,309 @@
+"""The static policies on a batch of traces, lanes layout: the same dynamics as :mod:`.simulator`, faster on CPU.
+
+:func:`respect_jax.edge_cluster.simulator.simulate` under ``vmap`` keeps the batch axis first ([B, K] worker
+times), so every per-step reduction over sites or workers runs along the short minor axis and XLA CPU cannot
+vectorise it across traces. Here the batch axis B is the *last* axis of every array ("lanes": one trace per
+SIMD lane) and one ``lax.scan`` over the Q query slots advances all B traces together:
+
+* state: ``busy`` i32[K, B], ``hol`` and ``vclock`` i32[S, B], ``counts`` i32[A, 5, B];
+* a reduction over sites or workers is an elementwise min / sum of K (or S) rows of B lanes;
+* table look-ups by the query's source, app, site or variant are per-lane gathers from small constant tables
+  (fused by XLA into the step's loops), per-site values of the chosen site are one-hot selects over S rows;
+* each site's worker times are kept *sorted* (its slots in ``EdgeParams.slot_site`` order): the worker that
+  frees first is the site's first slot, and serving a query removes that time and inserts its finish with one
+  shifted min / max (no arg-min). Which worker runs a query is not part of its :class:`Outcome`, and the site's
+  multiset of worker times is the same as the simulator's, so every outcome is identical (tested against
+  :func:`~respect_jax.edge_cluster.simulator.simulate` and the Python reference on every preset).
+
+Only the static rules run here (:data:`LANE_POLICIES`, each the lanes form of the rule of the same name in
+:mod:`.policies`); agents, which need the history ring, use :mod:`.simulator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from respect_jax.edge_cluster.simulator import BACKLOG_CAP_US
+from respect_jax.edge_cluster.types import (
+    DROPPED,
+    EXPIRED,
+    INVALID,
+    LATE,
+    LOW_ACCURACY,
+    NEVER,
+    OUTCOMES,
+    SUCCESS,
+    EdgeParams,
+    Outcome,
+    Trace,
+)
+
+_BIG = 2**31 - 1
+
+LanePolicy = Callable[[EdgeParams, dict, Trace], jax.Array]
+"""``(params, state, query) -> action i32[B]`` with the state's arrays [..., B] and the query's fields [B] ([S, B])."""
+
+
+def materialize(*xs: jax.Array) -> tuple[jax.Array, ...]:
+    """The i32[B] / bool[B] arrays ``xs`` computed once per step.
+
+    XLA CPU fuses cheap elementwise chains into every consumer, so a per-lane value feeding a [K, B] update is
+    recomputed K times per lane (and ``lax.optimization_barrier`` is removed before fusion on CPU). A reduction is
+    never fused into its consumers: the values pass through a sum over an axis of 2 (each value and a 0).
+    """
+    stacked = jnp.stack([x.astype(jnp.int32) for x in xs])  # [M, B]
+    summed = jnp.sum(jnp.stack([stacked, jnp.zeros_like(stacked)], axis=1), axis=1)
+    return tuple(summed[i].astype(x.dtype) for i, x in enumerate(xs))
+
+
+def _materialize_query(query: Trace) -> Trace:
+    """The step's query fields read once from the scan's inputs (not re-sliced inside every fused loop)."""
+    flat = [query.time_us, query.source, query.app, query.jitter_pct, query.service_pct, query.rand, query.valid]
+    s = query.net_pct.shape[0]
+    rows = materialize(*flat, *query.net_pct, *query.slow_pct)
+    return Trace(*rows[:6], valid=rows[6], net_pct=jnp.stack(rows[7:7 + s]), slow_pct=jnp.stack(rows[7 + s:]))
+
+
+def _first_argmin0(x: jax.Array) -> jax.Array:
+    """i32[B] index of the first minimum along axis 0 of ``x`` [M, B]."""
+    low = jnp.min(x, axis=0, keepdims=True)
+    idx = jnp.arange(x.shape[0], dtype=jnp.int32)[:, None]
+    return jnp.min(jnp.where(x == low, idx, x.shape[0]), axis=0).astype(jnp.int32)
+
+
+def _feasible(params: EdgeParams) -> jax.Array:
+    """bool[A, V] the variants of each app's family accurate enough."""
+    return params.variant_mask & (params.accuracy_pm[None, :] >= params.min_accuracy_pm[:, None])
+
+
+def _cheapest_table(params: EdgeParams) -> jax.Array:
+    """i32[S, A] the cheapest feasible variant of each app at each site (lowest index on ties)."""
+    cost = jnp.where(_feasible(params)[None, :, :], params.proc_us[:, None, :], _BIG)  # [S, A, V]
+    low = jnp.min(cost, axis=-1, keepdims=True)
+    v = params.num_variants
+    return jnp.min(jnp.where(cost == low, jnp.arange(v, dtype=jnp.int32), v), axis=-1).astype(jnp.int32)
+
+
+def _first_min_last(x: jax.Array) -> jax.Array:
+    low = jnp.min(x, axis=-1, keepdims=True)
+    n = x.shape[-1]
+    return jnp.min(jnp.where(x == low, jnp.arange(n, dtype=jnp.int32), n), axis=-1).astype(jnp.int32)
+
+
+def _closest_table(params: EdgeParams) -> jax.Array:
+    """i32[N, A] the action of ``closest`` for each (source, app): it reads no state."""
+    site = _first_min_last(params.rtt_us)  # [N]
+    variant = _cheapest_table(params)[site]  # [N, A]
+    return site[:, None] * params.num_variants + variant
+
+
+def _most_accurate_table(params: EdgeParams) -> jax.Array:
+    """i32[N, A] the action of ``most_accurate`` for each (source, app): it reads no state."""
+    nominal = params.rtt_us[:, :, None] + params.proc_us[None, :, :]  # [N, S, V]
+    feasible = jnp.broadcast_to(_feasible(params)[None, :, None, :], (params.num_sources, params.num_apps,
+                                                                       *params.proc_us.shape))  # [N, A, S, V]
+    nom = jnp.broadcast_to(nominal[:, None], feasible.shape)
+    in_time = feasible & (nom <= params.deadline_us[None, :, None, None])
+    acc = jnp.broadcast_to(params.accuracy_pm, feasible.shape)
+    best = jnp.max(jnp.where(in_time, acc, -1), axis=(-2, -1), keepdims=True)
+    chosen = jnp.where(jnp.any(in_time, axis=(-2, -1), keepdims=True), in_time & (acc == best), feasible)
+    score = jnp.where(chosen, nom, _BIG).reshape(params.num_sources, params.num_apps, -1)
+    return _first_min_last(score)
+
+
+def _table_policy(table_of: Callable[[EdgeParams], jax.Array]) -> LanePolicy:
+    def policy(params: EdgeParams, state: dict, query: Trace) -> jax.Array:
+        table = state["tables"][table_of.__name__]
+        return jnp.take(table.reshape(-1), query.source * params.num_apps + query.app)
+
+    policy.table = table_of
+    return policy
+
+
+def _rtt_rows(params: EdgeParams, query: Trace) -> jax.Array:
+    """i32[S, B] nominal RTT from each lane's source to every site."""
+    return jnp.take(params.rtt_us.T, query.source, axis=1)
+
+
+def fastest_expected(params: EdgeParams, state: dict, query: Trace) -> jax.Array:
+    """Lanes form of :func:`respect_jax.edge_cluster.policies.fastest_expected`.
+
+    ``rtt + wait`` does not depend on the variant, so the best variant at a site is the app's cheapest feasible one
+    there (lowest index on ties) and the rule is an arg-min over S sites of ``rtt + wait + cheapest proc``: the
+    lowest site among the minima, then its lowest variant, is the flat arg-min over S*V of the per-trace rule.
+    """
+    rtt = _rtt_rows(params, query)  # [S, B]
+    wait = jnp.maximum(state["vclock"] - (query.time_us[None, :] + jax.lax.div(rtt, 2)), 0)
+    cheapest = state["tables"]["cheapest"]  # [S, A]
+    index = jnp.arange(params.num_sites, dtype=jnp.int32)[:, None] * params.num_apps + query.app[None, :]
+    proc = jnp.take(state["tables"]["cheapest_proc"].reshape(-1), index)  # [S, B]; _BIG if the app has none
+    site = _first_argmin0(jnp.where(proc < _BIG, rtt + wait + proc, _BIG))
+    return site * params.num_variants + jnp.take(cheapest.reshape(-1), site * params.num_apps + query.app)
+
+
+def least_loaded(params: EdgeParams, state: dict, query: Trace) -> jax.Array:
+    """Lanes form of :func:`respect_jax.edge_cluster.policies.least_loaded`."""
+    backlog = jnp.maximum(state["vclock"] - query.time_us[None, :], 0)  # [S, B]
+    tied = backlog == jnp.min(backlog, axis=0, keepdims=True)
+    site = _first_argmin0(jnp.where(tied, _rtt_rows(params, query), _BIG))
+    variant = jnp.take(state["tables"]["cheapest"].reshape(-1), site * params.num_apps + query.app)
+    return site * params.num_variants + variant
+
+
+def random(params: EdgeParams, state: dict, query: Trace) -> jax.Array:
+    """Lanes form of :func:`respect_jax.edge_cluster.policies.random`."""
+    family = jnp.take(params.variant_mask.T, query.app, axis=1)  # [V, B]
+    allowed = jnp.broadcast_to(family[None], (params.num_sites, *family.shape)).reshape(params.num_actions, -1)
+    allowed = allowed | ~query.valid[None, :]
+    count = jnp.maximum(jnp.sum(allowed, axis=0), 1)
+    k = query.rand % count
+    return _first_argmin0(jnp.where(jnp.cumsum(allowed, axis=0) > k[None, :], 0, 1))
+
+
+closest = _table_policy(_closest_table)
+most_accurate = _table_policy(_most_accurate_table)
+
+LANE_POLICIES: dict[str, LanePolicy] = {
+    "closest": closest,
+    "fastest_expected": fastest_expected,
+    "most_accurate": most_accurate,
+    "least_loaded": least_loaded,
+    "random": random,
+}
+
+
+def _tables(params: EdgeParams) -> dict[str, jax.Array]:
+    """Per-scenario look-up tables, computed once before the scan."""
+    cheapest = _cheapest_table(params)
+    proc = jnp.take_along_axis(params.proc_us, cheapest, axis=1)  # [S, A]
+    any_feasible = jnp.any(_feasible(params), axis=1)  # [A]
+    return {"cheapest": cheapest, "cheapest_proc": jnp.where(any_feasible[None, :], proc, _BIG),
+            "_closest_table": _closest_table(params),
+            "_most_accurate_table": _most_accurate_table(params)}
+
+
+def init_lanes(params: EdgeParams, batch: int) -> dict:
+    """The empty cluster for B lanes: ``busy`` i32[K, B] (sorted per site), ``hol``, ``vclock`` i32[S, B],
+    ``counts`` i32[A, 5, B]."""
+    k, s, a = params.slot_site.shape[0], params.num_sites, params.num_apps
+    return {"busy": jnp.zeros((k, batch), jnp.int32), "hol": jnp.zeros((s, batch), jnp.int32),
+            "vclock": jnp.zeros((s, batch), jnp.int32), "counts": jnp.zeros((a, len(OUTCOMES), batch), jnp.int32)}
+
+
+def dispatch_lanes(params: EdgeParams, state: dict, query: Trace, action: jax.Array) -> tuple[dict, Outcome]:
+    """Send each lane's query to its ``action`` (i32[B]); the dynamics of
+    :func:`respect_jax.edge_cluster.simulator.dispatch`, lane by lane. Returns the new state and Outcome [B]."""
+    s_count, v_count = params.num_sites, params.num_variants
+    action = jnp.clip(action.astype(jnp.int32), 0, s_count * v_count - 1)
+    site, variant = action // v_count, action % v_count
+    n, app, t, valid = query.source, query.app, query.time_us, query.valid
+    s_hot = jnp.arange(s_count, dtype=jnp.int32)[:, None] == site[None, :]  # [S, B]
+
+    def pick(x):  # x [S, B] -> the chosen site's entry [B]
+        return jnp.sum(jnp.where(s_hot, x, 0), axis=0, dtype=x.dtype)
+
+    path = n * s_count + site
+    rtt = jnp.take(params.rtt_us.reshape(-1), path)
+    net_f = pick(query.net_pct)
+    jit = jax.lax.div(jnp.take(params.jitter_us.reshape(-1), path) * net_f, 100)
+    net = jax.lax.div(rtt * net_f, 100) + jax.lax.div(jit * query.jitter_pct, 100)
+    up = jax.lax.div(net, 2)
+    down = net - up
+    t_site = t + up
+    nominal = jnp.take(params.proc_us.reshape(-1), action)
+    slowed = jax.lax.div(nominal * pick(query.slow_pct), 100)
+    svc = jnp.maximum(jax.lax.div(slowed * query.service_pct, 100), 1)
+
+    first_slot = state["tables"]["first_slot"]  # [S] the first worker slot of each site
+    free_first = pick(jnp.take(state["busy"], first_slot, axis=0))  # the site's earliest free worker
+    hol_s = pick(state["hol"])
+    start = jnp.maximum(jnp.maximum(t_site, hol_s), free_first)
+    deadline = jnp.take(params.deadline_us, app)
+    deadline_abs = t + deadline
+    wait_limit = t_site + jnp.take(params.max_wait_us, site)
+    limit = jnp.minimum(wait_limit, deadline_abs)
+    removed = start > limit
+    finish = start + svc
+    response = finish + down
+    accurate = jnp.take(params.accuracy_pm, variant) >= jnp.take(params.min_accuracy_pm, app)
+    served_code = jnp.where(response > deadline_abs, LATE, jnp.where(accurate, SUCCESS, LOW_ACCURACY))
+    removed_code = jnp.where(deadline_abs <= wait_limit, EXPIRED, DROPPED)
+    code = jnp.where(valid, jnp.where(removed, removed_code, served_code), INVALID).astype(jnp.int32)
+    done = jnp.where(removed, limit, finish)
+    resolve = jnp.where(removed, limit, response)
+    hol_new = jnp.where(removed, jnp.maximum(hol_s, limit), start)
+    vclock_new = jnp.maximum(pick(state["vclock"]), t + jax.lax.div(rtt, 2)) + jnp.take(params.fluid_us.reshape(-1),
+                                                                                          action)
+    vclock_new = jnp.minimum(vclock_new, t + BACKLOG_CAP_US)
+    code, start, done, resolve, hol_new, vclock_new, removed, finish, site, variant = materialize(
+        code, start, done, resolve, hol_new, vclock_new, removed, finish, site, variant)
+
+    site_hot = s_hot & valid[None, :]
+    busy = state["busy"]
+    # serve: the site's sorted worker times lose their first (the worker taking the query) and gain ``finish``
+    last_of_site = state["tables"]["last_of_site"]  # bool[K]
+    after = jnp.where(last_of_site[:, None], NEVER, jnp.concatenate([busy[1:], busy[:1]], axis=0))
+    served_slot = (params.slot_site[:, None] == site[None, :]) & (valid & ~removed)[None, :]  # [K, B]
+    busy = jnp.where(served_slot, jnp.minimum(after, jnp.maximum(busy, finish[None, :])), busy)
+    code_hot = jnp.arange(len(OUTCOMES), dtype=jnp.int32)[:, None] == code[None, :]  # [5, B]
+    app_hot = jnp.arange(params.num_apps, dtype=jnp.int32)[:, None] == app[None, :]  # [A, B]
+    new = {
+        **state,
+        "busy": busy,
+        "hol": jnp.where(site_hot, hol_new[None, :], state["hol"]),
+        "vclock": jnp.where(site_hot, vclock_new[None, :], state["vclock"]),
+        "counts": state["counts"] + (app_hot[:, None, :] & code_hot[None, :, :]).astype(jnp.int32),
+    }
+    outcome = Outcome(
+        code=code,
+        site=jnp.where(valid, site, -1),
+        variant=jnp.where(valid, variant, -1),
+        start_us=jnp.where(valid & ~removed, start, -1),
+        done_us=jnp.where(valid, done, -1),
+        resolve_us=jnp.where(valid, resolve, -1),
+    )
+    return new, outcome
+
+
+def to_lanes(traces: Trace) -> Trace:
+    """Trace [B, Q] (or [B, Q, S]) -> the scan's inputs: fields [Q, B], per-site fields [Q, S, B]."""
+    return jax.tree.map(lambda x: jnp.moveaxis(x, 0, -1), traces)
+
+
+def simulate_lanes(params: EdgeParams, traces: Trace, policy: LanePolicy, outcomes: bool = False,
+                   laid_out: bool = False) -> tuple[jax.Array, Outcome | None]:
+    """Run a lanes policy over a batch of traces of one scenario.
+
+    Args:
+        params: one scenario (shared by every lane); traces: Trace [B, Q]; policy: a :data:`LANE_POLICIES` entry;
+        outcomes: also return the per-query outcomes; laid_out: ``traces`` are already in the scan's layout
+        (:func:`to_lanes`: fields [Q, B], per-site fields [Q, S, B]), e.g. converted once for repeated runs.
+    Returns:
+        counts i32[B, A, 5] (as ``SimState.counts`` of :func:`~respect_jax.edge_cluster.simulator.simulate`) and,
+        with ``outcomes``, the Outcome [B, Q] (else None).
+    """
+    lanes = traces if laid_out else to_lanes(traces)
+    batch = lanes.time_us.shape[-1]
+    slot_site = params.slot_site
+    k = slot_site.shape[0]
+    is_first = jnp.concatenate([jnp.ones((1,), bool), slot_site[1:] != slot_site[:-1]])
+    first_slot = jnp.min(jnp.where(slot_site[None, :] == jnp.arange(params.num_sites)[:, None],
+                                   jnp.arange(k), k), axis=1)  # [S]
+    tables = {**_tables(params), "first_slot": first_slot,
+              "last_of_site": jnp.concatenate([is_first[1:], jnp.ones((1,), bool)])}
+    state = {**init_lanes(params, batch), "tables": tables}
+
+    def body(st, query):
+        query = _materialize_query(query)
+        (action,) = materialize(policy(params, st, query))
+        st, out = dispatch_lanes(params, st, query, action)
+        return st, (out if outcomes else None)
+
+    final, out = jax.lax.scan(body, state, lanes)
+    counts = jnp.moveaxis(final["counts"], -1, 0)
+    if outcomes:
+        out = jax.tree.map(lambda x: x.T, out)
+    return counts, out

@@ -1,0 +1,83 @@
+"""ASET lanes simulator (batch on the last axis, sorted worker times): per-query outcomes == the scan simulator's
+(itself == the Python reference, tests/test_edge_reference.py) for every static policy on every preset."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from respect_jax.edge_cluster.evaluation import eval_traces
+from respect_jax.edge_cluster.lanes import LANE_POLICIES, simulate_lanes, to_lanes
+from respect_jax.edge_cluster.policies import STATIC_POLICIES
+from respect_jax.edge_cluster.reference import ReferenceSimulator
+from respect_jax.edge_cluster.scenarios import load_preset
+from respect_jax.edge_cluster.simulator import simulate
+
+FIELDS = ("code", "site", "variant", "start_us", "done_us", "resolve_us")
+POLICIES = list(LANE_POLICIES)
+assert set(POLICIES) == set(STATIC_POLICIES)
+
+
+@functools.partial(jax.jit, static_argnames="laid_out")
+def _lanes(params, traces, index, laid_out=False):
+    """Every lanes policy (``index`` i32[P]) over the traces [B, Q]: counts [P, B, A, 5], Outcome [P, B, Q]."""
+    branches = [LANE_POLICIES[p] for p in POLICIES]
+
+    def one(i):
+        policy = lambda p, st, q: jax.lax.switch(i, branches, p, st, q)  # noqa: E731
+        return simulate_lanes(params, traces, policy, outcomes=True, laid_out=laid_out)
+
+    return jax.lax.map(one, index)
+
+
+@jax.jit
+def _scan(params, traces, index):
+    """Every per-trace static policy under vmap: SimState, Outcome [P, B, ...]."""
+    branches = [STATIC_POLICIES[p] for p in POLICIES]
+
+    def one(i, trace):
+        return simulate(params, trace, lambda p, s, q: jax.lax.switch(i, branches, p, s, q), 0)
+
+    return jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, None))(index, traces)
+
+
+@functools.cache
+def preset(name: str):
+    return load_preset(name, horizon_s=0.12, max_queries=2048)  # one shape for every ISP preset
+
+
+@pytest.mark.parametrize("name,load", [pytest.param("small", "overload", marks=pytest.mark.slow), ("isp", "overload"),
+                                       ("isp_diurnal", "high"), ("isp_netdrift", "high"), ("isp_failure", "high"),
+                                       ("isp_nearsat", "overload")])
+def test_lanes_equal_the_scan_simulator(name, load):
+    """Three seeded traces per preset, every static policy: identical per-query outcomes and final counts."""
+    scn = preset(name)
+    traces = eval_traces(scn, load, jax.random.key(5), 3)
+    index = jnp.arange(len(POLICIES))
+    counts, out = _lanes(scn.params, traces, index)
+    sims, ref = _scan(scn.params, traces, index)
+    for f in FIELDS:
+        got, want = np.asarray(getattr(out, f)), np.asarray(getattr(ref, f))
+        assert np.array_equal(got, want), f"{name}: {f} differs ({np.argwhere(got != want)[:5].tolist()})"
+    assert np.array_equal(np.asarray(counts), np.asarray(sims.counts))
+    codes = np.asarray(out.code)
+    assert int((codes >= 0).sum()) == len(POLICIES) * int(np.asarray(traces.valid).sum()) > 0
+    assert len(set(codes[codes >= 0].tolist())) >= 3, "the traces exercise several outcomes"
+
+
+@pytest.mark.slow
+def test_lanes_equal_the_reference_with_many_workers():
+    """One trace of ``isp`` (76 worker slots, six sites of 2 workers and one of 64) straight against the Python
+    reference, laid out once before the call (fields [Q, B])."""
+    scn = preset("isp")
+    traces = eval_traces(scn, "overload", jax.random.key(9), 1)
+    _, out = _lanes(scn.params, to_lanes(traces), jnp.arange(len(POLICIES)), laid_out=True)
+    tr = jax.tree.map(lambda x: np.asarray(x[0]), traces)
+    for i, policy in enumerate(POLICIES):
+        ref = ReferenceSimulator(scn.params).run(tr, policy)
+        for f in FIELDS:
+            assert np.array_equal(np.asarray(getattr(out, f))[i, 0], ref[f]), f"{policy}: {f} differs"
