@@ -325,6 +325,49 @@ def test_vectorised_splits_are_contiguous_search_cut_for_cut():
     assert checked > 500
 
 
+def test_vectorised_latency_split_is_contiguous_search_cut_for_cut(monkeypatch):
+    """latency_search (the latency programme of many orders at once, bisection on the float bit patterns) returns
+    contiguous_search's value and cuts exactly for every order: K from 1 to 8, tight to loose SRAM (spills), no stage
+    overhead too, graphs below the dense programmes' size (last feasible start) and above it (first); split_many takes
+    it for a graph above that size with LATENCY_MIN_ROWS orders or more."""
+    from respect_jax.graphs import GeneratorConfig, generate_dataset
+    from respect_jax.policy import order_split
+    from respect_jax.policy.order import order_from_scores
+    from respect_jax.policy.order_split import latency_search, macs_rows, segment_rows, split_many
+    from respect_jax.solvers.partitioners import DENSE_SPLIT_MAX_NODES, contiguous_search
+
+    rng = np.random.default_rng(5)
+    graphs = random_graphs(6, seed=4, min_nodes=1, max_nodes=40) + generate_dataset(
+        GeneratorConfig(mode="arch", min_nodes=60, max_nodes=150), 2, 3)
+    large = generate_dataset(GeneratorConfig(mode="respect", min_nodes=DENSE_SPLIT_MAX_NODES + 1,
+                                             max_nodes=DENSE_SPLIT_MAX_NODES + 30), 1, 4)
+    checked = 0
+    for k in (1, 2, 3, 5, 8):
+        for overrides in ({"sram_bytes": float(rng.choice([5e4, 6e5, 1e8]))}, {"stage_overhead_s": 0.0}):
+            hw = make_hw(k, **overrides)
+            for graph in graphs + large:
+                orders = np.stack([order_from_scores(graph, rng.random(graph.num_nodes)) for _ in range(3)]
+                                  + [graph.topological_order()])
+                par, cut_b = segment_rows(graph, hw, orders)
+                cuts, values = latency_search(par, macs_rows(graph, orders), cut_b, hw,
+                                              last_start=graph.num_nodes <= DENSE_SPLIT_MAX_NODES)
+                for order, c, v in zip(orders, cuts.tolist(), values.tolist(), strict=True):
+                    ref_cuts, ref_value, _ = contiguous_search(graph, hw, "latency", 1.0, order)
+                    assert (c, v) == (list(ref_cuts), ref_value), (graph.name, k, overrides)
+                    checked += 1
+    assert checked == 360
+    calls = []
+    search = order_split.latency_search
+    monkeypatch.setattr(order_split, "latency_search", lambda *a, **o: calls.append(1) or search(*a, **o))
+    hw = make_hw(4)
+    orders = [order_from_scores(large[0], rng.random(large[0].num_nodes)) for _ in range(order_split.LATENCY_MIN_ROWS)]
+    got = split_many([(large[0], orders), (graphs[-1], [graphs[-1].topological_order()])], hw,
+                     "latency", 1.0)
+    assert calls == [1]
+    for order, (cuts, value) in zip(orders, got[0], strict=True):
+        assert (list(cuts), value) == tuple(contiguous_search(large[0], hw, "latency", 1.0, order)[:2])
+
+
 def test_prepared_kahn_sort_is_the_graph_module_sort():
     """The order policy's Kahn sort (successors built once per graph, reused for every sampled order) gives the
     order of graphs.graph.topological_order_kahn for the same priorities, ties in the scores included."""

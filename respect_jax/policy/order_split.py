@@ -14,7 +14,15 @@ unbounded cap, each cap's least communication given by ``G_k[j] = min_{lo(j) <= 
 binary search (exact: the predicate is the float comparison itself) and the window minimum by a sparse table
 (min is exact), so every float is the one the one-order programmes compute. The min-max programme
 ``D_k[j] = min_i max(D_{k-1}[i], par[j] - par[i])`` is solved at the crossing of its non-decreasing and
-non-increasing terms. The ``latency`` objective takes ``contiguous_search`` row by row (one programme per order).
+non-increasing terms.
+
+The ``latency`` search (:func:`latency_search`): the least bottleneck ``min max_k T_k`` over the splits of each row,
+``T`` of a segment ``[i, j)`` being ``contiguous_search``'s float expression. Whether a bottleneck t is reachable is the
+same O(K n) reachability test as the one-order programme's (the last end ``e(i)`` of a segment from i within t, by a
+binary search bracketed by earlier tests), and the least reachable t is found by bisecting the float64 bit patterns
+(all costs are >= 0, so their order is that of the floats): it is a segment's cost, the float both one-order
+programmes return. The boundaries follow the programme ``contiguous_search`` runs at that size (the last feasible start
+of each stage where the dense programme runs, the first one above :data:`DENSE_SPLIT_MAX_NODES`).
 """
 
 from __future__ import annotations
@@ -237,15 +245,107 @@ def paper_search(par: np.ndarray, cut_b: np.ndarray, k_stages: int, lam: float) 
     return best_cuts, best_value
 
 
+def macs_rows(graph: Graph, orders: np.ndarray) -> np.ndarray:
+    """f64[R, n+1] prefix MACs of each order of ``orders`` (int[R, n]): ``partitioners._segment_terms``' floats (a
+    sequential cumulative sum either way)."""
+    macs = graph.macs[orders].astype(np.float64)
+    return np.concatenate([np.zeros((len(orders), 1)), np.cumsum(macs, axis=1)], axis=1)
+
+
+def _last_within(pred, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """i64[...] the largest ``x`` in ``(a, b)`` with ``pred(x)`` true, else ``a`` (elementwise; ``pred`` true then false
+    along x, evaluated on flat index arrays of the open entries only)."""
+    shape_a = a.shape
+    a, b = a.reshape(-1).copy(), np.broadcast_to(b, shape_a).reshape(-1).copy()
+    open_ = np.flatnonzero(b - a > 1)
+    while len(open_):
+        mid = (a[open_] + b[open_]) // 2
+        ok = pred(open_, mid)
+        a[open_[ok]] = mid[ok]
+        b[open_[~ok]] = mid[~ok]
+        open_ = open_[b[open_] - a[open_] > 1]
+    return a.reshape(shape_a)
+
+
+def latency_search(par: np.ndarray, macs: np.ndarray, cut_b: np.ndarray, hw: Hardware,
+                   last_start: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(i64[R, K-1] cuts, f64[R] values) of ``contiguous_search``'s ``latency`` programme for every row at once (module
+    docstring). par, macs, cut_b: f64[R, n+1] prefix terms of each order; ``last_start``: backtrack to the last
+    feasible start of each stage (the dense programme's choice) instead of the first (the sparse one's)."""
+    r, m = par.shape
+    n, k_stages = m - 1, hw.stages
+    tau, rate, sram = float(hw.stage_overhead_s), float(hw.macs_per_s), float(hw.sram_bytes)
+    host, link = float(hw.host_bw), float(hw.link_bw)
+    par_f, macs_f, cut_f = par.reshape(-1), macs.reshape(-1), cut_b.reshape(-1)
+    base = np.arange(r, dtype=np.int64)[:, None] * m
+
+    def cost(fi: np.ndarray, fj: np.ndarray) -> np.ndarray:  # T of [i, j) from flat indices (contiguous_search's float)
+        return (tau + (macs_f[fj] - macs_f[fi]) / rate + np.maximum((par_f[fj] - par_f[fi]) - sram, 0.0) / host
+                + cut_f[fi] / link)
+
+    def first(row: np.ndarray, j: np.ndarray) -> np.ndarray:  # stage 0 = [0, j): in_0 = 0
+        return cost(row * m, row * m + j) - cut_f[row * m] / link
+
+    rows = np.arange(r, dtype=np.int64)
+    if k_stages == 1:
+        return np.zeros((r, 0), np.int64), first(rows, np.full(r, n))
+    idx = np.arange(m, dtype=np.int64)
+    starts = np.broadcast_to(idx, (r, m))
+
+    def ends(active: np.ndarray, t: np.ndarray, lo: tuple, hi: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """(e0 i64[A], e i64[A, m]) under t f64[A] for the rows ``active``, bracketed by ends under a lower and a
+        higher t: the last end of stage 0 within t (-1: none) and of a later stage starting at i (i - 1: none)."""
+        e0 = _last_within(lambda o, x: first(active[o], x) <= t[o], lo[0], hi[0] + 1)
+        flat_start = (base[active] + idx).reshape(-1)
+        t_entry = np.repeat(t, m)
+        row_base = np.repeat(base[active, 0], m)
+        e = _last_within(lambda o, x: cost(flat_start[o], row_base[o] + x) <= t_entry[o], lo[1], hi[1] + 1)
+        return e0, e
+
+    def reachable(e0: np.ndarray, e: np.ndarray) -> list[np.ndarray]:
+        """bool[A, m] per stage 0..K-1: the positions where that stage can end."""
+        reach = [idx[None, :] <= e0[:, None]]
+        for _ in range(1, k_stages):
+            furthest = np.maximum.accumulate(np.where(reach[-1], e, -1), axis=1)
+            reach.append(furthest >= idx[None, :])
+        return reach
+
+    upper = np.maximum(first(rows, np.full(r, n)), cost(base[:, 0] + n, base[:, 0] + n))  # all on stage 0: feasible
+    lo_bits, hi_bits = np.full(r, -1, np.int64), upper.view(np.int64).copy()
+    lo_ends = (np.full(r, -1, np.int64), starts - 1)
+    hi_ends = (np.full(r, n, np.int64), np.full((r, m), n, np.int64))
+    active = np.flatnonzero(hi_bits - lo_bits > 1)
+    while len(active):
+        mid = (lo_bits[active] + hi_bits[active]) // 2
+        lo_a, hi_a = (lo_ends[0][active], lo_ends[1][active]), (hi_ends[0][active], hi_ends[1][active])
+        e0, e = ends(active, mid.view(np.float64), lo_a, hi_a)
+        ok = reachable(e0, e)[-1][:, n]
+        good, bad = active[ok], active[~ok]
+        hi_bits[good], lo_bits[bad] = mid[ok], mid[~ok]
+        hi_ends[0][good], hi_ends[1][good] = e0[ok], e[ok]
+        lo_ends[0][bad], lo_ends[1][bad] = e0[~ok], e[~ok]
+        active = active[hi_bits[active] - lo_bits[active] > 1]
+    values = hi_bits.view(np.float64)
+    e0, e = ends(rows, values, lo_ends, hi_ends)
+    reach = reachable(e0, e)
+    cuts = np.zeros((r, k_stages - 1), np.int64)
+    end = np.full(r, n, np.int64)
+    for k in range(k_stages - 1, 0, -1):  # stage k = [c_k, end): a start reachable before it whose segment reaches end
+        ok = reach[k - 1] & (idx[None, :] <= end[:, None]) & (e >= end[:, None])
+        end = (m - 1 - np.argmax(ok[:, ::-1], axis=1)) if last_start else np.argmax(ok, axis=1)
+        cuts[:, k - 1] = end
+    return cuts, values
+
+
 def split_many(items: Sequence[tuple[Graph, Sequence[np.ndarray]]], hw: Hardware, objective: str,
                lam: float) -> list[list[tuple[list[int], float]]]:
     """``(cuts, value)`` of the best contiguous split of every order of every ``(graph, orders)`` item: what
     ``contiguous_search`` returns for it (minus the count of caps visited). ``paper``: the rows of all items with one
-    node count run in lockstep (:func:`paper_search`, :data:`CHUNK_ROWS` rows per pass); ``latency``: one programme
-    per order."""
+    node count run in lockstep (:func:`paper_search`, :data:`CHUNK_ROWS` rows per pass); ``latency``: the orders of a
+    graph above :data:`DENSE_SPLIT_MAX_NODES` nodes together (:func:`latency_search`) when it has at least
+    :data:`LATENCY_MIN_ROWS` of them, else one ``contiguous_search`` per order (faster there)."""
     if objective == "latency":
-        return [[contiguous_search(graph, hw, objective, lam, order)[:2] for order in orders]
-                for graph, orders in items]
+        return [_latency_item(graph, hw, lam, orders) for graph, orders in items]
     if objective != "paper":
         raise ValueError(f"unknown objective {objective!r}")
     out: list[list] = [[None] * len(orders) for _, orders in items]
@@ -263,6 +363,26 @@ def split_many(items: Sequence[tuple[Graph, Sequence[np.ndarray]]], hw: Hardware
                                         float(lam))
             for (i, o, _, _), c, v in zip(block, cuts, values, strict=True):
                 out[i][o] = (c.tolist(), float(v))
+    return out
+
+
+#: orders of one graph from which its ``latency`` splits run together (:func:`latency_search`; its ~60 bisection steps
+#: cost ~40 ms whatever the rows, one ``contiguous_search`` ~20 ms per order at 780 nodes on this CPU: 33 orders of
+#: Inception-ResNet-v2 at K = 2-8, 680-790 ms -> 240-370 ms at load ~7; one order 22 ms vs 48 ms)
+LATENCY_MIN_ROWS = 8
+
+
+def _latency_item(graph: Graph, hw: Hardware, lam: float,
+                  orders: Sequence[np.ndarray]) -> list[tuple[list[int], float]]:
+    """``(cuts, value)`` of the ``latency`` split of each order of ``graph`` (:func:`split_many`)."""
+    if graph.num_nodes <= DENSE_SPLIT_MAX_NODES or len(orders) < LATENCY_MIN_ROWS:
+        return [contiguous_search(graph, hw, "latency", lam, order)[:2] for order in orders]
+    out = []
+    for lo in range(0, len(orders), CHUNK_ROWS):
+        block = np.stack([np.asarray(o, np.int64) for o in orders[lo : lo + CHUNK_ROWS]])
+        par, cut_b = segment_rows(graph, hw, block)
+        cuts, values = latency_search(par, macs_rows(graph, block), cut_b, hw, last_start=False)
+        out += [(c.tolist(), float(v)) for c, v in zip(cuts, values, strict=True)]
     return out
 
 
