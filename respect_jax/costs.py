@@ -23,8 +23,8 @@ from dataclasses import asdict
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
+from respect_jax import pytree as struct
 from respect_jax.graphs.padded import PaddedGraph
 
 OBJECTIVES = ("paper", "latency")

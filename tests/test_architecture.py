@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "respect_jax"
 #: layer of every top-level unit of the package, lowest first (ARCHITECTURE.md, "Layers")
 LAYERS: dict[str, int] = {
     # 0: data and plumbing that know nothing of scheduling
-    "graphs": 0, "resources": 0, "reporting": 0, "compile_cache": 0,
+    "graphs": 0, "resources": 0, "reporting": 0, "compile_cache": 0, "pytree": 0,
     # 1: the cost model and its NumPy twin; reading and writing schedule files
     "costs": 1, "reference": 1, "schedule_files": 1,
     # 2: the MDP, the hill-climbing moves every solver and decoder shares, figures of a schedule

@@ -9,8 +9,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import struct
 
+from respect_jax import pytree as struct
 from respect_jax.graphs.padded import PaddedGraph
 
 FIRST, MID, LAST = 0, 1, 2

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
+from respect_jax import pytree as struct
 from respect_jax.graphs.graph import Graph
 
 NODE_BUCKETS = (32, 64, 128, 256, 512, 1024)

@@ -7,8 +7,8 @@ Shapes: ``S`` sub-job slots, ``M`` accelerators, ``P`` predecessor slots, ``S_H`
 from __future__ import annotations
 
 import jax
-from flax import struct
 
+from respect_jax import pytree as struct
 from respect_jax.env.types import FIRST, LAST, MID, TimeStep  # noqa: F401  (shared with the graph env)
 
 INF = 1 << 29  # "no time"; INF + any execution/transfer time still fits in int32

@@ -21,8 +21,9 @@ import math
 
 import jax
 import jax.numpy as jnp
-from flax import nnx, struct
+from flax import nnx
 
+from respect_jax import pytree as struct
 from respect_jax.graphs.padded import PaddedGraph
 from respect_jax.respect_pointer.config import PointerConfig
 from respect_jax.respect_pointer.features import num_features, respect_features

@@ -15,7 +15,6 @@ from respect_jax.costs import Hardware
 from respect_jax.policy.decoding import Decoding
 from respect_jax.policy.solver import checkpoint_solver
 from respect_jax.resources import data_path
-from respect_jax.respect_pointer.decoding import make_decoder
 from respect_jax.solvers.base import register_solver
 
 DEFAULT_CHECKPOINT = data_path("checkpoints", "respect_pointer_k4_paper")
@@ -30,6 +29,8 @@ def _load(checkpoint: str):
 
 @functools.lru_cache(maxsize=32)
 def _decoder(checkpoint: str, hw: Hardware, objective: str, lam: float, decoding: Decoding):
+    from respect_jax.respect_pointer.decoding import make_decoder  # the network (flax) only when this solver runs
+
     model, _ = _load(checkpoint)
     return make_decoder(model, hw, objective, lam, decoding)
 

@@ -25,8 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import nnx, struct
+from flax import nnx
 
+from respect_jax import pytree as struct
 from respect_jax.costs import Hardware, evaluate, objective_lower_bound, objective_value
 from respect_jax.policy.decoding import Decoding
 from respect_jax.respect_pointer.checkpoints import network_doc

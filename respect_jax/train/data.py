@@ -9,8 +9,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
+from respect_jax import pytree as struct
 from respect_jax.costs import Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import PaddedGraph, bucket_shape, bucket_size, pad_graph, to_position_order

@@ -27,8 +27,8 @@ from typing import Any
 import jax
 import numpy as np
 import optax
-from flax import struct
 
+from respect_jax import pytree as struct
 from respect_jax.train import run_folder
 from respect_jax.train.checkpoints import Checkpointer
 from respect_jax.train.config import TrainConfig
