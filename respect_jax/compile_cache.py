@@ -115,10 +115,20 @@ def source_fingerprint() -> str:
     return _FINGERPRINT[0]
 
 
+def code_version() -> str:
+    """16 hex digits naming this package source and JAX / jaxlib release: stored executables of another code
+    version are stale (:func:`cached_compile` removes them when it stores a newer one of the same name)."""
+    import jax
+    import jaxlib
+
+    text = f"{source_fingerprint()} {jax.__version__} {jaxlib.__version__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def executable_key(name: str, static_key: Hashable, args: tuple) -> str:
-    """``<name>-<sha256>`` of everything that determines the executable of ``name`` on ``args``: the static
-    key, the argument tree and every leaf's shape and dtype, the package source, JAX's version and options that
-    change programs (``XLA_FLAGS`` included), and the backend."""
+    """``<name>-<code version>-<sha256>`` of everything that determines the executable of ``name`` on ``args``:
+    the static key, the argument tree and every leaf's shape and dtype, the package source, JAX's version and
+    options that change programs (``XLA_FLAGS`` included), and the backend."""
     import jax
     import jaxlib
 
@@ -130,7 +140,7 @@ def executable_key(name: str, static_key: Hashable, args: tuple) -> str:
         getattr(device.client, "platform_version", ""), bool(jax.config.jax_enable_x64),
         str(jax.config.jax_default_matmul_precision), os.environ.get("XLA_FLAGS", ""),
     )
-    return f"{name}-{hashlib.sha256(repr(parts).encode()).hexdigest()}"
+    return f"{name}-{code_version()}-{hashlib.sha256(repr(parts).encode()).hexdigest()}"
 
 
 def np_shape(x) -> tuple[int, ...]:
@@ -159,8 +169,9 @@ def cached_compile(name: str, fn: Callable, args: tuple, static_key: Hashable = 
 
     ``static_key`` must name every value ``fn`` closes over that changes its program (a network's config, static
     options): the stored executable is found by ``name``, ``static_key``, the arguments' structure, the package
-    source and the JAX version and backend (:func:`executable_key`), never by ``fn`` itself. An unreadable or
-    stale file is compiled again and replaced. With the cache off (``enable_compilation_cache(None)``) this is
+    source and the JAX version and backend (:func:`executable_key`), never by ``fn`` itself. An unreadable file
+    is compiled again and replaced; storing one removes the files of ``name`` from other code versions, so the
+    folder holds one code version per name. With the cache off (``enable_compilation_cache(None)``) this is
     ``jax.jit(fn)`` compiled once per key in memory.
     """
     import jax
@@ -178,10 +189,20 @@ def cached_compile(name: str, fn: Callable, args: tuple, static_key: Hashable = 
             compiled = jax.jit(fn).lower(*args).compile()
         if file is not None:
             _store_executable(compiled, file)
+            _remove_stale(folder, name)
     if len(_COMPILED) >= 64:
         _COMPILED.pop(next(iter(_COMPILED)))
     _COMPILED[key] = compiled
     return compiled
+
+
+def _remove_stale(folder: Path, name: str) -> None:
+    """Delete the stored executables of ``name`` compiled by another code version (:func:`code_version`)."""
+    current = f"{name}-{code_version()}-"
+    for old in folder.glob(f"{name}-*.pkl"):
+        if not old.name.startswith(current) and old.name.count("-") == 2:
+            with contextlib.suppress(OSError):
+                old.unlink()
 
 
 def _load_executable(file: Path) -> Callable | None:

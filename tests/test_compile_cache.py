@@ -110,3 +110,16 @@ def test_with_the_cache_off_nothing_is_written_and_memory_still_serves(tmp_path)
     assert executables_dir() is None and not list(tmp_path.iterdir())
     np.testing.assert_allclose(np.asarray(first(params, x)), np.asarray(_network(params, x, 2.0)), rtol=1e-6)
     compile_cache._COMPILED.clear()
+
+
+def test_storing_removes_the_same_names_files_of_other_code_versions_only(cache_folder, monkeypatch):
+    params, x = _args()
+    cached_compile("net", lambda p, v: _network(p, v, 2.0), (params, x), 2.0)
+    cached_compile("other", lambda p, v: _network(p, v, 3.0), (params, x), 3.0)
+    (old_net,) = executables_dir().glob("net-*.pkl")
+    monkeypatch.setattr(compile_cache, "code_version", lambda: "0" * 16)  # as after an edit of the package
+    compile_cache._COMPILED.clear()
+    cached_compile("net", lambda p, v: _network(p, v, 2.0), (params, x), 2.0)
+    names = sorted(p.name for p in executables_dir().glob("*.pkl"))
+    assert not old_net.exists() and len(names) == 2
+    assert names[0].startswith("net-" + "0" * 16 + "-") and names[1].startswith("other-")  # another name: kept
