@@ -1,13 +1,18 @@
 """ASET figure: simulated queries per second, pure-JAX simulator vs the plain-Python reference (issue 7).
 
 Both simulate the same model on traces of the same scenario and load ("high") with the same static
-policy and give identical per-query outcomes (tests/test_edge_reference.py). JAX: jit(vmap(scan))
-over ``--batch`` traces, compilation excluded, best of ``--repeats``; Python: the discrete-event
-reference on ``--ref-traces`` traces, one after another. Both wall-clock and CPU time (all threads
-of the process) are reported: on a shared machine CPU time is the steadier of the two.
+policy and give identical per-query outcomes (tests/test_edge_reference.py, tests/test_edge_lanes.py). JAX engines:
+``vmap``: jit(vmap(scan)) of :func:`~respect_jax.edge_cluster.simulator.simulate` (what agents use), ``lanes``:
+:func:`~respect_jax.edge_cluster.lanes.simulate_lanes` (batch on the last axis; its traces laid out once before the
+timed calls, the layout's time reported apart); ``--batch`` traces, compilation excluded, best of ``--repeats``.
+A (scenario, batch) whose traces would take more than ``--max-gib`` is skipped (reported as not fitting).
+Python: the discrete-event reference on ``--ref-traces`` traces, one after another. Both wall-clock and CPU time (all
+threads of the process) are reported: on a shared machine CPU time is the steadier of the two; ``--one-core`` pins the
+process to one core first (XLA's worker threads then do not spin on the other core).
 
     python experiments/edge_speed.py                     # -> experiments/results/edge/speed.{md,png,json}
     python experiments/edge_speed.py --batch 64 1024 --scenarios small
+    python experiments/edge_speed.py --one-core --engines vmap lanes --batch 1024 4096 --stem speed_lanes
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +29,7 @@ import numpy as np
 
 from respect_jax.cli.common import machine_description, user_errors_exit
 from respect_jax.edge_cluster.evaluation import batched_counts, eval_traces
+from respect_jax.edge_cluster.lanes import LANE_POLICIES, simulate_lanes, to_lanes
 from respect_jax.edge_cluster.policies import STATIC_POLICIES
 from respect_jax.edge_cluster.reference import ReferenceSimulator
 from respect_jax.edge_cluster.scenarios import load_preset
@@ -40,6 +47,19 @@ def timed(fn, repeats: int) -> tuple[float, float]:
     return wall, cpu
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo; the platform's processor field elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown"
+
+
 @user_errors_exit("edge_speed")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -50,7 +70,13 @@ def main() -> None:
     ap.add_argument("--ref-traces", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "edge"))
+    ap.add_argument("--engines", nargs="+", default=["vmap"], choices=["vmap", "lanes"])
+    ap.add_argument("--max-gib", type=float, default=4.0, help="skip a batch whose traces need more memory")
+    ap.add_argument("--one-core", action="store_true", help="pin the process to one CPU core before JAX starts")
+    ap.add_argument("--stem", default="speed", help="output file stem")
     args = ap.parse_args()
+    if args.one_core:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     unknown = sorted(set(args.policies) - set(STATIC_POLICIES))
     if unknown:
         raise ValueError(f"--policies: unknown {', '.join(unknown)}; choose from {', '.join(sorted(STATIC_POLICIES))}")
@@ -67,51 +93,78 @@ def main() -> None:
                     sim.run(jax.tree.map(lambda x, b=b: x[b], ref_traces), policy)
 
             ref_wall, ref_cpu = timed(run_ref, 2)
-            fn = batched_counts(scn, STATIC_POLICIES[policy])
-            for batch in args.batch:
-                traces = eval_traces(scn, args.load, jax.random.key(8), batch, fit=True)
-                queries = int(np.sum(np.asarray(traces.valid)))
-                c0 = time.perf_counter()
-                jax.block_until_ready(fn(traces))
-                compile_s = time.perf_counter() - c0
-                wall, cpu = timed(lambda t=traces, fn=fn: jax.block_until_ready(fn(t)), args.repeats)
-                row = {"scenario": name, "policy": policy, "batch": batch, "queries": queries,
-                       "jax_qps_wall": queries / wall, "jax_qps_cpu": queries / cpu, "first_call_s": compile_s,
-                       "ref_queries": ref_queries, "ref_qps_wall": ref_queries / ref_wall,
-                       "ref_qps_cpu": ref_queries / ref_cpu}
-                row["speedup_wall"] = row["jax_qps_wall"] / row["ref_qps_wall"]
-                row["speedup_cpu"] = row["jax_qps_cpu"] / row["ref_qps_cpu"]
-                rows.append(row)
-                print(f"{name} {policy} B={batch}: JAX {row['jax_qps_wall']:,.0f} q/s "
-                      f"({row['jax_qps_cpu']:,.0f} per CPU-s), "
-                      f"Python {row['ref_qps_wall']:,.0f} q/s ({row['ref_qps_cpu']:,.0f} per CPU-s): "
-                      f"x{row['speedup_wall']:,.0f} wall, x{row['speedup_cpu']:,.0f} CPU", flush=True)
+            for engine in args.engines:
+                for batch in args.batch:
+                    gib = batch * ref_traces.time_us.shape[-1] * (7 + 2 * scn.params.num_sites) * 4 / 2**30
+                    traces = None
+                    if gib > args.max_gib:
+                        print(f"{name} B={batch}: traces need {gib:.1f} GiB > --max-gib {args.max_gib}: skipped")
+                        continue
+                    traces = eval_traces(scn, args.load, jax.random.key(8), batch, fit=True)
+                    queries = int(np.sum(np.asarray(traces.valid)))
+                    layout_s = 0.0
+                    if engine == "vmap":
+                        fn = batched_counts(scn, STATIC_POLICIES[policy])
+                    else:
+                        w0 = time.perf_counter()
+                        traces = jax.block_until_ready(jax.jit(to_lanes)(traces))
+                        layout_s = time.perf_counter() - w0
 
-    machine = {**machine_description(), "load_average": os.getloadavg()}
+                        def fn(t, policy=policy, scn=scn):
+                            return simulate_lanes(scn.params, t, LANE_POLICIES[policy], laid_out=True)[0]
+
+                        fn = jax.jit(fn)
+                    c0 = time.perf_counter()
+                    jax.block_until_ready(fn(traces))
+                    compile_s = time.perf_counter() - c0
+                    wall, cpu = timed(lambda t=traces, fn=fn: jax.block_until_ready(fn(t)), args.repeats)
+                    row = {"scenario": name, "policy": policy, "engine": engine, "batch": batch, "queries": queries,
+                           "traces_gib": gib, "layout_s": layout_s,
+                           "jax_qps_wall": queries / wall, "jax_qps_cpu": queries / cpu, "first_call_s": compile_s,
+                           "ref_queries": ref_queries, "ref_qps_wall": ref_queries / ref_wall,
+                           "ref_qps_cpu": ref_queries / ref_cpu}
+                    row["speedup_wall"] = row["jax_qps_wall"] / row["ref_qps_wall"]
+                    row["speedup_cpu"] = row["jax_qps_cpu"] / row["ref_qps_cpu"]
+                    rows.append(row)
+                    del traces
+                    print(f"{name} {policy} {engine} B={batch}: JAX {row['jax_qps_wall']:,.0f} q/s "
+                          f"({row['jax_qps_cpu']:,.0f} per CPU-s), "
+                          f"Python {row['ref_qps_wall']:,.0f} q/s ({row['ref_qps_cpu']:,.0f} per CPU-s): "
+                          f"x{row['speedup_wall']:,.0f} wall, x{row['speedup_cpu']:,.0f} CPU", flush=True)
+
+    machine = {**machine_description(), "load_average": os.getloadavg(),
+               "cpu_model": _cpu_model(), "pinned_cores": sorted(os.sched_getaffinity(0))}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "speed.json").write_text(json.dumps({"rows": rows, "machine": machine, "load": args.load}, indent=1))
+    (out / f"{args.stem}.json").write_text(json.dumps({"rows": rows, "machine": machine, "load": args.load,
+                                                        "argv": sys.argv[1:]}, indent=1))
     lines = [
         "# Simulated queries per second: pure-JAX simulator vs the Python discrete-event reference", "",
-        f"Generated by `python experiments/edge_speed.py` at load `{args.load}` on {machine['cpu_count']} CPU cores "
-        f"shared with other jobs (load average {machine['load_average'][0]:.1f} when it finished; "
+        f"Generated by `python experiments/edge_speed.py {' '.join(sys.argv[1:])}` at load `{args.load}` on "
+        f"{machine['cpu_count']} CPU cores ({machine['cpu_model']}; the process pinned to cores "
+        f"{machine['pinned_cores']}) shared with other jobs (load average {machine['load_average'][0]:.1f} when it "
+        "finished; "
         f"JAX {machine['jax']}, "
-        f"backend {machine['jax_backend']}). JAX: jit(vmap(scan)) over B traces, compilation excluded; "
+        f"backend {machine['jax_backend']}). JAX over B traces, compilation excluded: `vmap` = jit(vmap(scan)) of the "
+        "agents' simulator, `lanes` = the batch-last simulator of the static policies (traces laid out once before "
+        "the timed calls; that layout took `layout s`). "
         "Python: the reference simulator, one trace after another. Same model, same per-query outcomes.", "",
-        "| scenario | policy | B | JAX q/s | JAX q/CPU-s | Python q/s | Python q/CPU-s "
+        "| scenario | policy | engine | B | layout s | JAX q/s | JAX q/CPU-s | Python q/s | Python q/CPU-s "
         "| speed-up (wall) | speed-up (CPU) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['scenario']} | {r['policy']} | {r['batch']} | {r['jax_qps_wall']:,.0f} "
+        lines.append(f"| {r['scenario']} | {r['policy']} | {r['engine']} | {r['batch']} | {r['layout_s']:.2f} "
+                     f"| {r['jax_qps_wall']:,.0f} "
                      f"| {r['jax_qps_cpu']:,.0f} | {r['ref_qps_wall']:,.0f} | {r['ref_qps_cpu']:,.0f} "
                      f"| x{r['speedup_wall']:,.0f} | x{r['speedup_cpu']:,.0f} |")
     best = max(rows, key=lambda r: r["speedup_cpu"])
     lines += ["", f"Best: x{best['speedup_cpu']:,.0f} per CPU-second "
-              f"({best['scenario']}, {best['policy']}, B={best['batch']}); "
+              f"({best['scenario']}, {best['policy']}, {best['engine']}, B={best['batch']}); "
               f"the issue's target is x1,000: "
-              f"{'met' if best['speedup_cpu'] >= 1000 else 'NOT met on this machine'}.", "", "![speed](speed.png)", ""]
-    (out / "speed.md").write_text("\n".join(lines))
+              f"{'met' if best['speedup_cpu'] >= 1000 else 'NOT met on this machine'}.", "",
+              f"![speed]({args.stem}.png)", ""]
+    (out / f"{args.stem}.md").write_text("\n".join(lines))
 
     import matplotlib
 
@@ -119,7 +172,7 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    labels = [f"{r['scenario']}\n{r['policy']}\nB={r['batch']}" for r in rows]
+    labels = [f"{r['scenario']}\n{r['policy']}\n{r['engine']} B={r['batch']}" for r in rows]
     x = np.arange(len(rows))
     ax.bar(x - 0.2, [r["jax_qps_cpu"] for r in rows], 0.4, label="JAX (jit+vmap+scan)")
     ax.bar(x + 0.2, [r["ref_qps_cpu"] for r in rows], 0.4, label="Python reference")
@@ -131,9 +184,9 @@ def main() -> None:
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out / "speed.png", dpi=120)
+    fig.savefig(out / f"{args.stem}.png", dpi=120)
     plt.close(fig)
-    print(f"wrote {out / 'speed.md'}")
+    print(f"wrote {out / (args.stem + '.md')}")
 
 
 if __name__ == "__main__":
