@@ -95,6 +95,7 @@ EXECUTABLES_SUBDIR = "executables"
 _EXECUTABLES: dict[str, Any] = {"folder": None}  # set by enable_compilation_cache (None: off)
 _COMPILED: dict[str, Callable] = {}  # key -> executable, this process
 _FINGERPRINT: list[str] = []  # the package's source fingerprint, computed once
+_CPU: list[str] = []  # the host CPU description, read once
 
 
 def executables_dir() -> Path | None:
@@ -128,7 +129,8 @@ def code_version() -> str:
 def executable_key(name: str, static_key: Hashable, args: tuple) -> str:
     """``<name>-<code version>-<sha256>`` of everything that determines the executable of ``name`` on ``args``:
     the static key, the argument tree and every leaf's shape and dtype, the package source, JAX's version and
-    options that change programs (``XLA_FLAGS`` included), and the backend."""
+    options that change programs (``XLA_FLAGS`` included), the backend and the host CPU (a cache folder shared by
+    the nodes of a cluster never hands one CPU code compiled for another's instruction set)."""
     import jax
     import jaxlib
 
@@ -138,9 +140,32 @@ def executable_key(name: str, static_key: Hashable, args: tuple) -> str:
         name, repr(static_key), str(treedef), [(tuple(np_shape(x)), str(x.dtype)) for x in leaves],
         source_fingerprint(), jax.__version__, jaxlib.__version__, device.platform, device.device_kind,
         getattr(device.client, "platform_version", ""), bool(jax.config.jax_enable_x64),
-        str(jax.config.jax_default_matmul_precision), os.environ.get("XLA_FLAGS", ""),
+        str(jax.config.jax_default_matmul_precision), os.environ.get("XLA_FLAGS", ""), host_cpu(),
     )
     return f"{name}-{code_version()}-{hashlib.sha256(repr(parts).encode()).hexdigest()}"
+
+
+def host_cpu() -> str:
+    """The host CPU's model and instruction-set flags (Linux: ``/proc/cpuinfo``; elsewhere the platform's
+    processor string)."""
+    if not _CPU:
+        import platform
+
+        text = f"{platform.machine()} {platform.processor()}"
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+                wanted = {}
+                for line in handle:
+                    key, _, value = line.partition(":")
+                    if key.strip() in ("model name", "flags", "Features") and key.strip() not in wanted:
+                        wanted[key.strip()] = value.strip()
+                    if len(wanted) == 2:
+                        break
+            text += " " + " ".join(f"{k}={v}" for k, v in sorted(wanted.items()))
+        except OSError:
+            pass
+        _CPU.append(text)
+    return _CPU[0]
 
 
 def np_shape(x) -> tuple[int, ...]:

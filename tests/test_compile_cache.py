@@ -69,6 +69,11 @@ def test_the_key_changes_with_the_static_key_shapes_dtypes_tree_and_xla_flags(mo
     assert base != executable_key("net", 2.0, _args(rows=6))
     assert base != executable_key("net", 2.0, (params, x.astype(np.float16)))
     assert base != executable_key("net", 2.0, ({**params, "extra": np.zeros(1, np.float32)}, x))
+    this_cpu = compile_cache.host_cpu()
+    monkeypatch.setattr(compile_cache, "_CPU", ["x86_64 model name=another CPU flags=sse2"])  # another cluster node
+    assert base != executable_key("net", 2.0, (params, x))
+    monkeypatch.setattr(compile_cache, "_CPU", [this_cpu])
+    assert base == executable_key("net", 2.0, (params, x))
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
     assert base != executable_key("net", 2.0, (params, x))
 
