@@ -181,3 +181,31 @@ def test_every_command_config_has_the_help():
         assert {"override hydra/help": "respect"} in doc["defaults"], path.name
         assert set(doc["hydra"]["help"]) == {"app_name", "header"}, path.name
         assert "$" not in doc["hydra"]["help"]["header"].replace("${", ""), "Hydra's help substitutes $NAME"
+
+
+@pytest.mark.parametrize(
+    "module,config,overrides",
+    [
+        ("schedule", "schedule", ["solver=cpsat", "objective=latency", "hardware.stages=6"]),
+        ("train", "train", ["policy=gat"]),
+        ("rt", "rt", ["command=train"]),
+    ],
+)
+def test_the_fast_help_prints_what_hydras_help_prints(capsys, monkeypatch, module, config, overrides):
+    """``--help`` is printed by run_command's print_help (only the placeholders the template uses are computed);
+    its text equals Hydra's own ``--help`` for the same command line, and it leaves Hydra's flags to Hydra."""
+    import importlib
+
+    from respect_jax.cli.compose import help_request, print_help
+
+    main = importlib.import_module(f"respect_jax.cli.{module}")._main
+    monkeypatch.setattr(sys, "argv", [f"respect-{module}", "--help", *overrides])
+    with pytest.raises(SystemExit) as exc:
+        main()  # Hydra's help
+    hydras = capsys.readouterr().out
+    assert exc.value.code == 0 and "usage:" in hydras
+    print_help(f"respect-{module}", config, overrides)
+    assert capsys.readouterr().out == hydras
+    assert help_request(["--help", *overrides]) and help_request(["-h"])
+    assert not help_request(["--help", "--cfg", "job"]) and not help_request(["--help", "hydra.verbose=true"])
+    assert not help_request(["--hydra-help"]) and not help_request(overrides)

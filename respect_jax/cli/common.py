@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import omegaconf
 from omegaconf import DictConfig, OmegaConf
@@ -18,9 +19,10 @@ from respect_jax import resources
 # imported from here by the command lines and the experiment scripts
 from respect_jax.cli.compose import check_group_choices, run_command  # noqa: F401  (re-exported for the command files)
 from respect_jax.cli.sweep import in_sweep, job_file, job_path  # noqa: F401
-from respect_jax.costs import Hardware, hardware_from_dict
-from respect_jax.graphs.graph import GraphError
 from respect_jax.reporting import machine_description  # noqa: F401
+
+if TYPE_CHECKING:
+    from respect_jax.costs import Hardware
 
 CONF_DIR = str(resources.conf_dir())  # the Hydra config folder: the repository's conf/, or the installed package's
 
@@ -35,7 +37,8 @@ def escape_help_dollars(text: str) -> str:
 
 if not OmegaConf.has_resolver("help_escape"):
     OmegaConf.register_new_resolver("help_escape", escape_help_dollars)
-USER_ERRORS = (GraphError, ValueError, OSError, KeyError, omegaconf.errors.OmegaConfBaseException)  # OSError: a path
+#: errors that are the user's (a bad graph file is a GraphError, a ValueError); OSError: a path
+USER_ERRORS = (ValueError, OSError, KeyError, omegaconf.errors.OmegaConfBaseException)
 
 
 def user_errors_exit(prog: str) -> Callable:
@@ -145,6 +148,8 @@ def hardware_presets_named(names, option: str) -> list[Hardware]:
 
 def hardware_from_cfg(node: DictConfig) -> Hardware:
     """Resolved :class:`Hardware` from a ``hardware`` config group node."""
+    from respect_jax.costs import hardware_from_dict
+
     return hardware_from_dict(OmegaConf.to_container(node, resolve=True))
 
 
