@@ -248,3 +248,16 @@ def test_seeded_chain_buckets_stay_below_the_optimum_and_lift_the_bound_before_a
             assert unseeded * (1 - 1e-9) <= seeded <= best[objective] * (1 + RTOL) + 1e-15, (graph.name, objective)
             lifted += seeded > unseeded * (1 + 1e-6)
     assert lifted >= 5
+
+
+def test_latency_windows_first_order_stays_below_the_brute_force_optimum(monkeypatch):
+    """With the independent windows first (``WINDOWS_FIRST_SHARE`` > 0, a validation variant), the latency bound is
+    still at or below the brute-force optimum and at least the analytic bound."""
+    from respect_jax.solvers import bounds
+
+    monkeypatch.setattr(bounds, "WINDOWS_FIRST_SHARE", 0.5)
+    hw = make_hw(3)
+    for graph in tiny_graphs() + list(EDGE_CASES.values()):
+        best = brute_force(graph, hw, lam=0.7)["latency"]
+        found = crossing_lower_bound(graph, hw, "latency", 0.7, 4 * best, time_limit_s=30.0)
+        assert found["analytic"] <= found["bound"] <= best * (1 + RTOL) + 1e-15, graph.name
