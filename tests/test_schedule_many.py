@@ -325,6 +325,30 @@ def test_vectorised_splits_are_contiguous_search_cut_for_cut():
     assert checked > 500
 
 
+def test_single_order_groups_take_the_one_order_programme(monkeypatch):
+    """split_many (paper) with items of one and of several orders per node count: groups of fewer than PAPER_MIN_ROWS
+    rows take contiguous_search, the others the lockstep search; every result is contiguous_search's, in place."""
+    from respect_jax.policy import order_split
+    from respect_jax.policy.order import order_from_scores
+    from respect_jax.solvers.partitioners import contiguous_search
+
+    rng = np.random.default_rng(6)
+    graphs = random_graphs(5, seed=11, min_nodes=5, max_nodes=40)
+    graphs = [g for i, g in enumerate(graphs) if g.num_nodes not in {h.num_nodes for h in graphs[:i]}]
+    items = [(g, [order_from_scores(g, rng.random(g.num_nodes)) for _ in range(1 + 2 * (i % 2))])
+             for i, g in enumerate(graphs)]
+    lockstep = []
+    search = order_split.paper_search
+    monkeypatch.setattr(order_split, "paper_search", lambda par, *a: lockstep.append(len(par)) or search(par, *a))
+    hw = make_hw(3)
+    got = order_split.split_many(items, hw, "paper", 1.0)
+    assert sorted(lockstep) == sorted(len(o) for _, o in items if len(o) >= order_split.PAPER_MIN_ROWS)
+    assert 0 < len(lockstep) < len(items)
+    for (graph, orders), results in zip(items, got, strict=True):
+        for order, (cuts, value) in zip(orders, results, strict=True):
+            assert (list(cuts), value) == tuple(contiguous_search(graph, hw, "paper", 1.0, order)[:2])
+
+
 def test_vectorised_latency_split_is_contiguous_search_cut_for_cut(monkeypatch):
     """latency_search (the latency programme of many orders at once, bisection on the float bit patterns) returns
     contiguous_search's value and cuts exactly for every order: K from 1 to 8, tight to loose SRAM (spills), no stage
