@@ -94,6 +94,8 @@ def _reset_if_initialised() -> None:
 EXECUTABLES_SUBDIR = "executables"
 _EXECUTABLES: dict[str, Any] = {"folder": None}  # set by enable_compilation_cache (None: off)
 _COMPILED: dict[str, Callable] = {}  # key -> executable, this process
+#: executables kept in memory per process (the oldest is dropped beyond; jax.jit's own cache is as large)
+MEMORY_ENTRIES = 4096
 _FINGERPRINT: list[str] = []  # the package's source fingerprint, computed once
 _CPU: list[str] = []  # the host CPU description, read once
 
@@ -137,7 +139,7 @@ def executable_key(name: str, static_key: Hashable, args: tuple) -> str:
     leaves, treedef = jax.tree.flatten(args)
     device = jax.devices()[0]
     parts = (
-        name, repr(static_key), str(treedef), [(tuple(np_shape(x)), str(x.dtype)) for x in leaves],
+        name, repr(static_key), str(treedef), [repr(jax.typeof(x)) for x in leaves],
         source_fingerprint(), jax.__version__, jaxlib.__version__, device.platform, device.device_kind,
         getattr(device.client, "platform_version", ""), bool(jax.config.jax_enable_x64),
         str(jax.config.jax_default_matmul_precision), os.environ.get("XLA_FLAGS", ""), host_cpu(),
@@ -168,11 +170,6 @@ def host_cpu() -> str:
     return _CPU[0]
 
 
-def np_shape(x) -> tuple[int, ...]:
-    """Shape of an array-like leaf (numpy, JAX, Python scalar)."""
-    return tuple(getattr(x, "shape", ()))
-
-
 @contextlib.contextmanager
 def _persistent_cache_off():
     """JAX's persistent cache off for one compilation: an executable read back from it cannot be serialized
@@ -188,7 +185,8 @@ def _persistent_cache_off():
 
 
 def cached_compile(name: str, fn: Callable, args: tuple, static_key: Hashable = ()) -> Callable:
-    """The compiled ``jax.jit(fn)`` for the shapes and dtypes of ``args`` (a tuple of pytrees of arrays), from
+    """The compiled ``jax.jit(fn)`` for the shapes and dtypes of ``args`` (a tuple of pytrees of arrays or Python
+    scalars, as ``jax.jit`` takes them), from
     this process's memory, else from :func:`executables_dir` (no tracing, no lowering), else compiled and stored
     there. Call the result with arguments of the same shapes, dtypes and tree structure as ``args``.
 
@@ -215,7 +213,7 @@ def cached_compile(name: str, fn: Callable, args: tuple, static_key: Hashable = 
         if file is not None:
             _store_executable(compiled, file)
             _remove_stale(folder, name)
-    if len(_COMPILED) >= 64:
+    if len(_COMPILED) >= MEMORY_ENTRIES:
         _COMPILED.pop(next(iter(_COMPILED)))
     _COMPILED[key] = compiled
     return compiled

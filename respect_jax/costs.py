@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from respect_jax import pytree as struct
+from respect_jax.compile_cache import cached_compile
 from respect_jax.graphs.padded import PaddedGraph
 
 OBJECTIVES = ("paper", "latency")
@@ -215,7 +216,10 @@ def objective_lower_bound(graph: PaddedGraph, hw: Hardware, objective: str) -> j
     return jnp.maximum(bound, 1e-12)
 
 
-_evaluate_jit = jax.jit(evaluate)
+def _evaluate_compiled(padded: PaddedGraph, stage: jax.Array, hw: Hardware) -> Metrics:
+    """:func:`evaluate` through its compiled executable for these shapes (a command's later process loads it
+    from the executables cache without tracing: :func:`respect_jax.compile_cache.cached_compile`)."""
+    return cached_compile("evaluate", evaluate, (padded, stage, hw))(padded, stage, hw)
 
 
 def evaluate_assignment(graph, assignment, hw: Hardware, objective: str = "paper", lam: float = 1.0) -> dict:
@@ -231,7 +235,7 @@ def evaluate_assignment(graph, assignment, hw: Hardware, objective: str = "paper
     if assignment.shape != (graph.num_nodes,):
         raise ValueError(f"assignment has shape {assignment.shape}, expected ({graph.num_nodes},)")
     stage = jnp.asarray(to_position_order(padded, assignment))
-    m = jax.device_get(_evaluate_jit(padded, stage, hw))
+    m = jax.device_get(_evaluate_compiled(padded, stage, hw))
     in_range = bool(np.all((assignment >= 0) & (assignment < hw.stages)))
     return metrics_document(m, objective, lam, in_range)
 

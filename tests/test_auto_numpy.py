@@ -67,7 +67,7 @@ def test_auto_first_incumbent_needs_no_jax_compilation(monkeypatch):
     def no_jax(*args, **kwargs):
         raise AssertionError("auto called the JAX evaluator before its first incumbent")
 
-    monkeypatch.setattr(costs, "_evaluate_jit", no_jax)
+    monkeypatch.setattr(costs, "_evaluate_compiled", no_jax)
     options = dict(members=["contiguous"], exact="none", polish_moves=0, crossing_bound=False, progress=False)
     start = time.perf_counter()
     result = get_solver("auto")(graph, hw, "paper", 1.0, time_budget_s=5.0, **options)
