@@ -3,8 +3,8 @@
 ``@dataclass`` makes a frozen :func:`dataclasses.dataclass`, gives it ``replace(**updates)`` (a copy with those
 fields changed) and registers it with :func:`jax.tree_util.register_dataclass`; ``field(pytree_node=False)``
 declares a static field (part of the tree structure: hashed, compared, never traced). This is the contract of
-``flax.struct`` (same signatures, same tree paths), without importing flax: the cost model and the graph format
-use it, and a command that only schedules then starts without flax.
+``flax.struct`` (same signatures, same tree paths), without importing flax: every pytree dataclass of the package
+uses it, so the cost model, the graph format and the environments load without flax.
 """
 
 from __future__ import annotations

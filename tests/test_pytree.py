@@ -52,3 +52,14 @@ def test_frozen_replace_and_jit_treat_static_fields_as_constants():
 
     assert scaled(a).tolist() == [3.0, 3.0] and scaled(b).tolist() == [4.0, 4.0] and traces == [3, 4]
     assert scaled(a.replace(weights=2 * a.weights)).tolist() == [6.0, 6.0] and traces == [3, 4]  # no retrace
+
+
+def test_the_package_defines_its_pytree_dataclasses_with_this_module_only():
+    import re
+    from pathlib import Path
+
+    package = Path(pytree.__file__).parent
+    users = [str(f.relative_to(package)) for f in package.rglob("*.py")
+             if re.search(r"^\s*(from flax import .*\bstruct\b|import flax\.struct|from flax\.struct import)",
+                          f.read_text(), re.M)]
+    assert users == []

@@ -19,8 +19,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import nnx, struct
+from flax import nnx
 
+from respect_jax import pytree as struct
 from respect_jax.train import run_folder
 from respect_jax.train.checkpoints import Checkpointer
 from respect_jax.train.harness import LoopConfig, host_loop

@@ -38,8 +38,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
-from flax import nnx, struct
+from flax import nnx
 
+from respect_jax import pytree as struct
 from respect_jax.edge_cluster import agent_runs
 from respect_jax.edge_cluster.agent_runs import SUMMARY_FILE, train_episodes
 from respect_jax.edge_cluster.environment import EdgeEnv

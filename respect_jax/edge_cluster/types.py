@@ -18,7 +18,8 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-from flax import struct
+
+from respect_jax import pytree as struct
 
 # The graph scheduler's TimeStep (step_type FIRST/MID/LAST, reward, discount, observation, extras):
 # here reward is 1 when the query just dispatched succeeds (ASET's success ratio is the mean reward) and

@@ -28,8 +28,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx, struct
+from flax import nnx
 
+from respect_jax import pytree as struct
 from respect_jax.policy.features import NUM_CUT_FEATURES, NUM_STAGE_FEATURES, num_context_features
 
 NEG_INF = -1e9

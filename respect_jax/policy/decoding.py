@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-from flax import nnx, struct
+from flax import nnx
 
+from respect_jax import pytree as struct
 from respect_jax.costs import Hardware
 from respect_jax.graphs.padded import PaddedGraph
 from respect_jax.local_search import improve

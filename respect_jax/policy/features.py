@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from flax import struct
 
+from respect_jax import pytree as struct
 from respect_jax.costs import OBJECTIVES, Hardware, lower_bound_from_totals, stage_time
 from respect_jax.graphs.padded import PaddedGraph, reachability
 

@@ -20,8 +20,9 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-from flax import nnx, struct
+from flax import nnx
 
+from respect_jax import pytree as struct
 from respect_jax.costs import Hardware, evaluate, objective_value
 from respect_jax.graphs.features import node_features
 from respect_jax.graphs.padded import PaddedGraph

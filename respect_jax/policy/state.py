@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from flax import struct
 
+from respect_jax import pytree as struct
 from respect_jax.env.environment import place_node, precedence_bound
 from respect_jax.graphs.padded import PaddedGraph
 from respect_jax.policy.features import GraphStatics, StepQuantities
