@@ -47,19 +47,6 @@ def timed(fn, repeats: int) -> tuple[float, float]:
     return wall, cpu
 
 
-def _cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo; the platform's processor field elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "unknown"
-
-
 @user_errors_exit("edge_speed")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -133,7 +120,7 @@ def main() -> None:
                           f"x{row['speedup_wall']:,.0f} wall, x{row['speedup_cpu']:,.0f} CPU", flush=True)
 
     machine = {**machine_description(), "load_average": os.getloadavg(),
-               "cpu_model": _cpu_model(), "pinned_cores": sorted(os.sched_getaffinity(0))}
+               "pinned_cores": sorted(os.sched_getaffinity(0))}  # machine_description has the CPU model
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.stem}.json").write_text(json.dumps({"rows": rows, "machine": machine, "load": args.load,

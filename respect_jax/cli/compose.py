@@ -6,6 +6,7 @@ Hydra's own entry point would compose it twice more (once to find the run mode, 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -99,6 +100,25 @@ def plain_run(args: list[str]) -> bool:
     return not any(a.startswith("-") or a.lstrip("+~").startswith("hydra") for a in args)
 
 
+@contextlib.contextmanager
+def composed(prog: str, config: str, overrides: list[str], job_name: str):
+    """Inside Hydra's global state for ``conf/``: (Hydra, ``config`` composed with ``overrides`` in run mode, as
+    Hydra's run composes it). A composition error prints one line and exits 2."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from hydra.types import RunMode
+
+    with initialize_config_dir(config_dir=str(resources.conf_dir()), version_base="1.3", job_name=job_name):
+        hydra = GlobalHydra.instance().hydra
+        try:
+            cfg = hydra.compose_config(config, overrides, run_mode=RunMode.RUN, with_log_configuration=True)
+        except (HydraException, omegaconf.errors.OmegaConfBaseException) as err:
+            print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
+            sys.exit(2)
+        yield hydra, cfg
+
+
 HELP_FLAGS = ("--help", "-h")
 
 
@@ -117,21 +137,11 @@ def print_help(prog: str, config: str, overrides: list[str]) -> None:
     import string
     from collections.abc import Mapping
 
-    from hydra import initialize_config_dir
     from hydra._internal.utils import get_args_parser
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
-    from hydra.errors import HydraException
-    from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    with initialize_config_dir(config_dir=str(resources.conf_dir()), version_base="1.3", job_name=prog):
-        hydra = GlobalHydra.instance().hydra
-        try:
-            cfg = hydra.compose_config(config, overrides, run_mode=RunMode.RUN, with_log_configuration=True)
-        except (HydraException, omegaconf.errors.OmegaConfBaseException) as err:
-            print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
-            sys.exit(2)
+    with composed(prog, config, overrides, prog) as (hydra, cfg):
         HydraConfig.instance().set_config(cfg)
         is_hydra = lambda group: group.startswith("hydra/") or group == "hydra"  # noqa: E731
         fill = {
@@ -176,22 +186,11 @@ def run_command(prog: str, groups: tuple[str, ...], config: str, hydra_main: Cal
 
 def _run_composed(prog: str, config: str, overrides: list[str], task: Callable[[Any], Any]) -> None:
     """Compose ``config`` with ``overrides`` once and run ``task`` on it the way ``Hydra.run`` does."""
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from hydra._internal.callbacks import Callbacks
     from hydra.core.utils import run_job
-    from hydra.errors import HydraException
     from hydra.types import HydraContext, RunMode
 
-    with initialize_config_dir(config_dir=str(resources.conf_dir()), version_base="1.3",
-                               job_name=getattr(task, "__module__", prog).rsplit(".", 1)[-1]):
-        hydra = GlobalHydra.instance().hydra
-        try:
-            cfg = hydra.compose_config(config, overrides, run_mode=RunMode.RUN, with_log_configuration=True)
-        except (HydraException, omegaconf.errors.OmegaConfBaseException) as err:
-            print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
-            sys.exit(2)
-        from hydra._internal.callbacks import Callbacks
-
+    with composed(prog, config, overrides, getattr(task, "__module__", prog).rsplit(".", 1)[-1]) as (hydra, cfg):
         cfg.hydra.mode = RunMode.RUN
         callbacks = Callbacks(cfg)
         callbacks.on_run_start(config=cfg, config_name=config)
