@@ -60,10 +60,10 @@ import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 if TYPE_CHECKING:
     import cvxpy as cp
+    import scipy.sparse as sp
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
@@ -153,6 +153,8 @@ def _silence_highs_banner() -> None:
 
 def _stage_sum_matrix(num_stages: int) -> sp.csr_matrix:
     """float[K, M] D with ``per_stage = e_0 * total + D @ W`` (see module docstring)."""
+    import scipy.sparse as sp  # imported when a MILP is built, not when the solvers are registered
+
     m = num_stages - 1
     d = sp.lil_matrix((num_stages, m))
     for k in range(num_stages):
@@ -180,6 +182,7 @@ class _Model:
 
     def __init__(self, graph: Graph, st: Structure, hw: Hardware, objective: str, lam: float):
         import cvxpy as cp
+        import scipy.sparse as sp  # imported when a MILP is built, not when the solvers are registered
 
         n, k = graph.num_nodes, hw.stages
         m = k - 1
@@ -278,6 +281,8 @@ class _Model:
 
 def _incidence(edges: np.ndarray, n: int) -> sp.csr_matrix:
     """float[E, N] with +1 at the producer and -1 at the consumer of each edge."""
+    import scipy.sparse as sp  # imported when a MILP is built, not when the solvers are registered
+
     e = np.arange(len(edges))
     return sp.csr_matrix(
         (np.r_[np.ones(len(edges)), -np.ones(len(edges))], (np.r_[e, e], np.r_[edges[:, 0], edges[:, 1]])),
