@@ -98,6 +98,7 @@ _COMPILED: dict[str, Callable] = {}  # key -> executable, this process
 MEMORY_ENTRIES = 4096
 _FINGERPRINT: list[str] = []  # the package's source fingerprint, computed once
 _CPU: list[str] = []  # the host CPU description, read once
+_VERSION: list[str] = []  # code_version(), computed once
 
 
 def executables_dir() -> Path | None:
@@ -121,11 +122,13 @@ def source_fingerprint() -> str:
 def code_version() -> str:
     """16 hex digits naming this package source and JAX / jaxlib release: stored executables of another code
     version are stale (:func:`cached_compile` removes them when it stores a newer one of the same name)."""
-    import jax
-    import jaxlib
+    if not _VERSION:
+        import jax
+        import jaxlib
 
-    text = f"{source_fingerprint()} {jax.__version__} {jaxlib.__version__}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+        text = f"{source_fingerprint()} {jax.__version__} {jaxlib.__version__}"
+        _VERSION.append(hashlib.sha256(text.encode()).hexdigest()[:16])
+    return _VERSION[0]
 
 
 def executable_key(name: str, static_key: Hashable, args: tuple) -> str:
