@@ -189,9 +189,9 @@ def _persistent_cache_off():
 
 def cached_compile(name: str, fn: Callable, args: tuple, static_key: Hashable = ()) -> Callable:
     """The compiled ``jax.jit(fn)`` for the shapes and dtypes of ``args`` (a tuple of pytrees of arrays or Python
-    scalars, as ``jax.jit`` takes them), from
-    this process's memory, else from :func:`executables_dir` (no tracing, no lowering), else compiled and stored
-    there. Call the result with arguments of the same shapes, dtypes and tree structure as ``args``.
+    scalars, as ``jax.jit`` takes them): from this process's memory, else from :func:`executables_dir` (no tracing,
+    no lowering), else compiled and stored there. Call the result with arguments of the same shapes, dtypes and tree
+    structure as ``args``.
 
     ``static_key`` must name every value ``fn`` closes over that changes its program (a network's config, static
     options): the stored executable is found by ``name``, ``static_key``, the arguments' structure, the package
