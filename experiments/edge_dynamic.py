@@ -101,12 +101,27 @@ def agent_policies(agents_dir: Path | None) -> dict:
     return out
 
 
-def agent_policy_of(agent, margin: float | None):
-    """The agent's greedy policy; a switching agent's with decision ``margin`` if given."""
-    from respect_jax.edge_cluster.switching import SwitchAgent, switch_policy
+def parse_margin(spec: str) -> tuple[float, dict[str, float]]:
+    """A decision-margin spec: ``"0.5"`` -> (0.5, {}); ``"0.5,closest=0.1"`` -> (0.5, {"closest": 0.1}) (margin 0.5,
+    but 0.1 for a switch to ``closest``)."""
+    head, *rest = spec.split(",")
+    over = {}
+    for item in rest:
+        rule, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"margin spec {spec!r}: expected M or M,rule=m,...")
+        over[rule.strip()] = float(value)
+    return float(head), over
+
+
+def agent_policy_of(agent, margin: str | None):
+    """The agent's greedy policy; a switching agent's with decision ``margin`` (a :func:`parse_margin` spec) if
+    given."""
+    from respect_jax.edge_cluster.switching import SwitchAgent, rule_margin_vector, switch_policy
 
     if margin is not None and isinstance(agent, SwitchAgent):
-        return switch_policy(agent.graphdef, agent.params, margin)
+        head, over = parse_margin(margin)
+        return switch_policy(agent.graphdef, agent.params, rule_margin_vector(agent.config.rules, head, over))
     return agent.policy
 
 
@@ -168,8 +183,8 @@ def main() -> None:
     ap.add_argument("--train", action="store_true", help="train one agent per --seeds first (into --agents)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--episodes", type=int, default=None)
-    ap.add_argument("--margin", type=float, default=None, help="decision margin of switching agents (default: "
-                    "their training config's); chosen on validation traces of another --seed")
+    ap.add_argument("--margin", default=None, help="decision margin of switching agents, M or M,rule=m,... "
+                    "(default: their training config's); chosen on validation traces of another --seed")
     ap.add_argument("--kind", choices=("dqn", "switch"), default="dqn", help="the agent --train trains")
     ap.add_argument("--stem", default=None, help="output file stem (default: dynamic_aset / dynamic_static)")
     ap.add_argument("--training-file", default=None, help="training wall times file (default: dynamic_training"

@@ -7,6 +7,11 @@ policy and the average over the cells, so a margin is chosen here and only then 
 with ``experiments/edge_dynamic.py --margin M``.
 
     python experiments/edge_margin.py --margins 0.1 0.25 0.5 --agent-seeds 0   # -> edge_margin_val.{md,json}
+
+A margin is one number for every rule, or a number and per-rule overrides (``0.5,closest=0.1``: margin 0.5, but 0.1
+for a switch to ``closest``; the agent config's ``switch.rule_margins``):
+
+    python experiments/edge_margin.py --margins 0.5 0.5,closest=0.1 --agent-seeds 0 1 2 --stem edge_rule_margin_val
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from edge_dynamic import DYNAMIC, STATIC, best_and_tied  # noqa: E402
+from edge_dynamic import DYNAMIC, STATIC, best_and_tied, parse_margin  # noqa: E402
 
 from respect_jax.cli.common import machine_description  # noqa: E402
 from respect_jax.edge_cluster.evaluation import compare, mean_ci  # noqa: E402
 from respect_jax.edge_cluster.policies import STATIC_POLICIES  # noqa: E402
 from respect_jax.edge_cluster.scenarios import load_preset  # noqa: E402
-from respect_jax.edge_cluster.switching import load_edge_agent, switch_policy  # noqa: E402
+from respect_jax.edge_cluster.switching import load_edge_agent, rule_margin_vector, switch_policy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +46,8 @@ def _rel(path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenarios", nargs="+", default=list(DYNAMIC))
-    ap.add_argument("--margins", type=float, nargs="+", default=[0.1, 0.25, 0.5])
+    ap.add_argument("--margins", nargs="+", default=["0.1", "0.25", "0.5"],
+                    help="margins: M (every rule) or M,rule=m,... (per-rule overrides)")
     ap.add_argument("--agents", default=str(ROOT / "experiments" / "results" / "edge" / "agents" / "switch"))
     ap.add_argument("--agent-seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--seed", type=int, default=7, help="trace seed (validation; the evaluation uses 2030)")
@@ -52,16 +58,18 @@ def main() -> None:
     if args.seed == 2030:
         raise ValueError("--seed 2030 is the evaluation traces' seed: choose the margin on another seed")
     agents = {s: load_edge_agent(Path(args.agents) / f"s{s}")[0] for s in args.agent_seeds}
-    names = [f"s{s}@{m:g}" for s in args.agent_seeds for m in args.margins]
+    specs = {m: parse_margin(m) for m in args.margins}
+    names = [f"s{s}@{m}" for s in args.agent_seeds for m in args.margins]
     docs, t_start = {}, time.perf_counter()
     for name in args.scenarios:
         scn = load_preset(name)
         policies = {p: STATIC_POLICIES[p] for p in STATIC}
         for s, agent in agents.items():
-            for m in args.margins:
-                policies[f"s{s}@{m:g}"] = switch_policy(agent.graphdef, agent.params, m)
+            for m, (head, over) in specs.items():
+                policies[f"s{s}@{m}"] = switch_policy(agent.graphdef, agent.params,
+                                                      rule_margin_vector(agent.config.rules, head, over))
         doc = compare(scn, policies, key=jax.random.key(args.seed), traces=args.traces)
-        docs[name] = {k: doc[k] for k in ("loads", "mean", "ci95", "per_trace")}
+        docs[name] = {k: doc[k] for k in ("loads", "mean", "ci95", "per_trace", "eval_s")}
         print(f"[{name}] " + " ".join(f"{ld}: " + ",".join(f"{p}={doc['mean'][p][ld]:.3f}" for p in
                                                             ["closest", "fastest_expected", *names])
                                       for ld in doc["loads"]), flush=True)

@@ -27,6 +27,7 @@ from respect_jax.edge_cluster.simulator import num_features, simulate
 from respect_jax.edge_cluster.switching import (
     SwitchConfig,
     branch_values,
+    greedy_rule,
     load_edge_agent,
     make_train,
     switch_policy,
@@ -102,6 +103,28 @@ def test_config_errors_are_one_line():
         SwitchConfig(rules=("closest", "least_loaded"), base="fastest_expected")
     with pytest.raises(ValueError, match="switch.episode_steps"):
         SwitchConfig(episode_steps=10, stride=4)
+
+
+def test_greedy_rule_with_per_rule_margins():
+    """One margin for every rule is the old rule (the best predicted advantage if above the margin, else the base);
+    per-rule margins take the rule furthest above its own margin; the config's ``rule_margins`` are checked and give
+    the margins in the order of the rules."""
+    adv = jnp.asarray([[0.3, 0.0, 0.6, 0.2], [0.05, 0.0, -1.0, 0.04], [-0.2, 0.0, -0.1, -0.3]])
+    assert np.asarray(greedy_rule(adv, 1, 0.5)).tolist() == [2, 1, 1]
+    assert np.asarray(greedy_rule(adv, 1, jnp.asarray([0.1, 0.0, 0.5, 0.5]))).tolist() == [0, 1, 1]
+    assert np.asarray(greedy_rule(adv, 1, jnp.asarray([0.01, 0.0, 0.5, 0.5]))).tolist() == [0, 0, 1]
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(500, 4)), jnp.float32).at[:, 1].set(0.0)
+    for m in (0.0, 0.25, 1.0):  # the old single-margin rule
+        old = jnp.where(jnp.max(x, -1) > m, jnp.argmax(x, -1), 1)
+        np.testing.assert_array_equal(np.asarray(greedy_rule(x, 1, m)), np.asarray(old))
+        np.testing.assert_array_equal(np.asarray(greedy_rule(x, 1, jnp.full((4,), m))), np.asarray(old))
+    cfg = SwitchConfig(margin=0.5, rule_margins={"closest": 0.1})
+    assert cfg.margins() == (0.1, 0.5, 0.5, 0.5)
+    assert SwitchConfig.from_dict(cfg.to_dict()) == cfg
+    for bad in ({"fastest_expected": 0.1}, {"random": 0.1}, {"closest": -0.1}):
+        with pytest.raises(ValueError, match="switch.rule_margins"):
+            SwitchConfig(rule_margins=bad)
 
 
 @pytest.mark.slow  # ~140 s on the shared CPU at load 10 (compilation of training and of the evaluation)

@@ -79,6 +79,9 @@ class SwitchConfig:
         per sampling round (each round adds ``num_envs`` samples).
     explore: probability that a dispatch of the agent's own trajectory follows a uniformly drawn rule (coverage).
     margin: the greedy agent leaves the base rule only for a predicted gain above this (successful queries).
+    rule_margins: per-rule overrides of ``margin`` (``{rule: margin}``; a rule not named keeps ``margin``): a switch
+        to rule r needs a predicted gain above its margin, and among the rules that clear theirs the one furthest
+        above its margin is taken.
     """
 
     rules: tuple[str, ...] = HINT_POLICIES
@@ -98,10 +101,12 @@ class SwitchConfig:
     updates_per_sample: int = 2
     explore: float = 0.2
     margin: float = 0.0
+    rule_margins: dict = field(default_factory=dict)
     max_grad_norm: float = 10.0
     seed: int = 0
 
     def __post_init__(self):
+        object.__setattr__(self, "rule_margins", {str(k): float(v) for k, v in dict(self.rule_margins or {}).items()})
         for name in ("rules", "mixture"):
             object.__setattr__(self, name, tuple(str(x) for x in getattr(self, name)))
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
@@ -126,6 +131,8 @@ class SwitchConfig:
             ("updates_per_sample", self.updates_per_sample >= 1, ">= 1"),
             ("explore", 0.0 <= self.explore <= 1.0, "in [0, 1]"),
             ("margin", self.margin >= 0.0, ">= 0"),
+            ("rule_margins", set(self.rule_margins) <= set(self.rules) - {self.base}
+             and all(m >= 0.0 for m in self.rule_margins.values()), "a mapping of non-base rules to margins >= 0"),
             ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
         ]
         for name, ok, rule in checks:
@@ -138,7 +145,25 @@ class SwitchConfig:
 
     def to_dict(self) -> dict:
         doc = asdict(self)
-        return {**doc, **{k: list(getattr(self, k)) for k in ("rules", "hidden", "loads", "mixture")}}
+        return {**doc, **{k: list(getattr(self, k)) for k in ("rules", "hidden", "loads", "mixture")},
+                "rule_margins": dict(self.rule_margins)}
+
+    def margins(self) -> tuple[float, ...]:
+        """Per-rule decision margins in the order of ``rules`` (the base's is unused)."""
+        return rule_margin_vector(self.rules, self.margin, self.rule_margins)
+
+
+def rule_margin_vector(rules: tuple[str, ...], margin: float, rule_margins: dict | None = None) -> tuple[float, ...]:
+    """``margin`` for every rule of ``rules``, but the rules named in ``rule_margins`` (a ValueError for another
+    name or a negative margin)."""
+    over = dict(rule_margins or {})
+    unknown = sorted(set(over) - set(rules))
+    if unknown:
+        raise ValueError(f"rule margins name {', '.join(unknown)}, not among the agent's rules {', '.join(rules)}")
+    out = tuple(float(over.get(r, margin)) for r in rules)
+    if not all(m >= 0.0 for m in out):
+        raise ValueError(f"decision margins must be >= 0, got {dict(zip(rules, out, strict=True))}")
+    return out
 
 
 def rule_indices(cfg: SwitchConfig) -> tuple[int, ...]:
@@ -193,11 +218,12 @@ class SwitchNetwork(nnx.Module):
 
 
 def greedy_rule(adv: jax.Array, base_pos: int, margin: float | jax.Array) -> jax.Array:
-    """i32[...] position (in the rules) of the chosen rule: the best predicted advantage if above ``margin``, else
-    the base rule."""
-    best = jnp.argmax(adv, axis=-1)
-    gain = jnp.max(adv, axis=-1)
-    return jnp.where(gain > margin, best, base_pos).astype(jnp.int32)
+    """i32[...] position (in the rules) of the chosen rule from ``adv`` f32[..., R]: the rule whose predicted
+    advantage exceeds its margin (``margin`` f32[] for every rule or f32[R] per rule) the most, else the base rule.
+    With one margin for all rules this is the best predicted advantage if above the margin."""
+    score = jnp.where(jnp.arange(adv.shape[-1]) == base_pos, 0.0, adv - margin)
+    best = jnp.argmax(score, axis=-1)
+    return jnp.where(jnp.max(score, axis=-1) > 0.0, best, base_pos).astype(jnp.int32)
 
 
 def strip_history(sim: SimState) -> SimState:
@@ -306,7 +332,7 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
         key, k_eps, k_rule = jax.random.split(carry.key, 3)
         obs = timestep.observation.features
         net = nnx.merge(graphdef, carry.params)
-        chosen = greedy_rule(net(obs), base_pos, cfg.margin)
+        chosen = greedy_rule(net(obs), base_pos, jnp.asarray(cfg.margins(), jnp.float32))
         explore = jax.random.uniform(k_eps, (e,)) < cfg.explore
         chosen = jnp.where(explore, jax.random.randint(k_rule, (e,), 0, r_count), chosen)
         action = jnp.take_along_axis(net.rule_actions(obs), chosen[:, None], axis=1)[:, 0]
@@ -363,15 +389,18 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
 
 
 # ------------------------------------------------------------------------------ agent as a policy
-def switch_policy(graphdef: nnx.GraphDef, params: Any, margin: float = 0.0) -> Policy:
-    """The greedy switching policy of trained parameters: the action of the rule with the best predicted advantage
-    over the base (the base's when none exceeds ``margin``)."""
-    return _bundle_policy(graphdef, {"net": params, "margin": jnp.float32(margin)})
+def switch_policy(graphdef: nnx.GraphDef, params: Any, margin: float | tuple[float, ...] = 0.0) -> Policy:
+    """The greedy switching policy of trained parameters: the action of the rule whose predicted advantage over the
+    base exceeds its margin the most (the base's when none does); ``margin`` one for every rule or one per rule (in
+    the order of the agent's rules, e.g. :meth:`SwitchConfig.margins`)."""
+    r = len(nnx.merge(graphdef, params).rules)
+    vec = jnp.broadcast_to(jnp.asarray(margin, jnp.float32), (r,))
+    return _bundle_policy(graphdef, {"net": params, "margin": vec})
 
 
 def _bundle_policy(graphdef: nnx.GraphDef, bundle: dict) -> Policy:
-    """:func:`switch_policy` of ``{"net": parameters, "margin": f32[]}`` (the margin is traced: agents of one network
-    share one compiled evaluation whatever their margins)."""
+    """:func:`switch_policy` of ``{"net": parameters, "margin": f32[R]}`` (the margins are traced: agents of one
+    network share one compiled evaluation whatever their margins)."""
 
     def policy(env_params: EdgeParams, sim: SimState, query: Trace) -> jax.Array:
         net = nnx.merge(graphdef, bundle["net"])
@@ -397,7 +426,7 @@ class SwitchAgent:
 
     @property
     def policy(self) -> Policy:
-        return switch_policy(self.graphdef, self.params, self.config.margin)
+        return switch_policy(self.graphdef, self.params, self.config.margins())
 
 
 def _network_doc(scn: Scenario, cfg: SwitchConfig) -> dict:
