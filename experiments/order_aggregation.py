@@ -27,14 +27,13 @@ from respect_jax.experiments.report import write_results  # noqa: E402
 from respect_jax.graphs.architectures import generate_arch_numpy  # noqa: E402
 from respect_jax.graphs.padded import bucket_shape  # noqa: E402
 from respect_jax.policy.order import (  # noqa: E402
-    OrderPolicy,
     OrderPolicyConfig,
     as_network,
     forward_executable,
-    load_order_policy,
     make_batch,
     score_loss,
 )
+from respect_jax.policy.order_model import OrderPolicy, load_order_policy  # noqa: E402
 from respect_jax.reporting import markdown_table  # noqa: E402
 
 SIZES = ((20, 30), (40, 60), (90, 120), (190, 250), (400, 500))  # node ranges of the generated architectures

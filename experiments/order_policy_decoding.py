@@ -39,11 +39,11 @@ from respect_jax.graphs.graph import load_graph  # noqa: E402
 from respect_jax.graphs.padded import pad_graph, to_original_order, to_position_order  # noqa: E402
 from respect_jax.local_search import DENSE_MAX_NODES, improve  # noqa: E402
 from respect_jax.policy.order import (  # noqa: E402
-    load_order_policy,
     order_from_scores,
     predict_scores,
     split_order,
 )
+from respect_jax.policy.order_model import load_order_policy  # noqa: E402
 from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT  # noqa: E402
 from respect_jax.reference import reference_objective  # noqa: E402
 

@@ -87,16 +87,21 @@ def test_result_document_is_the_solvers_and_round_trips():
 
 
 def test_solvers_lists_every_solver_in_a_fresh_process_and_import_is_light():
+    """``import respect_jax`` imports no JAX; registering every solver (what each command does first) imports no
+    flax, optax or jraph: a trained policy schedules from stored executables without them."""
     code = (
         "import sys, json, respect_jax as rj\n"
         "light = not any(m == 'jax' or m.startswith('jax.') for m in sys.modules)\n"
-        "print(json.dumps({'light': light, 'solvers': rj.solvers()}))\n"
+        "names = rj.solvers()\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'flax', 'optax', 'jraph', 'scipy', 'cvxpy'})\n"
+        "print(json.dumps({'light': light, 'solvers': names, 'heavy': heavy}))\n"
     )
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["light"], "import respect_jax imported JAX"
+    assert out["heavy"] == [], f"registering the solvers imported {out['heavy']}"
     presets = sorted(p.stem for p in (ROOT / "conf" / "solver").glob("*.yaml"))  # every solver= of the CLI
     assert out["solvers"] == presets
     assert {"policy", "respect_pointer", "order_policy", "auto", "cpsat", "milp"} <= set(out["solvers"])

@@ -16,17 +16,15 @@ from respect_jax.labels import load_labelled_dataset, read_manifest
 from respect_jax.policy.order import (
     NUM_ORDER_CONTEXT,
     NUM_ORDER_FEATURES,
-    OrderPolicy,
     OrderPolicyConfig,
     decode_scores,
-    load_order_policy,
     order_from_scores,
     order_inputs,
     predict_scores,
-    save_order_policy,
     split_order,
     stage_targets,
 )
+from respect_jax.policy.order_model import OrderPolicy, load_order_policy, save_order_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ROOT / "data" / "labels"
@@ -522,7 +520,7 @@ def test_a_later_process_schedules_from_stored_executables_without_building_or_t
     import jax
 
     from respect_jax import compile_cache, local_search
-    from respect_jax.policy import order
+    from respect_jax.policy import order, order_model
     from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT, solve_order_policy
 
     graph = generate_numpy(GeneratorConfig(mode="arch", min_nodes=40, max_nodes=60), np.random.default_rng(4))
@@ -536,7 +534,7 @@ def test_a_later_process_schedules_from_stored_executables_without_building_or_t
     def untraceable(*_, **__):
         raise AssertionError("built or traced although a stored executable exists")
 
-    monkeypatch.setattr(order, "restore_module", untraceable)
+    monkeypatch.setattr(order_model, "restore_module", untraceable)
     monkeypatch.setattr(local_search, "_polish_single", untraceable)
     from respect_jax.policy import order_solver
 

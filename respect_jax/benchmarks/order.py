@@ -20,7 +20,8 @@ from flax import nnx
 
 from respect_jax.costs import Hardware
 from respect_jax.graphs import GeneratorConfig, bucket_size, generate_dataset
-from respect_jax.policy.order import OrderPolicy, OrderPolicyConfig, default_aggregation
+from respect_jax.policy.order import OrderPolicyConfig, default_aggregation
+from respect_jax.policy.order_model import OrderPolicy
 from respect_jax.train.harness import make_optimizer
 from respect_jax.train.order import Buckets, Instance, initial_target, make_train_step
 

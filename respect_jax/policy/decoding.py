@@ -1,7 +1,7 @@
 """Decoding strategies (all batched): greedy, sampling with a temperature, best-of-N samples
 (independent, or distinct: stochastic beam search), beam search over the policy's log-probabilities,
 each optionally followed by a local search
-(:mod:`respect_jax.local_search`).
+(:mod:`respect_jax.local_search`). Their options are :class:`respect_jax.policy.config.Decoding` (re-exported here).
 
 :func:`make_decoder` returns one jitted function ``(params, graphs, key) -> DecodeResult`` per
 strategy; it compiles once per padded bucket shape. Every schedule it returns is valid by
@@ -11,8 +11,6 @@ the shared evaluator.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -21,11 +19,8 @@ from respect_jax import pytree as struct
 from respect_jax.costs import Hardware
 from respect_jax.graphs.padded import PaddedGraph
 from respect_jax.local_search import improve
+from respect_jax.policy.config import MULTI_STRATEGIES, STRATEGIES, Decoding  # noqa: F401 (re-exported)
 from respect_jax.policy.model import SchedulingPolicy, beam_search, rollout, schedule_objectives
-
-STRATEGIES = ("greedy", "sample", "best_of", "beam", "sbs")
-#: the strategies that decode ``samples`` candidates per graph and keep the best
-MULTI_STRATEGIES = ("best_of", "beam", "sbs")
 
 #: message passing of the encoder pass of every decoding. Both implementations compute the same
 #: embeddings (tests/test_policy.py). Without a gradient the jraph segment ops are faster from the
@@ -34,64 +29,6 @@ MULTI_STRATEGIES = ("best_of", "beam", "sbs")
 #: differentiated, dense is the faster one on the training graphs. Timings:
 #: experiments/results/bench_aggregation.md.
 INFERENCE_AGGREGATION = "segment"
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """How to turn the policy into one schedule per graph.
-
-    Attributes:
-        strategy: ``greedy`` (arg-max stage at every step), ``sample`` (one sample from
-            ``softmax(logits / temperature)``), ``best_of`` (``samples`` candidates, keep the one
-            with the lowest objective) or ``beam`` (beam search of width ``samples`` by sum of
-            log-probabilities, :func:`respect_jax.policy.model.beam_search`; keep the beam with the
-            lowest objective; no randomness, temperature ignored) or ``sbs`` (stochastic beam search:
-            ``samples`` distinct schedules sampled without replacement from
-            ``softmax(logits / temperature)``, keep the best; independent samples of ``best_of``
-            repeat the likely schedules, experiments/results/decoding_budget_cut.md counts them).
-        samples: candidates of ``best_of`` and ``sbs``, beam width of ``beam`` (ignored otherwise).
-        temperature: sampling temperature.
-        include_greedy: ``best_of`` makes the greedy schedule one of its ``samples`` candidates
-            (``sbs`` does not: its candidates are all samples).
-        local_search: at most this many hill-climbing moves on every candidate before the best is
-            kept (0: none), see :func:`respect_jax.local_search.improve`; label ``+ls``.
-        pair_escapes: then at most this many pair moves out of the local optima of the best
-            ``pair_candidates`` candidates, each followed by hill climbing (0: none; needs
-            ``local_search``); label ``+ls+pairs`` (``+ls+pairs_topC`` for C > 1 candidates).
-        pair_candidates: how many of the best hill-climbed candidates get the pair escapes.
-    """
-
-    strategy: str = "greedy"
-    samples: int = 1
-    temperature: float = 1.0
-    include_greedy: bool = True
-    local_search: int = 0
-    pair_escapes: int = 0
-    pair_candidates: int = 1
-
-    def __post_init__(self):
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"decoding strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        if self.samples < 1:
-            raise ValueError(f"decoding samples must be >= 1, got {self.samples}")
-        if not self.temperature > 0:
-            raise ValueError(f"decoding temperature must be > 0, got {self.temperature}")
-        if self.local_search < 0:
-            raise ValueError(f"decoding local_search must be >= 0, got {self.local_search}")
-        if self.pair_escapes < 0 or (self.pair_escapes and not self.local_search):
-            raise ValueError(f"decoding pair_escapes must be >= 0 and needs local_search > 0, got {self.pair_escapes}")
-        if self.pair_candidates < 1:
-            raise ValueError(f"decoding pair_candidates must be >= 1, got {self.pair_candidates}")
-
-    @property
-    def label(self) -> str:
-        base = f"{self.strategy}_{self.samples}" if self.strategy in MULTI_STRATEGIES else self.strategy
-        if not self.local_search:
-            return base
-        if not self.pair_escapes:
-            return f"{base}+ls"
-        top = min(self.pair_candidates, self.samples if self.strategy in MULTI_STRATEGIES else 1)
-        return f"{base}+ls+pairs" + (f"_top{top}" if top > 1 else "")
 
 
 @struct.dataclass

@@ -16,6 +16,9 @@ and the objective. So one network serves every K, hardware, objective and graph 
 The training target of a node is its normalised stage ``(s(v) + 0.5) / K`` in a teacher's schedule
 (:func:`stage_targets`); any score vector that ranks later stages higher reproduces the teacher's schedule
 up to the split, which the programme then optimises.
+
+The network itself (a flax module) is :mod:`respect_jax.policy.order_model`; this module imports no flax, so a
+command that schedules with a stored compiled forward pass never imports it.
 """
 
 from __future__ import annotations
@@ -25,18 +28,20 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from respect_jax.compile_cache import cached_compile
 from respect_jax.costs import OBJECTIVES, Hardware
-from respect_jax.graphs.graph import Graph, kahn_order, write_json_atomic
+from respect_jax.graphs.graph import Graph, kahn_order
 from respect_jax.graphs.padded import PaddedGraph, bucket_shape, bucket_size, pad_graph
-from respect_jax.policy.encoder import GraphEncoder, ShapeOnlyRngs, linear
 from respect_jax.solvers.partitioners import _segment_terms, contiguous_assignment, contiguous_search
+
+if TYPE_CHECKING:
+    from respect_jax.policy.order_model import OrderPolicy
 
 ORDER_FEATURE_NAMES = (
     "params_share_log",  # log1p(4 p_v / (P/K)): the node's parameters against a stage's share
@@ -79,7 +84,7 @@ FORMAT = "respect-jax-order-policy/1"
 
 @dataclass(frozen=True)
 class OrderPolicyConfig:
-    """Architecture of :class:`OrderPolicy` (saved in the checkpoint's network.json).
+    """Architecture of :class:`~respect_jax.policy.order_model.OrderPolicy` (saved in the checkpoint's network.json).
 
     Attributes: encoder (``gat`` | ``mean`` | ``sum``), layers (message-passing layers), width, heads (of
     ``gat``), head_layers (hidden layers of the per-node score MLP).
@@ -209,41 +214,6 @@ def make_batch(
         context.append(c)
     stacked = jax.tree.map(lambda *xs: np.stack(xs), *padded)
     return OrderBatch(stacked, np.stack(feats), np.stack(context))
-
-
-# ----------------------------------------------------------------------------- network
-
-
-class OrderPolicy(nnx.Module):
-    """Node features + context -> one score per node, f32[B, N] (later stages score higher)."""
-
-    def __init__(self, config: OrderPolicyConfig, *, rngs: nnx.Rngs | ShapeOnlyRngs):
-        """``rngs``: ``nnx.Rngs`` initialises the parameters; :class:`~respect_jax.policy.encoder.ShapeOnlyRngs` builds
-        a skeleton (every parameter a ``jax.ShapeDtypeStruct``, as ``nnx.eval_shape`` leaves it) to restore into."""
-        width = config.width
-        self.config = config
-        self.encoder = GraphEncoder(width, config.layers, config.encoder, config.heads, "dense", rngs=rngs,
-                                    in_features=NUM_ORDER_FEATURES + NUM_ORDER_CONTEXT)
-        sizes = [3 * width] + [width] * config.head_layers
-        self.head = nnx.List([linear(a, b, rngs) for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
-        self.out = linear(sizes[-1], 1, rngs)
-
-    def __call__(
-        self, graphs: PaddedGraph, feats: jax.Array, context: jax.Array, aggregation: str = "dense"
-    ) -> jax.Array:
-        """Args: graphs (B padded graphs), feats f32[B, N, F], context f32[B, C]; aggregation ``dense``
-        (N x N adjacency matmuls: small buckets) or ``segment`` (O(E): large graphs). Returns f32[B, N]
-        (0 on padding)."""
-        b, n, _ = feats.shape
-        fmask = graphs.node_mask[:, :, None].astype(jnp.float32)
-        x = jnp.concatenate([feats, jnp.broadcast_to(context[:, None, :], (b, n, context.shape[-1]))], axis=-1)
-        h, g = self.encoder(graphs, x, aggregation)
-        gb = jnp.broadcast_to(g[:, None, :], h.shape)
-        z = jnp.concatenate([h, gb, h * gb], axis=-1)
-        z = z.reshape(b * n, -1)
-        for layer in self.head:
-            z = jax.nn.relu(layer(z))
-        return self.out(z).reshape(b, n) * fmask[..., 0]
 
 
 def stage_targets(graph: Graph, assignment_by_id: np.ndarray, stages: int) -> np.ndarray:
@@ -463,52 +433,23 @@ def default_aggregation(padded_nodes: int) -> str:
 @dataclass(frozen=True)
 class OrderNetwork:
     """A trained order policy as plain arrays: its config and its parameters by path (``encoder/embed1/kernel``,
-    ...), without the flax module (:func:`restore_module` builds one). What the solver loads: the forward pass is a
-    compiled executable of these arrays (:func:`predict_scores`), so a process that finds it in the executable cache
-    (:func:`respect_jax.compile_cache.cached_compile`) never builds or traces the network."""
+    ...), without the flax module (:func:`respect_jax.policy.order_model.restore_module` builds one). What the
+    solver loads: the forward pass is a compiled executable of these arrays (:func:`predict_scores`), so a process
+    that finds it in the executable cache (:func:`respect_jax.compile_cache.cached_compile`) never builds or traces
+    the network."""
 
     config: OrderPolicyConfig
     params: dict[str, jax.Array]
 
 
-def param_names(model: OrderPolicy) -> list[tuple[str, tuple[int, ...]]]:
-    """(path name, shape) of every parameter of ``model`` in its state's flattening order."""
-    leaves, _ = jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(nnx.state(model, nnx.Param)))
-    return [("/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path), tuple(leaf.shape))
-            for path, leaf in leaves]
-
-
-def restore_module(config: OrderPolicyConfig, params: dict[str, jax.Array]) -> OrderPolicy:
-    """The :class:`OrderPolicy` of ``config`` holding ``params`` (by path name; arrays or tracers): a skeleton
-    (:class:`~respect_jax.policy.encoder.ShapeOnlyRngs`, nothing initialised) with the values put in. One-line
-    ValueError when a parameter is missing or of the wrong shape (names in ``params`` the network lacks are
-    ignored)."""
-    model = OrderPolicy(config, rngs=ShapeOnlyRngs())
-    state = nnx.state(model, nnx.Param)
-    _, treedef = jax.tree_util.tree_flatten(nnx.to_pure_dict(state))
-    values = []
-    for name, shape in param_names(model):
-        if name not in params or tuple(params[name].shape) != shape:
-            raise ValueError(f"order policy: parameter {name} missing or of the wrong shape")
-        values.append(params[name])
-    nnx.replace_by_pure_dict(state, jax.tree_util.tree_unflatten(treedef, values))
-    nnx.update(model, state)
-    return model
-
-
-_NETWORKS: dict[int, tuple] = {}  # id(model) -> (model, OrderNetwork); the model is kept alive
-
-
 def as_network(model: OrderPolicy | OrderNetwork) -> OrderNetwork:
-    """``model`` as an :class:`OrderNetwork` (a module's parameters read once per module: a state walk is ~20 ms)."""
+    """``model`` (a trained :class:`~respect_jax.policy.order_model.OrderPolicy` module, or already plain arrays) as
+    an :class:`OrderNetwork`."""
     if isinstance(model, OrderNetwork):
         return model
-    entry = _NETWORKS.get(id(model))
-    if entry is None:
-        if len(_NETWORKS) >= 8:
-            _NETWORKS.pop(next(iter(_NETWORKS)))
-        entry = _NETWORKS[id(model)] = (model, OrderNetwork(model.config, _param_leaves(model)))
-    return entry[1]
+    from respect_jax.policy.order_model import module_network  # a module exists: flax is imported already
+
+    return module_network(model)
 
 
 def _apply(config: OrderPolicyConfig, aggregation: str):
@@ -516,6 +457,8 @@ def _apply(config: OrderPolicyConfig, aggregation: str):
     parameters (what :func:`respect_jax.compile_cache.cached_compile` compiles and stores)."""
 
     def apply(params, graphs, feats, context):
+        from respect_jax.policy.order_model import restore_module  # flax only when a forward pass is compiled
+
         return restore_module(config, params)(graphs, feats, context, aggregation)
 
     return apply
@@ -559,22 +502,6 @@ def predict_scores(model: OrderPolicy | OrderNetwork, graphs: list[Graph], hws: 
     return out  # type: ignore[return-value]
 
 
-def _param_leaves(model: OrderPolicy) -> dict[str, jax.Array]:
-    state = nnx.state(model, nnx.Param)
-    leaves, _ = jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(state))
-    return {"/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path): leaf for path, leaf in leaves}
-
-
-def save_order_policy(run_dir: str | Path, model: OrderPolicy, extra: dict) -> None:
-    """Write ``params.npz`` (one array per parameter path) and ``network.json`` (format, config, ``extra``)."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir / "params.tmp.npz"
-    np.savez(tmp, **{k: np.asarray(v) for k, v in _param_leaves(model).items()})
-    tmp.replace(run_dir / "params.npz")
-    write_json_atomic({"format": FORMAT, "policy": model.config.to_dict(), **extra}, run_dir / "network.json")
-
-
 def is_order_checkpoint(path: str | Path) -> bool:
     """True when ``path`` is a run folder of the order policy (its network.json names :data:`FORMAT`)."""
     doc = Path(path) / "network.json"
@@ -586,11 +513,12 @@ def is_order_checkpoint(path: str | Path) -> bool:
 
 @functools.lru_cache(maxsize=4)
 def load_order_network(path: str | Path) -> tuple[OrderNetwork, dict]:
-    """(network as plain arrays, network document) of a run folder written by :func:`save_order_policy`, without
-    building the flax module: its float32 parameters by name, on the device. Whether they fit the config is checked
-    where the network is built (:func:`restore_module`: compiling the forward pass, :func:`load_order_policy`); a
-    stored executable is keyed by the names and shapes, so only a fitting set ever reaches one. One-line ValueError
-    when the folder is not a checkpoint."""
+    """(network as plain arrays, network document) of a run folder written by
+    :func:`respect_jax.policy.order_model.save_order_policy`, without building the flax module: its float32
+    parameters by name, on the device. Whether they fit the config is checked where the network is built
+    (``order_model.restore_module``: compiling the forward pass, ``load_order_policy``); a stored executable is keyed
+    by the names and shapes, so only a fitting set ever reaches one. One-line ValueError when the folder is not a
+    checkpoint."""
     path = Path(path)
     if not is_order_checkpoint(path):
         raise ValueError(f"{path}: not an order-policy checkpoint (no network.json of format {FORMAT})")
@@ -600,18 +528,3 @@ def load_order_network(path: str | Path) -> tuple[OrderNetwork, dict]:
         names = sorted(data.files)
         values = [data[name].astype(np.float32, copy=False) for name in names]
     return OrderNetwork(config, dict(zip(names, jax.device_put(values), strict=True))), doc
-
-
-@functools.lru_cache(maxsize=4)
-def load_order_policy(path: str | Path) -> tuple[OrderPolicy, dict]:
-    """(network with its trained parameters, network document) of a run folder written by
-    :func:`save_order_policy`. One-line ValueError when the folder is not one or a parameter is missing.
-
-    The module is a skeleton (:class:`~respect_jax.policy.encoder.ShapeOnlyRngs`: no initialiser runs or is traced)
-    holding :func:`load_order_network`'s arrays: ~0.1 s in a fresh process instead of ~0.65 s with
-    ``nnx.eval_shape`` (the same parameters, bit for bit; tested)."""
-    network, doc = load_order_network(path)
-    try:
-        return restore_module(network.config, network.params), doc
-    except ValueError as err:
-        raise ValueError(f"{path}: {err}") from None

@@ -45,7 +45,7 @@ from respect_jax.graphs.padded import (
     pad_graph,
     to_original_order,
 )
-from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, make_decoder
+from respect_jax.policy.config import MULTI_STRATEGIES, Decoding
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 
@@ -77,6 +77,8 @@ def _load(checkpoint: str):
 
 @functools.lru_cache(maxsize=32)
 def _decoder(checkpoint: str, hw: Hardware, objective: str, lam: float, decoding: Decoding):
+    from respect_jax.policy.decoding import make_decoder  # the network (flax) only when this solver runs
+
     model, _ = _load(checkpoint)
     return make_decoder(model, hw, objective, lam, decoding)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 
 from respect_jax.costs import Hardware
-from respect_jax.policy.decoding import Decoding
+from respect_jax.policy.config import Decoding
 from respect_jax.policy.solver import checkpoint_solver
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import register_solver

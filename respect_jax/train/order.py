@@ -34,17 +34,16 @@ from respect_jax.graphs.graph import Graph, write_json_atomic
 from respect_jax.graphs.padded import bucket_shape, bucket_size
 from respect_jax.policy.order import FORMAT as ORDER_FORMAT
 from respect_jax.policy.order import (
-    OrderPolicy,
     OrderPolicyConfig,
     decode_scores,
     default_aggregation,
     make_batch,
     predict_scores,
-    save_order_policy,
     score_loss,
     split_order,
     stage_targets,
 )
+from respect_jax.policy.order_model import OrderPolicy, save_order_policy
 from respect_jax.train import run_folder
 from respect_jax.train.harness import make_optimizer
 
