@@ -490,3 +490,80 @@ def test_hardware_presets_named_reads_conf_hardware_and_names_the_option():
     assert hardware_presets_named(names, "x") == expected
     with pytest.raises(ValueError, match=r"^algorithm.presets: no hardware preset 'nope' in conf/hardware$"):
         hardware_presets_named(["coral_usb", "nope"], "algorithm.presets")
+
+
+COMPOSED_COMMANDS = [
+    ("schedule", ["graph=data/models/resnet50.json", "solver=policy", "hardware=coral_pcie", "hardware.stages=6"]),
+    ("train", ["policy=small", "train.seed=3"]),
+    ("eval", []),
+    ("rt", []),
+    ("edge", []),
+    ("bench", []),
+]
+
+
+def _composition(monkeypatch, cache, config, overrides):
+    """(config composed as a plain run composes it, the composition file) with the cache folder ``cache``."""
+    from respect_jax.cli.compose import composed, composition_file
+
+    monkeypatch.setenv("RESPECT_JAX_CACHE", str(cache))
+    with composed("test", config, overrides, config) as (_, cfg):
+        return cfg, composition_file(config, overrides, config)
+
+
+@pytest.mark.parametrize(("config", "overrides"), COMPOSED_COMMANDS)
+def test_a_stored_composition_is_hydras_composition(tmp_path, monkeypatch, config, overrides):
+    """A plain run's composition read back from the cache equals Hydra's own (every key, interpolations unresolved,
+    the struct and read-only flags) and costs no composition."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigAttributeError
+
+    from respect_jax.cli import compose
+
+    fresh, no_file = _composition(monkeypatch, "off", config, overrides)
+    assert no_file is None
+    first, file = _composition(monkeypatch, tmp_path, config, overrides)
+    assert file is not None and file.is_file()
+
+    def no_composing(*_, **__):
+        raise AssertionError("composed again although the composition is stored")
+
+    monkeypatch.setattr("hydra._internal.hydra.Hydra.compose_config", no_composing)
+    again, _ = _composition(monkeypatch, tmp_path, config, overrides)
+    for cfg in (first, again):
+        assert OmegaConf.to_yaml(cfg) == OmegaConf.to_yaml(fresh)
+        assert OmegaConf.is_struct(cfg) and not OmegaConf.is_readonly(cfg.hydra)
+    with pytest.raises(ConfigAttributeError):
+        again.no_such_key = 1  # struct mode, as Hydra leaves it
+    assert compose.read_composition(file.with_name("missing.pkl")) is None
+    file.write_bytes(b"not a pickle")
+    assert compose.read_composition(file) is None  # an unreadable entry is only a miss
+
+
+def test_a_stored_composition_follows_the_config_files_the_time_and_the_cache_setting(tmp_path, monkeypatch):
+    """An edited preset is composed again; ``${now:...}`` resolves at the time of the run, not of the stored
+    composition; ``jax_cache=off`` (or another folder) on the command line stores nothing in the default folder."""
+    import shutil
+    import time
+
+    from respect_jax import resources
+
+    conf = tmp_path / "conf"
+    shutil.copytree(resources.conf_dir(), conf)
+    monkeypatch.setattr(resources, "conf_dir", lambda: conf)
+    cache = tmp_path / "cache"
+    cfg, file = _composition(monkeypatch, cache, "train", [])
+    assert cfg.train.seed != 12345
+    text = (conf / "train.yaml").read_text()
+    assert "\n  seed: " in text
+    (conf / "train.yaml").write_text(text.replace("\n  seed: ", "\n  seed: 12345 # ", 1))
+    edited, edited_file = _composition(monkeypatch, cache, "train", [])
+    assert edited.train.seed == 12345 and edited_file != file
+    stamp = ["+stamp=${now:%H-%M-%S}"]  # the format Hydra's default run.dir resolves while composing
+    first = _composition(monkeypatch, cache, "train", stamp)[0].stamp
+    time.sleep(1.1)
+    second, stamp_file = _composition(monkeypatch, cache, "train", stamp)
+    assert stamp_file.is_file() and second.stamp != first
+    for setting in ("off", str(tmp_path / "elsewhere")):
+        _, not_stored = _composition(monkeypatch, cache, "schedule", [f"jax_cache={setting}"])
+        assert not not_stored.exists()
