@@ -363,6 +363,30 @@ def host_reachability(graph: PaddedGraph) -> np.ndarray:
     return np.unpackbits(packed, axis=1, count=n).astype(bool)
 
 
+def host_reachability_many(graphs: list[PaddedGraph]) -> np.ndarray:
+    """bool[G, N, N] :func:`host_reachability` of every graph of ``graphs`` (one padded shape, N nodes): the same
+    matrices, the positions stepped once for all graphs (each step ORs every graph's successor rows of that position,
+    gathered from a table padded with an all-zero row) instead of one Python step per graph and position."""
+    count, n = len(graphs), int(np.asarray(graphs[0].params).shape[-1])
+    succ = [[] for _ in range(count * n)]
+    for g, graph in enumerate(graphs):
+        mask = np.asarray(graph.edge_mask, bool)
+        for u, v in zip(np.asarray(graph.senders)[mask].tolist(), np.asarray(graph.receivers)[mask].tolist(),
+                        strict=True):
+            succ[g * n + u].append(v)
+    width = max(max(map(len, succ)), 1)
+    table = np.full((count, n, width), n, np.int64)  # row n of every graph: all zeros
+    for flat, vs in enumerate(succ):
+        if vs:
+            table[flat // n, flat % n, : len(vs)] = vs
+    packed = np.zeros((count, n + 1, (n + 7) // 8), np.uint8)
+    packed[:, :n] = np.packbits(np.eye(n, dtype=bool), axis=1)[None]
+    rows = np.arange(count)[:, None]
+    for u in range(n - 1, -1, -1):  # successors sit at higher positions: their rows are complete
+        packed[:, u] |= np.bitwise_or.reduce(packed[rows, table[:, u]], axis=1)
+    return np.unpackbits(packed[:, :n], axis=2, count=n).astype(bool)
+
+
 def best_screened_closure_move(
     graph: PaddedGraph, reach: jax.Array, stage: jax.Array, hw: Hardware, value, screen: int
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -469,20 +493,35 @@ def _polish_single(graph, stage, hw: Hardware, latency: jax.Array, lam: jax.Arra
 POLISH_MOVES = ("closure", "single")
 
 
+def _single_screen(padded: PaddedGraph, screen: int, escapes: int) -> int:
+    """The closure moves screened per escape on ``padded`` (0: no escapes, no reachability matrix)."""
+    return min(int(screen), 2 * padded.max_nodes) if padded.max_nodes <= DENSE_LIMIT and escapes > 0 else 0
+
+
+def _single_args(padded: PaddedGraph, stage: np.ndarray, hw: Hardware, objective: str, lam: float, moves: int,
+                 escapes: int, matrix: np.ndarray | None) -> tuple:
+    """The arguments of the compiled :func:`_polish_single` (host arrays: no device op per call)."""
+    return (padded, stage, jax.tree.map(np.float32, hw), np.bool_(objective == "latency"), np.float32(lam),
+            np.int32(moves), matrix, np.int32(escapes))
+
+
 def _single_executable(padded: PaddedGraph, stage: np.ndarray, hw: Hardware, objective: str, lam: float, moves: int,
                        screen: int, escapes: int, reach: bool) -> tuple:
     """(compiled :func:`_polish_single` for ``padded``'s shape, its arguments) from
     :func:`~respect_jax.compile_cache.cached_compile` (memory, the executable cache, or compiled now). The arguments
     are host arrays (no device op per call); ``reach=False`` puts zeros in place of the reachability (to compile
     only)."""
-    screen = min(int(screen), 2 * padded.max_nodes) if padded.max_nodes <= DENSE_LIMIT and escapes > 0 else 0
+    screen = _single_screen(padded, screen, escapes)
     n = padded.max_nodes
     matrix = (host_reachability(padded) if reach else np.zeros((n, n), bool)) if screen > 0 else None
-    args = (padded, stage, jax.tree.map(np.float32, hw), np.bool_(objective == "latency"), np.float32(lam),
-            np.int32(moves), matrix, np.int32(escapes))
-    run = cached_compile("polish_single", functools.partial(_polish_single, screen=screen), args,
-                         static_key=("polish_single/1", screen))
-    return run, args
+    args = _single_args(padded, stage, hw, objective, lam, moves, escapes, matrix)
+    return _single_compiled(args, screen), args
+
+
+def _single_compiled(args: tuple, screen: int):
+    """The compiled :func:`_polish_single` for the shapes of ``args`` (:func:`_single_args`)."""
+    return cached_compile("polish_single", functools.partial(_polish_single, screen=screen), args,
+                          static_key=("polish_single/1", screen))
 
 
 def compile_polish(graph: Graph, hw: Hardware, objective: str, lam: float, moves: int, kind: str = "closure",
@@ -525,3 +564,35 @@ def polish(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: n
     else:
         out = _polish(jax.tree.map(jnp.asarray, padded), jnp.asarray(stage), hw, objective, float(lam), int(moves))
     return to_original_order(padded, np.asarray(out)).astype(np.int64)
+
+
+def polish_many(graphs: list[Graph], hw: Hardware, objective: str, lam: float, assignments: list, moves: int,
+                kind: str = "closure", screen: int = 0, escapes: int = 0) -> list[np.ndarray]:
+    """:func:`polish` of every ``(graph, assignment)`` pair: the same schedules (each graph's own compiled search on
+    its own arguments), with ``kind="single"``'s per-graph host work shared: the compiled program looked up once per
+    padded shape, the reachability matrices of one shape built together (:func:`host_reachability_many`), and every
+    search of a shape dispatched before the first result is read. ``closure``: one :func:`polish` per graph."""
+    if len(graphs) != len(assignments):
+        raise ValueError(f"{len(graphs)} graphs but {len(assignments)} assignments")
+    if kind != "single" or moves <= 0 or hw.stages == 1 or len(graphs) <= 1:
+        return [polish(g, hw, objective, lam, a, moves, kind, screen, escapes)
+                for g, a in zip(graphs, assignments, strict=True)]
+    if int(screen) < 0 or int(escapes) < 0:
+        raise ValueError(f"screen and escapes must be >= 0, got {screen} and {escapes}")
+    padded = [pad_graph(g) for g in graphs]
+    groups: dict[tuple, list[int]] = {}
+    for i, p in enumerate(padded):
+        groups.setdefault(tuple(np.shape(x) for x in jax.tree.leaves(p)), []).append(i)
+    out: list[np.ndarray | None] = [None] * len(graphs)
+    for idx in groups.values():
+        first = padded[idx[0]]
+        used = _single_screen(first, screen, escapes)
+        matrices = host_reachability_many([padded[i] for i in idx]) if used > 0 else [None] * len(idx)
+        stages = [to_position_order(padded[i], np.asarray(assignments[i])).astype(np.int32) for i in idx]
+        args = [_single_args(padded[i], st, hw, objective, lam, moves, escapes, m)
+                for i, st, m in zip(idx, stages, matrices, strict=True)]
+        run = _single_compiled(args[0], used)
+        results = [run(*a) for a in args]  # dispatched: the searches run while the next arguments are built
+        for i, r in zip(idx, results, strict=True):
+            out[i] = to_original_order(padded[i], np.asarray(r)).astype(np.int64)
+    return out  # type: ignore[return-value]

@@ -441,16 +441,40 @@ def test_local_search_compiles_apart_once_per_shape(graphs, monkeypatch):
     import respect_jax.policy.order_solver as order_solver
 
     calls = []
-    polish, compile_polish = order_solver.polish, order_solver.compile_polish
-    monkeypatch.setattr(order_solver, "polish", lambda *a, **o: calls.append(("polish", a[0].name)) or polish(*a, **o))
+    polish_many, compile_polish = order_solver.polish_many, order_solver.compile_polish
+    monkeypatch.setattr(order_solver, "polish_many",
+                        lambda *a, **o: calls.append(("polish", [g.name for g in a[0]])) or polish_many(*a, **o))
     monkeypatch.setattr(order_solver, "compile_polish",
                         lambda *a, **o: calls.append(("compile", a[0].name)) or compile_polish(*a, **o))
     hw = make_hw(3)
     small = [graphs[0], graphs[2]]  # one padded shape
     first = run_solver_many("policy", small, hw, "paper", 1.0, batch_size=2, decoding="greedy", local_search=7)
-    assert calls == [("compile", small[0].name), ("polish", small[0].name), ("polish", small[1].name)], \
-        "one compilation, then one polish per graph"
+    assert calls == [("compile", small[0].name), ("polish", [small[0].name, small[1].name])], \
+        "one compilation, then the polish of both graphs"
     assert all(r["info"]["compile_s"] > 0 and r["info"]["decoding"] == "greedy+ls" for r in first)
     calls.clear()
     again = run_solver("policy", small[1], hw, "paper", 1.0, decoding="greedy", local_search=7)
-    assert calls == [("polish", small[1].name)] and again["assignment"] == first[1]["assignment"]
+    assert calls == [("polish", [small[1].name])] and again["assignment"] == first[1]["assignment"]
+
+
+def test_decoding_units_in_threads_schedule_as_one_unit(graphs, monkeypatch):
+    """The batched order policy decodes units of forward batches (_decode_units: at least DECODE_ROWS orders each)
+    in worker threads: every unit size and thread count gives each graph the schedule of one unit in one thread,
+    and the units hold every graph once, in order."""
+    import respect_jax.policy.order_solver as order_solver
+
+    hw = make_hw(3)
+    options = {"samples": 4, "noise": 0.2, "local_search": 20, "ls_moves": "single", "ls_screen": 4, "ls_escapes": 2}
+    whole = order_solver._many(graphs, hw, "latency", 1.0, batch_size=2, threads=1, **options)
+    pending = [([0, 2], None), ([4], None), ([1, 3], None)]
+    monkeypatch.setattr(order_solver, "DECODE_ROWS", 10)  # 2 graphs x 5 orders fill a unit
+    assert [[c for c, _ in u] for u in order_solver._decode_units(pending, 5)] == [[[0, 2]], [[4], [1, 3]]]
+    monkeypatch.setattr(order_solver, "DECODE_ROWS", 1)  # one unit per forward batch: three units
+    assert len(order_solver._decode_units(pending, 5)) == 3
+    for threads in (1, 3):
+        split = order_solver._many(graphs, hw, "latency", 1.0, batch_size=2, threads=threads, **options)
+        assert all(r.info["threads"] == threads for r in split)
+        for a, b in zip(whole, split, strict=True):
+            assert np.array_equal(a.assignment, b.assignment) and a.info["candidate"] == b.info["candidate"]
+    with pytest.raises(ValueError, match="threads must be >= 1, got 0"):
+        order_solver._many(graphs, hw, "latency", 1.0, threads=0)

@@ -16,8 +16,10 @@ greedy order, i >= 1 sample i). This is also ``solver=policy``'s default (:mod:`
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +27,17 @@ import numpy as np
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import bucket_shape
-from respect_jax.local_search import POLISH_MOVES, compile_polish, polish
-from respect_jax.policy.order import decode_many, forward_plan, load_order_network, predict_scores
+from respect_jax.local_search import POLISH_MOVES, compile_polish, polish_many
+from respect_jax.policy.order import (
+    as_network,
+    decode_many,
+    default_aggregation,
+    forward_executable,
+    forward_plan,
+    load_order_network,
+    make_batch,
+    predict_scores,
+)
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 
@@ -51,22 +62,22 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
 
 
 def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float,
-            seed: int, local_search: int, polish_options: dict) -> list[tuple[np.ndarray, dict, float]]:
-    """Per graph (int64[n] assignment, info entries, seconds of its own local search): the best split of its sampled
-    orders (every graph's orders split together: :func:`respect_jax.policy.order.decode_many`), then ``local_search``
-    hill-climbing moves on it (:func:`respect_jax.local_search.polish` with ``polish_options``: kind, screen,
-    escapes; never worse)."""
+            seed: int, local_search: int, polish_options: dict) -> list[tuple[np.ndarray, dict]]:
+    """Per graph (int64[n] assignment, info entries): the best split of its sampled orders (every graph's orders
+    split together: :func:`respect_jax.policy.order.decode_many`), then ``local_search`` hill-climbing moves on it
+    (:func:`respect_jax.local_search.polish_many` with ``polish_options``: kind, screen, escapes; each graph's own
+    search, never worse)."""
     decoded = decode_many(graphs, hw, objective, lam, scores, int(samples), float(noise), [seed] * len(graphs))
     label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
+    assignments = [assignment for assignment, _, _ in decoded]
+    if int(local_search) > 0:
+        assignments = polish_many(list(graphs), hw, objective, lam, assignments, int(local_search), **polish_options)
     out = []
-    for graph, (assignment, value, candidate) in zip(graphs, decoded, strict=True):
-        start = time.perf_counter()
-        if int(local_search) > 0:
-            assignment = polish(graph, hw, objective, lam, assignment, int(local_search), **polish_options)
+    for assignment, (_, value, candidate) in zip(assignments, decoded, strict=True):
         info = {"decoding": label, "samples": int(samples), "noise": float(noise), "local_search": int(local_search),
                 **({f"ls_{k}": v for k, v in polish_options.items()} if int(local_search) > 0 else {}),
                 "candidate": candidate, "split_objective": value}
-        out.append((assignment, info, time.perf_counter() - start))
+        out.append((assignment, info))
     return out
 
 
@@ -78,26 +89,36 @@ def _load(checkpoint: str | None):
     return path, model, doc, time.perf_counter() - start
 
 
-def _scores(model, graphs: Sequence[Graph], hw: Hardware, objective: str, batch_size: int):
-    """(scores per graph, padded shape per graph, seconds of first-time compilation of the forward passes seen
-    now, seconds of the forward passes). Compilation runs on a throw-away call of the shapes not seen before by
-    this process (JAX caches them; the persistent cache too)."""
-    plan = forward_plan(graphs, batch_size)
+def _compile_forward(model, graphs: Sequence[Graph], hw: Hardware, objective: str, plan: list) -> float:
+    """Seconds compiling the forward passes of ``plan`` (:func:`~respect_jax.policy.order.forward_plan`) whose (shape,
+    rows) this process has not run yet: one throw-away call each (JAX caches them; the persistent cache too)."""
+    fresh = {(id(model), shape, rows) for shape, rows, _ in plan} - _compiled_shapes
+    if not fresh:
+        return 0.0
+    start = time.perf_counter()
+    first = [(shape, rows, idx[:rows]) for shape, rows, idx in plan if (id(model), shape, rows) in fresh]
+    predict_scores(model, list(graphs), [hw] * len(graphs), [objective] * len(graphs), len(graphs), first)
+    _compiled_shapes.update(fresh)
+    return time.perf_counter() - start
+
+
+def _plan_shapes(graphs: Sequence[Graph], plan: list) -> list[list[int]]:
+    """The padded shape (N, E, P) each graph's forward pass runs at under ``plan``."""
     shapes: list[list[int]] = [[]] * len(graphs)
     for shape, _, idx in plan:
         for i in idx:
             shapes[i] = list(shape)
-    fresh = {(id(model), shape, rows) for shape, rows, _ in plan} - _compiled_shapes
-    compile_s = 0.0
-    if fresh:
-        start = time.perf_counter()
-        first = [(shape, rows, idx[:rows]) for shape, rows, idx in plan if (id(model), shape, rows) in fresh]
-        predict_scores(model, list(graphs), [hw] * len(graphs), [objective] * len(graphs), batch_size, first)
-        compile_s = time.perf_counter() - start
-        _compiled_shapes.update(fresh)
+    return shapes
+
+
+def _scores(model, graphs: Sequence[Graph], hw: Hardware, objective: str, batch_size: int):
+    """(scores per graph, padded shape per graph, seconds of first-time compilation of the forward passes seen
+    now, seconds of the forward passes)."""
+    plan = forward_plan(graphs, batch_size)
+    compile_s = _compile_forward(model, graphs, hw, objective, plan)
     start = time.perf_counter()
     scores = predict_scores(model, list(graphs), [hw] * len(graphs), [objective] * len(graphs), batch_size, plan)
-    return scores, shapes, compile_s, time.perf_counter() - start
+    return scores, _plan_shapes(graphs, plan), compile_s, time.perf_counter() - start
 
 
 _polished_shapes: set[tuple] = set()
@@ -147,11 +168,34 @@ def solve_order_policy(
     # compile on a first call, measured apart (the forward pass of the graph's bucket shape)
     (scores,), (shape,), compile_s, _ = _scores(model, [graph], hw, objective, 1)
     compile_s += _warm_polish([graph], hw, objective, lam, local_search, polish_options)
-    ((assignment, decoded, _),) = _decode([graph], hw, objective, lam, [scores], samples, noise, seed, local_search,
+    ((assignment, decoded),) = _decode([graph], hw, objective, lam, [scores], samples, noise, seed, local_search,
                                           polish_options)
     info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
             "bucket": shape, "trained": doc.get("best")}
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
+
+
+#: worker threads of the batched form (:func:`_many`): each takes one forward batch at a time through its forward
+#: pass, orders, splits and local search, so that one batch's compiled calls (which release the GIL) run beside another
+#: batch's NumPy work. Never changes a schedule (every graph's decoding is its own).
+MANY_THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
+#: sampled orders decoded together at least (:func:`_decode_units`): a vectorised split pass costs about as much for
+#: 32 rows as for a few hundred, so greedy decodings of many graphs are split in one pass, not one per forward batch
+DECODE_ROWS = 1024
+
+
+def _decode_units(pending: list, orders_per_graph: int) -> list[list]:
+    """Consecutive forward calls (graph indices, scores) grouped into decoding units of at least
+    :data:`DECODE_ROWS` orders (``orders_per_graph`` per graph; the last unit may hold fewer): each unit's orders are
+    split together, and the units run in :data:`MANY_THREADS` threads."""
+    units: list[list] = [[]]
+    for chunk, scores in pending:
+        if sum(len(c) for c, _ in units[-1]) * orders_per_graph >= DECODE_ROWS:
+            units.append([])
+        units[-1].append((chunk, scores))
+    return units
 
 
 def _many(
@@ -168,27 +212,63 @@ def _many(
     ls_moves: str = "closure",
     ls_screen: int = 0,
     ls_escapes: int = 0,
+    threads: int | None = None,
 ) -> list[SolveResult]:
-    """Every graph of ``graphs``: one forward pass per batch of a size bucket, then every graph's orders split
-    together. ``info.schedule_s``: the graph's equal share of the forward passes and splits plus its own local
-    search."""
+    """Every graph of ``graphs``: one forward pass per batch of ``batch_size`` graphs of a size bucket (all
+    dispatched first), then per decoding unit (:func:`_decode_units`, ``threads`` of them at a time; None:
+    :data:`MANY_THREADS`) the orders of its graphs split together and each graph's local search. Every graph gets the
+    schedule a call for it alone gives. ``info.schedule_s``: the graph's equal share of the wall time of the whole
+    (compilation excluded)."""
     if not graphs:
         raise ValueError("no graphs to schedule")
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    threads = MANY_THREADS if threads is None else int(threads)
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
     _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes)
     polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
     path, model, doc, load_s = _load(checkpoint)
-    scores, shapes, compile_s, forward_s = _scores(model, graphs, hw, objective, int(batch_size))
+    plan = forward_plan(graphs, int(batch_size))
+    compile_s = _compile_forward(model, graphs, hw, objective, plan)
     compile_s += _warm_polish(graphs, hw, objective, lam, local_search, polish_options)
     start = time.perf_counter()
-    decoded = _decode(graphs, hw, objective, lam, scores, samples, noise, seed, local_search, polish_options)
-    # the forward passes and the splits (computed together) in equal shares, plus each graph's own local search
-    share = (forward_s + time.perf_counter() - start - sum(d[2] for d in decoded)) / len(graphs)
+    # every forward pass dispatched first (the compiled calls run on XLA's threads while the next batch is built and
+    # while earlier graphs are decoded); its shape and rows as in the whole plan: the same program and scores
+    network, forwards, pending = as_network(model), {}, []
+    for shape, rows, idx in plan:
+        for lo in range(0, len(idx), rows):
+            chunk = idx[lo : lo + rows]
+            batch = make_batch([graphs[i] for i in chunk + [chunk[-1]] * (rows - len(chunk))], [hw] * rows,
+                               [objective] * rows, shape)
+            if (shape, rows) not in forwards:
+                forwards[shape, rows] = forward_executable(network, batch, default_aggregation(shape[0]))
+            pending.append((chunk, forwards[shape, rows](network.params, batch.graphs, batch.feats, batch.context)))
+
+    def run(unit: list) -> tuple[list[int], list]:
+        idx, scores = [], []
+        for chunk, batch_scores in unit:
+            batch_scores = np.asarray(batch_scores)  # waits for this forward pass
+            idx += chunk
+            scores += [batch_scores[row, : graphs[i].num_nodes] for row, i in enumerate(chunk)]
+        return idx, _decode([graphs[i] for i in idx], hw, objective, lam, scores, samples, noise, seed, local_search,
+                            polish_options)
+
+    units = _decode_units(pending, int(samples) + 1)
+    if threads == 1 or len(units) == 1:
+        done = [run(unit) for unit in units]
+    else:
+        with ThreadPoolExecutor(min(threads, len(units))) as pool:
+            done = list(pool.map(run, units))
+    share = (time.perf_counter() - start) / len(graphs)
+    decoded: list = [None] * len(graphs)
+    for idx, results in done:
+        for i, result in zip(idx, results, strict=True):
+            decoded[i] = result
     out = []
-    for shape, (assignment, info, own_s) in zip(shapes, decoded, strict=True):
-        info = {"checkpoint": path, **info, "load_s": load_s, "compile_s": compile_s, "schedule_s": share + own_s,
-                "bucket": shape, "batch_graphs": len(graphs)}
+    for shape, (assignment, info) in zip(_plan_shapes(graphs, plan), decoded, strict=True):
+        info = {"checkpoint": path, **info, "load_s": load_s, "compile_s": compile_s, "schedule_s": share,
+                "bucket": shape, "batch_graphs": len(graphs), "threads": threads}
         out.append(SolveResult(assignment=assignment, optimal=None, gap=None, info=info))
     return out
 

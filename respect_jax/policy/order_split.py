@@ -133,10 +133,9 @@ class WindowMin:
         table = np.empty((self.levels, r, m))
         table[0] = v
         width = 1
-        for t in range(1, self.levels):
-            table[t] = table[t - 1]
-            if width < m:
-                np.minimum(table[t - 1][:, : m - width], table[t - 1][:, width:], out=table[t][:, : m - width])
+        for t in range(1, self.levels):  # width = 2**(t-1) < m: the longest window is at most m
+            np.minimum(table[t - 1][:, : m - width], table[t - 1][:, width:], out=table[t][:, : m - width])
+            table[t][:, m - width :] = table[t - 1][:, m - width :]
             width *= 2
         flat = table.reshape(-1)
         return np.minimum(flat[self.left], flat[self.right])

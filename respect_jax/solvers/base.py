@@ -159,8 +159,9 @@ def run_solver_many(
         return [run_solver(name, graph, hw, objective, lam, **options) for graph in graphs]
     results = many(graphs, hw, objective, lam, batch_size=batch_size, **options)
     metrics = evaluate_many(graphs, [r.assignment for r in results], hw, objective, lam)
+    hardware = hw.to_dict()  # once: a dataclass walk per document cost ~1 ms each
     return [
-        result_document(name, graph, hw, objective, lam, result, float(result.info["schedule_s"]), m)
+        result_document(name, graph, hw, objective, lam, result, float(result.info["schedule_s"]), m, hardware)
         for graph, result, m in zip(graphs, results, metrics, strict=True)
     ]
 
@@ -209,10 +210,11 @@ def evaluate_many(graphs: list[Graph], assignments: list, hw: Hardware, objectiv
 
 def result_document(
     name: str, graph: Graph, hw: Hardware, objective: str, lam: float, result: SolveResult, solve_time_s: float,
-    metrics: dict | None = None,
+    metrics: dict | None = None, hardware: dict | None = None,
 ) -> dict:
     """The SPEC RESULT.json fields of ``result``, scored by the shared evaluator (``metrics``: its dict for this
-    assignment when already computed, e.g. by :func:`evaluate_many`; None: computed here).
+    assignment when already computed, e.g. by :func:`evaluate_many`; None: computed here; ``hardware``:
+    ``hw.to_dict()`` when already computed, copied into the document).
 
     Raises ValueError if the assignment is invalid (a solver bug, never hidden).
     """
@@ -230,7 +232,7 @@ def result_document(
         "objective": objective_val,
         "assignment": assignment.tolist(),
         "metrics": metrics,
-        "hardware": hw.to_dict(),
+        "hardware": hw.to_dict() if hardware is None else dict(hardware),
         "lam": lam,
         "solve_time_s": solve_time_s,
         "optimal": result.optimal,
