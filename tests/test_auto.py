@@ -16,6 +16,8 @@ from respect_jax.solvers.bounds import analytic_lower_bound
 
 OBJECTIVES = ("paper", "latency")
 FAST = dict(members=["contiguous", "gumbel"], member_options={"gumbel": {"steps": 10, "samples": 8}}, progress=False)
+#: the members and the exact solver under test, not the downset programme's certificate (tests/test_bounds_lattice.py)
+NO_LATTICE = dict(lattice_downsets=0)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -56,7 +58,7 @@ def test_auto_returns_the_proven_optimum_on_tiny_graphs(graph, objective):
 def test_auto_is_never_worse_than_its_members_and_reports_each(objective):
     hw = make_hw(4)
     for graph in random_graphs(4, seed=5, min_nodes=30, max_nodes=60):
-        result = run_solver("auto", graph, hw, objective, time_budget_s=600.0, exact="none", **FAST)
+        result = run_solver("auto", graph, hw, objective, time_budget_s=600.0, exact="none", **FAST, **NO_LATTICE)
         portfolio = result["info"]["portfolio"]
         assert set(portfolio) - {"bound"} == {"contiguous", "contiguous+ls", "gumbel", "exact"}
         for name in ("contiguous", "contiguous+ls", "gumbel"):
@@ -80,7 +82,8 @@ def test_auto_respects_its_budget_and_bounds_the_optimum():
     # warm-up: compiles the local search of this size bucket (a member running at the deadline is not interrupted)
     run_solver("auto", graph, hw, "paper", time_budget_s=600.0, members=["contiguous"], exact="none", progress=False)
     start = time.perf_counter()
-    result = run_solver("auto", graph, hw, "paper", time_budget_s=2.0, members=["contiguous"], progress=False)
+    result = run_solver("auto", graph, hw, "paper", time_budget_s=2.0, members=["contiguous"], progress=False,
+                        **NO_LATTICE)
     elapsed = time.perf_counter() - start
     assert elapsed <= 2.0 + 1.5, elapsed
     assert result["info"]["elapsed_s"] <= 2.0 + 1.0
@@ -124,7 +127,7 @@ def test_auto_abandons_a_member_still_running_at_the_deadline(monkeypatch):
     graph = random_graphs(1, seed=8, min_nodes=40, max_nodes=40)[0]
     # chunk_steps=0: one call that never looks at the stop signal (as a JAX member)
     options = dict(members=["contiguous", "gumbel"], polish_moves=0, exact="none", progress=False,
-                   member_options={"gumbel": {"chunk_steps": 0}})
+                   member_options={"gumbel": {"chunk_steps": 0}}, **NO_LATTICE)
     run_solver("auto", graph, make_hw(3), "paper", time_budget_s=0.5, **options)  # compiles the shared evaluator
     start = time.perf_counter()
     result = run_solver("auto", graph, make_hw(3), "paper", time_budget_s=1.5, **options)
@@ -168,7 +171,7 @@ def test_auto_stops_every_worker_by_its_budget():
     import threading
 
     graph, hw = _layered(500, seed=4), make_hw(4)
-    options = dict(members=["contiguous"], polish_moves=50, progress=False)
+    options = dict(members=["contiguous"], polish_moves=50, progress=False, **NO_LATTICE)
     # warm-up: compiles the local search and the shared evaluator of this size (one JAX call is never interrupted)
     run_solver("auto", graph, hw, "latency", time_budget_s=600.0, exact="none", crossing_bound=False, **options)
     start = time.perf_counter()
@@ -197,7 +200,7 @@ def test_gumbel_member_stops_in_chunks_within_a_small_budget():
     # warm-up: compiles this shape's chunk and local-search programmes (a compilation is never interrupted)
     run_solver("gumbel", graph, hw, "paper", steps=10, samples=8, local_search=20, chunk_steps=10)
     options = dict(members=["contiguous", "gumbel"], polish_moves=0, exact="none", crossing_bound=False,
-                   progress=False, member_options={"gumbel": member})
+                   progress=False, member_options={"gumbel": member}, **NO_LATTICE)
     start = time.perf_counter()
     result = run_solver("auto", graph, hw, "paper", time_budget_s=3.0, **options)
     elapsed = time.perf_counter() - start
@@ -221,7 +224,7 @@ def test_gumbel_member_is_not_started_when_it_cannot_finish():
     need, _ = gumbel_need_s(graph, 3, {**member, "chunk_steps": 10}, 0)
     assert need > 2.0
     options = dict(members=["contiguous", "gumbel"], polish_moves=0, exact="none", crossing_bound=False,
-                   progress=False, member_options={"gumbel": member})
+                   progress=False, member_options={"gumbel": member}, **NO_LATTICE)
     start = time.perf_counter()
     result = run_solver("auto", graph, hw, "latency", time_budget_s=2.0, **options)
     assert time.perf_counter() - start <= 2.0 + 1.0

@@ -5,6 +5,10 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
 1. **The exact best contiguous split** (``contiguous``, NumPy, milliseconds on real models): the first
    incumbent. Every member's schedule is scored in float64 NumPy (:mod:`respect_jax.solvers.numpy_eval`), so the
    first incumbent waits for no JAX compilation (``info['first_incumbent_s']``: seconds from the call to it).
+1b. **Few downsets** (``lattice_downsets``): a graph with a unique topological order (many CNNs: every valid
+   schedule is then a contiguous split, so the exact contiguous split is the optimum) or with at most
+   ``lattice_downsets`` downsets (:mod:`respect_jax.solvers.lattice`: a dynamic programme over them, at most
+   :data:`LATTICE_SHARE` of the budget) is proven optimal here, and nothing else runs.
 2. **The exact solver** (``exact``: ``cpsat``, ``milp`` or ``auto``: CP-SAT, whose incumbents stream to the live
    line) starts in a thread with the incumbent as its complete hint / warm start and runs until the deadline
    or a proof of optimality; it runs alone for ``head_start_s`` first.
@@ -55,6 +59,7 @@ from respect_jax.solvers.base import (
     register_solver,
 )
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
+from respect_jax.solvers.lattice import MAX_DOWNSETS, has_unique_order, solve_lattice
 from respect_jax.solvers.numpy_eval import objective_np
 from respect_jax.solvers.stopping import StopSignal
 
@@ -92,6 +97,9 @@ GUMBEL_CHUNK_STEPS = 10
 #: (2-core CPU). The Gumbel member starts only when its estimate (:func:`respect_jax.solvers.gumbel.estimated_seconds`:
 #: compilation, one chunk and its local search) times this fits in the time left.
 CONTENTION = 2.0
+#: Share of the budget the downset programme (:func:`respect_jax.solvers.lattice.solve_lattice`) may take before
+#: it gives up (it proves the optimum when it ends, so nothing else runs after it).
+LATTICE_SHARE = 0.5
 
 
 def estimated_build_s(graph: Graph, stages: int) -> float:
@@ -260,6 +268,7 @@ def solve_auto(
     member_options: dict | None = None,
     progress: bool = True,
     crossing_bound: bool = True,
+    lattice_downsets: int = MAX_DOWNSETS,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -279,6 +288,9 @@ def solve_auto(
             ``max_nodes``: skip the member on larger graphs).
         progress: print the live line on stderr.
         crossing_bound: search the crossing lower bound (in a thread, beside the members) until the deadline.
+        lattice_downsets: after the contiguous split, prove the optimum at once where the graph has at most this
+            many downsets (:mod:`respect_jax.solvers.lattice`; its programme gets :data:`LATTICE_SHARE` of the
+            budget), or a unique topological order (the contiguous split is then optimal); 0: never.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -346,6 +358,8 @@ def solve_auto(
             return f"{graph.num_nodes} nodes > max_nodes {int(max_nodes)}"
         if exact_run.get("optimal"):
             return f"{exact_name} proved the optimum first"
+        if best_obj <= bound * (1 + OPTIMAL_RTOL):
+            return "the incumbent is proven optimal"
         if time.perf_counter() - start > fast_share * time_budget_s:
             return f"fast_share {fast_share} of the budget spent"
         if name == "gumbel":
@@ -363,12 +377,32 @@ def solve_auto(
 
     if "contiguous" in members:
         run_member("contiguous", {}, guarded=False)  # NumPy, O(K n log n): the incumbent every budget gets
+    # 1b. graphs with few downsets: their optimum at once (every valid schedule is a chain of downsets)
+    if lattice_downsets > 0:
+        t0 = time.perf_counter()
+        if "contiguous" in portfolio and has_unique_order(graph):
+            bound = max(bound, portfolio["contiguous"]["objective"])
+            portfolio["lattice"] = {"optimal": True, "downsets": graph.num_nodes + 1,
+                                    "time_s": time.perf_counter() - t0,
+                                    "why": "a unique topological order: the exact contiguous split is the optimum"}
+        else:
+            found = solve_lattice(graph, hw, objective, lam, int(lattice_downsets),
+                                  deadline=start + LATTICE_SHARE * float(time_budget_s), upper=best_obj)
+            if found is None:
+                portfolio["lattice"] = {"optimal": False, "time_s": time.perf_counter() - t0,
+                                        "why": f"more than {int(lattice_downsets)} downsets or out of time"}
+            else:
+                value = offer("lattice", found["assignment"])
+                bound = max(bound, min(found["value"], value))
+                portfolio["lattice"] = {"objective": value, "optimal": True, "downsets": found["downsets"],
+                                        "time_s": time.perf_counter() - t0}
+        live.show("lattice", best_obj, winner, bound)
     # 2. the exact solver in a thread until the deadline or a proof, hinted with the best schedule so far
     thread = None
     if exact_name is None:
         portfolio["exact"] = {"skipped": "exact=none"}
     elif best_obj <= bound * (1 + OPTIMAL_RTOL):
-        portfolio[exact_name] = {"skipped": "the analytic bound already proves the incumbent optimal"}
+        portfolio[exact_name] = {"skipped": "the bound already proves the incumbent optimal"}
     elif (build := estimated_build_s(graph, hw.stages)) > deadline - time.perf_counter():
         left = deadline - time.perf_counter()
         portfolio[exact_name] = {"skipped": f"its model takes about {build:.1f} s to build; {left:.1f} s left"}

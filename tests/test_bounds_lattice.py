@@ -1,0 +1,107 @@
+"""The downset programme (solvers/lattice.py): the exact optimum (brute force, the MILP) on graphs with few
+downsets; the unique-order test; auto proves such graphs at once."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from conftest import make_hw, random_graphs
+from test_oracles import EDGE_CASES, brute_force, hand_graph, tiny_graphs
+
+from respect_jax.costs import OBJECTIVES
+from respect_jax.reference import reference_objective
+from respect_jax.solvers import run_solver
+from respect_jax.solvers.lattice import enumerate_downsets, has_unique_order, solve_lattice
+from respect_jax.solvers.partitioners import best_contiguous_cuts
+
+RTOL = 1e-9
+
+
+def _downsets_by_subsets(graph) -> set[tuple[int, ...]]:
+    """Every downset of a tiny graph, by checking all subsets."""
+    preds = graph.predecessors()
+    found = set()
+    for bits in itertools.product([0, 1], repeat=graph.num_nodes):
+        if all(not bits[v] or all(bits[u] for u in preds[v]) for v in range(graph.num_nodes)):
+            found.add(bits)
+    return found
+
+
+def test_enumerated_downsets_are_exactly_the_closed_subsets():
+    for graph in tiny_graphs() + list(EDGE_CASES.values()):
+        sets = enumerate_downsets(graph, 10_000)
+        rows = {tuple(int(x) for x in row) for row in sets}
+        assert len(rows) == len(sets), graph.name  # no repeats
+        assert rows == _downsets_by_subsets(graph), graph.name
+        assert not sets[0].any()
+    assert enumerate_downsets(tiny_graphs()[0], 2) is None  # more than the limit
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_lattice_optimum_equals_brute_force(k):
+    hw = make_hw(k)
+    for graph in tiny_graphs() + list(EDGE_CASES.values()):
+        best = brute_force(graph, hw, lam=0.7)
+        for objective in OBJECTIVES:
+            found = solve_lattice(graph, hw, objective, 0.7)
+            own = reference_objective(graph, found["assignment"], hw, objective, 0.7)
+            assert own == pytest.approx(best[objective], rel=RTOL, abs=1e-15), (graph.name, objective)
+            assert found["value"] == pytest.approx(best[objective], rel=RTOL, abs=1e-15), (graph.name, objective)
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_lattice_optimum_equals_the_milp_on_small_graphs(objective):
+    pytest.importorskip("cvxpy")
+    hw = make_hw(4)
+    checked = 0
+    for graph in random_graphs(6, seed=11, min_nodes=10, max_nodes=16):
+        found = solve_lattice(graph, hw, objective, 1.0, max_downsets=5000)
+        if found is None:
+            continue
+        milp = run_solver("milp", graph, hw, objective, 1.0, time_limit_s=60)
+        assert milp["optimal"]
+        assert found["value"] == pytest.approx(milp["objective"], rel=1e-5), graph.name
+        checked += 1
+    assert checked >= 3
+
+
+def test_unique_order_means_the_contiguous_split_is_optimal():
+    chain = hand_graph("chain", [5, 1, 9, 2, 7], [3, 8, 1, 6, 2], [4, 2, 8, 1, 5], [[0, 1], [1, 2], [2, 3], [3, 4]])
+    # a skip edge keeps the order unique; a parallel branch does not
+    skip = hand_graph("skip", [5, 1, 9, 2, 7], [3, 8, 1, 6, 2], [4, 2, 8, 1, 5],
+                      [[0, 1], [1, 2], [2, 3], [3, 4], [0, 3], [1, 4]])
+    branch = hand_graph("branch", [5, 1, 9, 2], [3, 8, 1, 6], [4, 2, 8, 1], [[0, 1], [0, 2], [1, 3], [2, 3]])
+    assert has_unique_order(chain) and has_unique_order(skip) and not has_unique_order(branch)
+    for graph in (chain, skip):
+        assert len(enumerate_downsets(graph)) == graph.num_nodes + 1
+        for k, objective in itertools.product([2, 3, 4], OBJECTIVES):
+            hw = make_hw(k)
+            _, value = best_contiguous_cuts(graph, hw, objective, 0.7)
+            assert value == pytest.approx(brute_force(graph, hw, lam=0.7)[objective], rel=RTOL)
+    for graph in tiny_graphs():
+        assert has_unique_order(graph) == (len(enumerate_downsets(graph)) == graph.num_nodes + 1), graph.name
+
+
+def test_lattice_gives_up_past_its_deadline():
+    graph = random_graphs(1, seed=3, min_nodes=30, max_nodes=30)[0]
+    assert solve_lattice(graph, make_hw(4), "latency", deadline=0.0) is None
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_auto_proves_few_downset_graphs_at_once(objective):
+    """auto's certificate: graphs whose downsets the programme enumerates are proven optimal (the bound equals the
+    brute-force optimum) without the exact solver."""
+    hw = make_hw(3)
+    proven = 0
+    for graph in tiny_graphs()[:6]:
+        best = brute_force(graph, hw)[objective]
+        result = run_solver("auto", graph, hw, objective, 1.0, time_budget_s=5.0, progress=False,
+                            members=["contiguous"], exact="none", crossing_bound=False)
+        assert result["objective"] == pytest.approx(best, rel=1e-5), graph.name
+        assert result["optimal"] and result["gap"] == 0.0, graph.name
+        assert result["info"]["lower_bound"] <= best * (1 + 1e-9), graph.name
+        proven += result["info"]["portfolio"]["lattice"].get("optimal", False)
+    assert proven == 6
+    np.testing.assert_equal(proven, 6)
