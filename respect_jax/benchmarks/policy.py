@@ -229,10 +229,11 @@ def bench_many(
         ``nodes_min``/``nodes_max``, ``batch_size``, ``buckets`` (padded shapes), ``graphs_per_s`` (``count`` / best
         timed call: the whole call after compilation), ``graphs_per_s_median``, ``graphs_per_cpu_s`` (``count`` / the
         process's CPU seconds of its cheapest timed call, all threads: the figure a busy machine changes least),
-        ``schedule_ms_mean`` (mean ``solve_time_s`` per graph: its share of the forward passes plus its own orders
-        and splits, without the re-scoring), ``compile_s`` (compiling the forward pass of every bucket in the first
+        ``schedule_ms_mean`` (mean ``solve_time_s`` per graph: its share of the solver's call without compilation,
+        without the re-scoring), ``compile_s`` (compiling the forward pass of every bucket in the first
         call, s; from the persistent cache when it has them), ``first_call_s`` (the whole first call, s; the
-        evaluator's compilation included) and ``mean_objective`` (of the documents).
+        evaluator's compilation included), ``mean_objective`` (of the documents) and ``threads`` (the solver's worker
+        threads, None when it reports none).
     """
     import respect_jax.policy.solver  # noqa: F401  (registers solver=policy)
     from respect_jax.solvers.base import run_solver_many
@@ -268,6 +269,7 @@ def bench_many(
             "compile_s": float(sum(compiles.values())),
             "first_call_s": first_s,
             "mean_objective": float(np.mean([d["objective"] for d in docs])),
+            "threads": first[0]["info"].get("threads"),
         }
         if log is not None:
             log(f"{row} {out[row]}")

@@ -55,13 +55,14 @@ def many_markdown(m: dict) -> list[str]:
         f"call; graphs/s of the whole batched call (`run_solver_many`: padding, forward passes, orders and splits, "
         f"the shared evaluator's batched re-scoring, one result document per graph) after compilation, best of "
         f"{m['repeats']} (median beside it), and per CPU second of the process (all threads); schedule ms: the mean "
-        "`solve_time_s` per graph (its share of the forward passes plus its own orders and splits); compile s: "
-        "compiling the forward pass of each bucket (0 when an earlier row compiled it); first call s: the whole "
-        "first call (every compilation of the row included, e.g. local search's).",
+        "`solve_time_s` per graph (its share of the solver's batched call without compilation: forward passes, "
+        "orders, splits, local search); compile s: compiling the forward pass of each bucket (0 when an earlier row "
+        "compiled it); first call s: the whole first call (every compilation of the row included, e.g. local "
+        "search's); threads: the solver's worker threads (decoding units at a time).",
         "",
         "| decoding | graphs/s | median graphs/s | graphs per CPU s | schedule ms | mean objective | compile s "
-        "| first call s | buckets |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| first call s | buckets | threads |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for name, r in m["rows"].items():
         buckets = ", ".join("x".join(str(v) for v in b) for b in r["buckets"])
@@ -71,7 +72,7 @@ def many_markdown(m: dict) -> list[str]:
         lines.append(
             f"| {name} ({r['decoding']}) | {r['graphs_per_s']:,.1f} | {r['graphs_per_s_median']:,.1f} | "
             f"{r.get('graphs_per_cpu_s', float('nan')):,.1f} | {schedule} | {objective} | {r['compile_s']:.1f} "
-            f"| {r['first_call_s']:.1f} | {buckets} |"
+            f"| {r['first_call_s']:.1f} | {buckets} | {r.get('threads') or ''} |"
         )
     lines.append("")
     return lines
