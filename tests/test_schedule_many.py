@@ -325,6 +325,34 @@ def test_vectorised_splits_are_contiguous_search_cut_for_cut():
     assert checked > 500
 
 
+def test_min_max_crossing_is_the_exact_binary_search():
+    """order_split.crossing (a guess by one searchsorted over all rows, checked exactly) is the first i <= j with
+    prev[i] >= par[j] - par[i] that a plain per-entry search finds, on rows with zero-parameter runs, ties, and 1e16
+    beside units (the guess is off by rounding there: the exact fallback runs), and min_max_memory is brute force's."""
+    from respect_jax.policy.order_split import crossing, min_max_memory
+
+    rng = np.random.default_rng(5)
+    params = rng.lognormal(10, 4, (300, 40)) * (rng.random((300, 40)) < 0.6)
+    params[:40] = np.round(params[:40] / 1e6)  # small integers: many ties
+    params[40:80] = np.where(rng.random((40, 40)) < 0.3, 1e16, rng.integers(0, 4, (40, 40)))  # sums that round
+    par = np.concatenate([np.zeros((300, 1)), np.cumsum(params, axis=1)], axis=1)
+    prev = par - par[:, :1]
+    for k in range(1, 4):
+        star = crossing(prev, par)
+        for r in list(range(0, 300, 7)) + list(range(40, 80)):
+            for j in range(par.shape[1]):
+                want = next(i for i in range(j + 1) if prev[r, i] >= par[r, j] - par[r, i])
+                assert star[r, j] == want, (k, r, j)
+        before = np.maximum(star - 1, 0)
+        rows = np.arange(300)[:, None]
+        prev = np.minimum(prev[rows, star], np.where(star >= 1, par - par[rows, before], np.inf))
+    small = par[:20, :9]  # brute force over every split of 8 items into 3 segments
+    for r, got in enumerate(min_max_memory(small, 3)):
+        best = min(max(small[r, a] - small[r, 0], small[r, b] - small[r, a], small[r, 8] - small[r, b])
+                   for a in range(9) for b in range(a, 9))
+        assert got == best
+
+
 def test_single_order_groups_take_the_one_order_programme(monkeypatch):
     """split_many (paper) with items of one and of several orders per node count: groups of fewer than PAPER_MIN_ROWS
     rows take contiguous_search, the others the lockstep search; every result is contiguous_search's, in place."""

@@ -27,6 +27,7 @@ of each stage where the dense programme runs, the first one above :data:`DENSE_S
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -151,8 +152,12 @@ def least_comm(par: np.ndarray, weight: np.ndarray, cap: np.ndarray, k_stages: i
     cuts = np.zeros((r, k_stages - 1), np.int64)
     if k_stages == 1:
         return g[:, n].copy(), cuts
-    lo = fitting_starts(par, np.maximum(cap, 0.0))
-    window_min = WindowMin(lo)
+    if np.all(cap >= par[:, n]):  # every segment fits: the windows are prefixes (the same minima, far cheaper)
+        lo = np.zeros((r, m), np.int64)
+        window_min = functools.partial(np.minimum.accumulate, axis=1)
+    else:
+        lo = fitting_starts(par, np.maximum(cap, 0.0))
+        window_min = WindowMin(lo)
     stages = [g]
     for _ in range(1, k_stages):
         stages.append(window_min(stages[-1] + weight))
@@ -168,16 +173,42 @@ def least_comm(par: np.ndarray, weight: np.ndarray, cap: np.ndarray, k_stages: i
     return comm, cuts
 
 
+def crossing(prev: np.ndarray, par: np.ndarray) -> np.ndarray:
+    """i64[R, m] the first ``i <= j`` with ``prev[r, i] >= par[r, j] - par[r, i]`` (float64, the comparison
+    :func:`min_max_memory` crosses at; ``prev`` and ``par`` non-decreasing along each row, ``prev >= 0``, so the test
+    is false then true and true at ``i = j``).
+
+    One binary search of ``par[j]`` among the sums ``prev[i] + par[i]`` of all rows (each row scaled into
+    ``[row, row + 0.5]``, so that the rows concatenated are sorted) guesses it; the guess is checked with the exact
+    comparison and, where rounding made it wrong, an exact binary search decides (:func:`fitting_starts`' scheme)."""
+    r, m = par.shape
+    j = np.broadcast_to(np.arange(m), (r, m))
+    offset = np.arange(r, dtype=np.float64)[:, None]
+    key = prev + par
+    scale = 0.5 / np.maximum(key[:, -1:], 1e-300)
+    keys = (key * scale + offset).reshape(-1)
+    queries = np.clip(par * scale, 0.0, 0.5) + offset
+    star = np.searchsorted(keys, queries.reshape(-1), side="left").reshape(r, m) - (np.arange(r) * m)[:, None]
+    star = np.clip(star, 0, j)
+    before = np.maximum(star - 1, 0)
+    ok = _take(prev, star) >= par - _take(par, star)
+    ok &= (star == 0) | (_take(prev, before) < par - _take(par, before))
+    if not ok.all():  # the exact search, on the wrong guesses only
+        rows, cols = np.nonzero(~ok)
+        star[rows, cols] = _first_true(lambda i: prev[rows, i] >= par[rows, cols] - par[rows, i],
+                                       np.zeros(len(rows), np.int64), cols.copy())
+    return star
+
+
 def min_max_memory(par: np.ndarray, k_stages: int) -> np.ndarray:
     """f64[R] the least largest segment memory over splits into ``k_stages`` contiguous segments (``D_{K-1}[n]`` of
-    ``D_0[j] = par[j] - par[0]``, ``D_k[j] = min_{i <= j} max(D_{k-1}[i], par[j] - par[i])``)."""
-    r, m = par.shape
+    ``D_0[j] = par[j] - par[0]``, ``D_k[j] = min_{i <= j} max(D_{k-1}[i], par[j] - par[i])``, solved at the crossing
+    ``i*`` of the non-decreasing and non-increasing terms: :func:`crossing`)."""
+    m = par.shape[1]
     d = par - par[:, :1]
-    j = np.broadcast_to(np.arange(m), (r, m))
     for _ in range(1, k_stages):
         prev = d
-        star = _first_true(lambda i, prev=prev: _take(prev, i) >= par - _take(par, i), np.zeros((r, m), np.int64),
-                           j.copy())
+        star = crossing(prev, par)
         before = np.maximum(star - 1, 0)
         right = _take(prev, star)  # i >= i*: max is D_{k-1}[i], least at i*
         left = np.where(star >= 1, par - _take(par, before), np.inf)  # i < i*: max is par[j] - par[i], least at i*-1
