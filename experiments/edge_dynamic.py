@@ -101,23 +101,10 @@ def agent_policies(agents_dir: Path | None) -> dict:
     return out
 
 
-def parse_margin(spec: str) -> tuple[float, dict[str, float]]:
-    """A decision-margin spec: ``"0.5"`` -> (0.5, {}); ``"0.5,closest=0.1"`` -> (0.5, {"closest": 0.1}) (margin 0.5,
-    but 0.1 for a switch to ``closest``)."""
-    head, *rest = spec.split(",")
-    over = {}
-    for item in rest:
-        rule, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"margin spec {spec!r}: expected M or M,rule=m,...")
-        over[rule.strip()] = float(value)
-    return float(head), over
-
-
 def agent_policy_of(agent, margin: str | None):
-    """The agent's greedy policy; a switching agent's with decision ``margin`` (a :func:`parse_margin` spec) if
+    """The agent's greedy policy; a switching agent's with decision ``margin`` (``M`` or ``M,rule=m,...``) if
     given."""
-    from respect_jax.edge_cluster.switching import SwitchAgent, rule_margin_vector, switch_policy
+    from respect_jax.edge_cluster.switching import SwitchAgent, parse_margin, rule_margin_vector, switch_policy
 
     if margin is not None and isinstance(agent, SwitchAgent):
         head, over = parse_margin(margin)
@@ -155,11 +142,16 @@ def agent_section(docs: dict, learned: list[str]) -> list[str]:
               f"{verdicts.count('below')} below the best static policy (of {len(verdicts)}).", "",
               "Average over every (scenario, load) cell (trace i of every cell averaged: mean ± 95 % half-width over "
               "the traces):", "", "| policy | average success |", "|---|---|"]
+    avg = {}
     for p in list(STATIC) + learned:
         per_trace = np.mean([np.asarray(doc["per_trace"][p][ld]) for doc in docs.values() for ld in doc["loads"]],
                             axis=0)
-        m, c = mean_ci(per_trace)
-        lines.append(f"| {p} | {m:.4f} ± {c:.4f} |")
+        avg[p] = mean_ci(per_trace)
+        lines.append(f"| {p} | {avg[p][0]:.4f} ± {avg[p][1]:.4f} |")
+    top = max(STATIC, key=lambda p: avg[p][0])
+    clear = [a for a in learned if avg[a][0] - avg[a][1] > avg[top][0] + avg[top][1]]
+    lines += ["", f"Agents whose average's interval lies above the best static policy's ({top}): "
+              f"{len(clear)} of {len(learned)}" + (f" ({', '.join(clear)})" if clear else "") + "."]
     return lines
 
 

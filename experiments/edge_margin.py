@@ -27,13 +27,18 @@ import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from edge_dynamic import DYNAMIC, STATIC, best_and_tied, parse_margin  # noqa: E402
+from edge_dynamic import DYNAMIC, STATIC, best_and_tied  # noqa: E402
 
 from respect_jax.cli.common import machine_description  # noqa: E402
 from respect_jax.edge_cluster.evaluation import compare, mean_ci  # noqa: E402
 from respect_jax.edge_cluster.policies import STATIC_POLICIES  # noqa: E402
 from respect_jax.edge_cluster.scenarios import load_preset  # noqa: E402
-from respect_jax.edge_cluster.switching import load_edge_agent, rule_margin_vector, switch_policy  # noqa: E402
+from respect_jax.edge_cluster.switching import (  # noqa: E402
+    load_edge_agent,
+    parse_margin,
+    rule_margin_vector,
+    switch_policy,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

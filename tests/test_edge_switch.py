@@ -183,3 +183,9 @@ def test_eval_margin_overrides_the_shipped_agents_own(tmp_path):
     assert not all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in pairs)  # at margin 0 it switches
     with pytest.raises(ValueError, match="eval.margin must be >= 0"):
         policies_to_compare(scn, ["aset"], ckpt, tmp_path, margin=-1.0)
+    _, header, _ = policies_to_compare(scn, ["aset"], ckpt, tmp_path, margin="0.5,closest=0.1")
+    assert header[-1] == "Decision margin: 0.5, closest 0.1"
+    with pytest.raises(ValueError, match="expected a number M or M,rule=m"):
+        policies_to_compare(scn, ["aset"], ckpt, tmp_path, margin="0.5,closest")
+    with pytest.raises(ValueError, match="not among the agent's rules"):
+        policies_to_compare(scn, ["aset"], ckpt, tmp_path, margin="0.5,random=0.1")

@@ -272,24 +272,33 @@ def plot(doc: dict, path: str | Path) -> None:
 
 
 def policies_to_compare(
-    scn: Scenario, names: Sequence[str], checkpoint: str | Path | None, run_dir: str | Path, margin: float | None = None
+    scn: Scenario, names: Sequence[str], checkpoint: str | Path | None, run_dir: str | Path,
+    margin: float | str | None = None,
 ) -> tuple[dict[str, Policy], list[str], str | None]:
     """(policies by name, Markdown header lines, note) of an evaluation of ``names`` on ``scn``.
 
     Static names come from :func:`get_policy`; ``aset`` is the trained agent (DQN or policy-switching) of
-    ``checkpoint`` (or, when it is
-    None, of ``run_dir``). Without an agent there, an explicit ``checkpoint`` is an error, while ``run_dir`` only
-    drops ``aset`` and returns a one-line ``note``. ``margin`` (None: the agent's own) is the policy-switching agent's
-    decision margin; a DQN agent ignores it. An agent trained on a scenario of other shapes (features, actions) is a
-    one-line ValueError, as is a list that leaves nothing to evaluate, or a negative margin.
+    ``checkpoint`` (or, when it is None, of ``run_dir``). Without an agent there, an explicit ``checkpoint`` is an
+    error, while ``run_dir`` only drops ``aset`` and returns a one-line ``note``. ``margin`` (None: the agent's own)
+    is the policy-switching agent's decision margin, a number or ``"M,rule=m,..."`` (M, but m for a switch to that
+    rule); a DQN agent ignores it. An agent trained on a scenario of other shapes (features, actions) is a
+    one-line ValueError, as is a list that leaves nothing to evaluate, a malformed margin or a negative margin.
     """
     from respect_jax.edge_cluster.scenarios import describe
     from respect_jax.edge_cluster.simulator import num_features
-    from respect_jax.edge_cluster.switching import NETWORK_FILE, SwitchAgent, load_edge_agent, switch_policy
+    from respect_jax.edge_cluster.switching import (
+        NETWORK_FILE,
+        SwitchAgent,
+        load_edge_agent,
+        parse_margin,
+        rule_margin_vector,
+        switch_policy,
+    )
 
     if not names:
         raise ValueError("eval.policies is empty")
-    if margin is not None and not float(margin) >= 0.0:
+    spec = None if margin is None else parse_margin(margin)
+    if spec is not None and not (spec[0] >= 0.0 and all(m >= 0.0 for m in spec[1].values())):
         raise ValueError(f"eval.margin must be >= 0 (or null: the agent's own), got {margin!r}")
     policies, header, note = {}, [f"Scenario `{scn.name}`:", "", "```", describe(scn), "```", ""], None
     for name in names:
@@ -308,14 +317,17 @@ def policies_to_compare(
             raise ValueError(f"agent in {ckpt} was trained on scenario {trained_on.name!r} with other shapes; "
                              f"evaluate it on a scenario with the same sources, sites, apps and variants")
         switching = isinstance(agent, SwitchAgent)
-        if switching and margin is not None:
-            policies["aset"] = switch_policy(agent.graphdef, agent.params, float(margin))
+        if switching and spec is not None:
+            policies["aset"] = switch_policy(agent.graphdef, agent.params,
+                                             rule_margin_vector(agent.config.rules, *spec))
         else:
             policies["aset"] = agent.policy
         header.append(f"ASET agent: `{ckpt}` ({agent.config.episodes} episodes x {agent.config.num_envs} envs x "
                       f"{agent.config.episode_steps} dispatches, trained in {agent.train_time_s:.0f} s)")
         if switching:
-            header.append(f"Decision margin: {agent.config.margin if margin is None else float(margin):g}")
+            shown = agent.config.margin if spec is None else spec[0]
+            over = agent.config.rule_margins if spec is None else spec[1]
+            header.append(f"Decision margin: {shown:g}" + "".join(f", {r} {m:g}" for r, m in over.items()))
     if not policies:
         agent_dir = checkpoint or run_dir
         raise ValueError(f"eval.policies={list(names)}: nothing to evaluate (no trained agent in {agent_dir})")

@@ -166,6 +166,24 @@ def rule_margin_vector(rules: tuple[str, ...], margin: float, rule_margins: dict
     return out
 
 
+def parse_margin(spec: str | float) -> tuple[float, dict[str, float]]:
+    """A decision-margin spec: a number (every rule) or ``"M,rule=m,..."`` (margin M, but m for a switch to that
+    rule): ``"0.5,closest=0.1"`` -> ``(0.5, {"closest": 0.1})``. A malformed spec is a one-line ValueError."""
+    if isinstance(spec, int | float):
+        return float(spec), {}
+    head, *rest = str(spec).split(",")
+    try:
+        over = {}
+        for item in rest:
+            rule, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError
+            over[rule.strip()] = float(value)
+        return float(head), over
+    except ValueError:
+        raise ValueError(f"margin {spec!r}: expected a number M or M,rule=m,... (e.g. 0.5,closest=0.1)") from None
+
+
 def rule_indices(cfg: SwitchConfig) -> tuple[int, ...]:
     """Positions of ``cfg.rules`` in :data:`HINT_POLICIES` (their blocks of the observation's hints)."""
     return tuple(HINT_POLICIES.index(r) for r in cfg.rules)
