@@ -122,6 +122,9 @@ def test_greedy_rule_with_per_rule_margins():
     cfg = SwitchConfig(margin=0.5, rule_margins={"closest": 0.1})
     assert cfg.margins() == (0.1, 0.5, 0.5, 0.5)
     assert SwitchConfig.from_dict(cfg.to_dict()) == cfg
+    assert "rule_margins" not in SwitchConfig().to_dict()  # run folders written before the knob still resume
+    none = {"closest": None, "most_accurate": None, "least_loaded": None}  # conf/edge.yaml's default
+    assert SwitchConfig(rule_margins=none) == SwitchConfig() and SwitchConfig(rule_margins=none).margins() == (0.0,) * 4
     for bad in ({"fastest_expected": 0.1}, {"random": 0.1}, {"closest": -0.1}):
         with pytest.raises(ValueError, match="switch.rule_margins"):
             SwitchConfig(rule_margins=bad)

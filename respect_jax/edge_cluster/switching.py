@@ -79,9 +79,9 @@ class SwitchConfig:
         per sampling round (each round adds ``num_envs`` samples).
     explore: probability that a dispatch of the agent's own trajectory follows a uniformly drawn rule (coverage).
     margin: the greedy agent leaves the base rule only for a predicted gain above this (successful queries).
-    rule_margins: per-rule overrides of ``margin`` (``{rule: margin}``; a rule not named keeps ``margin``): a switch
-        to rule r needs a predicted gain above its margin, and among the rules that clear theirs the one furthest
-        above its margin is taken.
+    rule_margins: per-rule overrides of ``margin`` (``{rule: margin}``; a rule not named, or None, keeps ``margin``):
+        a switch to rule r needs a predicted gain above its margin, and among the rules that clear theirs the one
+        furthest above its margin is taken.
     """
 
     rules: tuple[str, ...] = HINT_POLICIES
@@ -106,7 +106,8 @@ class SwitchConfig:
     seed: int = 0
 
     def __post_init__(self):
-        object.__setattr__(self, "rule_margins", {str(k): float(v) for k, v in dict(self.rule_margins or {}).items()})
+        object.__setattr__(self, "rule_margins", {str(k): float(v) for k, v in dict(self.rule_margins or {}).items()
+                                                  if v is not None})  # None: the rule keeps ``margin``
         for name in ("rules", "mixture"):
             object.__setattr__(self, name, tuple(str(x) for x in getattr(self, name)))
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
@@ -145,8 +146,11 @@ class SwitchConfig:
 
     def to_dict(self) -> dict:
         doc = asdict(self)
-        return {**doc, **{k: list(getattr(self, k)) for k in ("rules", "hidden", "loads", "mixture")},
-                "rule_margins": dict(self.rule_margins)}
+        doc = {**doc, **{k: list(getattr(self, k)) for k in ("rules", "hidden", "loads", "mixture")},
+               "rule_margins": dict(self.rule_margins)}
+        if not self.rule_margins:  # as written before the knob existed: older run folders still resume
+            del doc["rule_margins"]
+        return doc
 
     def margins(self) -> tuple[float, ...]:
         """Per-rule decision margins in the order of ``rules`` (the base's is unused)."""
