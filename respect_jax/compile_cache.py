@@ -18,6 +18,7 @@ import hashlib
 import os
 import pickle
 import sys
+import threading
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
@@ -173,18 +174,39 @@ def host_cpu() -> str:
     return _CPU[0]
 
 
+#: serialises the compilations behind a store (each turns JAX's persistent cache off process-wide for its duration)
+_STORE_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def _persistent_cache_off():
     """JAX's persistent cache off for one compilation: an executable read back from it cannot be serialized
-    again on CPU (its fused functions are missing from the copy)."""
+    again on CPU (its fused functions are missing from the copy: running the stored file fails with "Function
+    ... not found"). JAX decides once per process whether the cache is used, so the switch resets that decision
+    (:func:`_reset_if_initialised`) on the way in and on the way out."""
     import jax
 
-    was = bool(jax.config.jax_enable_compilation_cache)
-    jax.config.update("jax_enable_compilation_cache", False)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_compilation_cache", was)
+    with _STORE_LOCK:
+        was = bool(jax.config.jax_enable_compilation_cache)
+        jax.config.update("jax_enable_compilation_cache", False)
+        _reset_if_initialised()
+        try:
+            yield
+        finally:
+            jax.config.update("jax_enable_compilation_cache", was)
+            _reset_if_initialised()
+
+
+def _fresh_compile(fn: Callable, args: tuple):
+    """``jax.jit(fn)`` compiled for ``args`` by XLA now: traced through a new function object, so that no
+    in-process cache of JAX (keyed by the function) hands back an executable this process read from the persistent
+    cache."""
+    import jax
+
+    def program(*a):
+        return fn(*a)
+
+    return jax.jit(program).lower(*args).compile()
 
 
 def cached_compile(name: str, fn: Callable, args: tuple, static_key: Hashable = ()) -> Callable:
@@ -211,8 +233,11 @@ def cached_compile(name: str, fn: Callable, args: tuple, static_key: Hashable = 
     if file is not None and file.is_file():
         compiled = _load_executable(file)
     if compiled is None:
-        with _persistent_cache_off() if file is not None else contextlib.nullcontext():
+        if file is None:
             compiled = jax.jit(fn).lower(*args).compile()
+        else:
+            with _persistent_cache_off():
+                compiled = _fresh_compile(fn, args)
         if file is not None:
             _store_executable(compiled, file)
             _remove_stale(folder, name)

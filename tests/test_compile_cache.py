@@ -3,6 +3,8 @@ back without tracing, gives the same outputs as ``jax.jit``, and is keyed by eve
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -128,3 +130,47 @@ def test_storing_removes_the_same_names_files_of_other_code_versions_only(cache_
     names = sorted(p.name for p in executables_dir().glob("*.pkl"))
     assert not old_net.exists() and len(names) == 2
     assert names[0].startswith("net-" + "0" * 16 + "-") and names[1].startswith("other-")  # another name: kept
+
+
+STORE_AFTER_PERSISTENT_LOAD = """
+import sys, jax, jax.numpy as jnp, numpy as np
+from respect_jax.compile_cache import cached_compile, enable_compilation_cache
+import respect_jax as rj
+from respect_jax.costs import evaluate
+from respect_jax.graphs import load_graph
+from respect_jax.graphs.padded import pad_graph, to_position_order
+step, folder = sys.argv[1], sys.argv[2]
+enable_compilation_cache(folder, min_compile_time_s=0)
+g = load_graph("{graph}")
+hw = rj.hardware("coral_usb", stages=4)
+padded = pad_graph(g)
+stage = jnp.asarray(to_position_order(padded, np.minimum(np.arange(g.num_nodes) * 4 // g.num_nodes, 3)))
+if step in ("jit", "both"):  # JAX's own persistent cache: written by the first process, read by the second
+    print(float(jax.jit(evaluate)(padded, stage, hw).peak_mem_bytes))
+if step in ("both", "load"):  # the second process stores the executable, the third runs it from the file
+    print(float(cached_compile("evaluate", evaluate, (padded, stage, hw))(padded, stage, hw).peak_mem_bytes))
+"""
+
+
+def test_an_executable_stored_after_a_persistent_cache_read_runs_in_a_later_process(tmp_path):
+    """A process that read a program from JAX's persistent cache and then stores it through cached_compile must store
+    a freshly compiled copy: a copy of the one read back lacks its fused functions, and a later process running it
+    failed with "NOT_FOUND: Function select_bitcast_fusion.1 not found" (JAX decides once per process whether its
+    cache is used, so turning the config off alone did not stop the read)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    graph = Path(__file__).resolve().parents[1] / "data" / "models" / "resnet50.json"
+    script = tmp_path / "step.py"
+    script.write_text(STORE_AFTER_PERSISTENT_LOAD.replace("{graph}", str(graph)))
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    env["JAX_PLATFORMS"] = "cpu"
+    values = []
+    for step in ("jit", "both", "load"):
+        proc = subprocess.run([sys.executable, str(script), step, str(tmp_path / "cache")], capture_output=True,
+                              text=True, env=env, timeout=300)
+        assert proc.returncode == 0, f"step {step}: {proc.stderr[-600:]}"
+        values += [float(v) for v in proc.stdout.split()]
+    assert len(values) == 4 and len(set(values)) == 1
+    assert len(list((tmp_path / "cache" / "executables").glob("evaluate-*.pkl"))) == 1
