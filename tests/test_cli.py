@@ -457,24 +457,31 @@ def test_a_later_sweep_into_the_same_sweep_folder_is_not_refused_by_the_earlier_
 
 
 def test_schedule_defaults_to_auto_with_a_certified_result(tmp_path):
-    """No solver named: solver=auto. On VGG16 (19 nodes) CP-SAT proves the optimum within its head start, so the
-    JAX members are skipped; the result equals the brute-force-checked MILP optimum and says who found it."""
-    out = tmp_path / "result.json"
-    proc = run(["respect-schedule", f"graph={ROOT / 'data' / 'models' / 'vgg16.json'}", f"out={out}",
-                "solver.options.head_start_s=30"], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "auto [" in proc.stderr  # the live line
-    result = json.loads(out.read_text())
-    assert result["solver"] == "auto" and result["optimal"] is True and result["gap"] == 0.0
-    info = result["info"]
-    assert info["portfolio"]["cpsat"]["optimal"] is True
-    assert info["portfolio"]["gumbel"] == {"skipped": "cpsat proved the optimum first"}
-    assert info["lower_bound"] == pytest.approx(result["objective"], rel=1e-6)
+    """No solver named: solver=auto. VGG16 (19 nodes) is a chain (one topological order), so auto proves the optimum
+    at once (``portfolio.lattice``); with that programme off (``lattice_downsets=0``) CP-SAT proves it within its
+    head start and the JAX members are skipped. Both equal the brute-force-checked MILP optimum and say who found it."""
     graph = load_graph(ROOT / "data" / "models" / "vgg16.json")
-    hw = hardware_from_dict(result["hardware"])
+    results = []
+    for name, extra in (("default", []), ("cpsat", ["solver.options.lattice_downsets=0"])):
+        out = tmp_path / f"{name}.json"
+        proc = run(["respect-schedule", f"graph={ROOT / 'data' / 'models' / 'vgg16.json'}", f"out={out}",
+                    "solver.options.head_start_s=30", *extra], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "auto [" in proc.stderr  # the live line
+        result = json.loads(out.read_text())
+        assert result["solver"] == "auto" and result["optimal"] is True and result["gap"] == 0.0
+        assert result["info"]["lower_bound"] == pytest.approx(result["objective"], rel=1e-6)
+        results.append(result)
+    portfolio, portfolio_cpsat = results[0]["info"]["portfolio"], results[1]["info"]["portfolio"]
+    assert portfolio["lattice"]["optimal"] is True and "lattice" not in portfolio_cpsat
+    assert portfolio_cpsat["cpsat"]["optimal"] is True
+    assert portfolio_cpsat["gumbel"] == {"skipped": "cpsat proved the optimum first"}
+    hw = hardware_from_dict(results[0]["hardware"])
     milp = run_solver("milp", graph, hw, "paper", time_limit_s=60)
-    assert milp["optimal"] and result["objective"] == pytest.approx(milp["objective"], rel=1e-6)
-    assert reference_objective(graph, result["assignment"], hw, "paper") == pytest.approx(result["objective"], rel=2e-6)
+    for result in results:
+        assert milp["optimal"] and result["objective"] == pytest.approx(milp["objective"], rel=1e-6)
+        assert reference_objective(graph, result["assignment"], hw, "paper") == pytest.approx(result["objective"],
+                                                                                             rel=2e-6)
 
 
 def test_hardware_presets_named_reads_conf_hardware_and_names_the_option():
