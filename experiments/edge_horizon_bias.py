@@ -25,20 +25,19 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from respect_jax.cli.common import machine_description
-from respect_jax.edge_cluster.evaluation import eval_traces
-from respect_jax.edge_cluster.scenarios import load_preset
-from respect_jax.edge_cluster.simulator import dispatch, features, init_sim
-from respect_jax.edge_cluster.switching import (
-    branch_values,
-    greedy_rule,
-    load_edge_agent,
-    parse_margin,
-    rule_margin_vector,
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from edge_validation import (  # noqa: E402
+    add_validation_args,
+    cell_traces,
+    load_agents,
+    refuse_evaluation_seed,
+    write_report,
 )
-from respect_jax.edge_cluster.types import query_at
 
-ROOT = Path(__file__).resolve().parents[1]
+from respect_jax.edge_cluster.scenarios import load_preset  # noqa: E402
+from respect_jax.edge_cluster.simulator import dispatch, features, init_sim  # noqa: E402
+from respect_jax.edge_cluster.switching import branch_values, greedy_rule, parse_margin, rule_margin_vector  # noqa: E402
+from respect_jax.edge_cluster.types import query_at  # noqa: E402
 
 
 def forked_gains(scn, agent, margins, trace, stride: int, samples: int, horizons: tuple[int, ...]):
@@ -79,30 +78,23 @@ def forked_gains(scn, agent, margins, trace, stride: int, samples: int, horizons
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cells", nargs="+", default=["isp_diurnal:overload", "isp_netdrift:high"])
-    ap.add_argument("--agents", default=str(ROOT / "experiments" / "results" / "edge" / "agents" / "switch"))
-    ap.add_argument("--agent-seed", type=int, default=0)
     ap.add_argument("--margin", default="0.5,closest=0.1", help="the policy followed: M or M,rule=m,...")
     ap.add_argument("--threshold", type=float, default=0.1, help="count states with a predicted gain above this")
     ap.add_argument("--horizons", type=int, nargs="+", default=[128, 1024])
     ap.add_argument("--stride", type=int, default=32)
     ap.add_argument("--samples", type=int, default=256)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--traces", type=int, default=2)
-    ap.add_argument("--stem", default="horizon_bias_val")
-    ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "edge"))
+    add_validation_args(ap, stem="horizon_bias_val", traces=2, agent_seeds=None, agent_seed=0)
     args = ap.parse_args()
-    if args.seed == 2030:
-        raise ValueError("--seed 2030 is the evaluation traces' seed: diagnose on another seed")
+    refuse_evaluation_seed(args.seed)
     t_start = time.perf_counter()
-    agent = load_edge_agent(Path(args.agents) / f"s{args.agent_seed}")[0]
+    agent = load_agents(args.agents, [args.agent_seed])[args.agent_seed]
     rules = agent.config.rules
     margins = rule_margin_vector(rules, *parse_margin(args.margin))
     rows = []
     for cell in args.cells:
         name, load = cell.split(":")
         scn = load_preset(name)
-        traces = eval_traces(scn, load, jax.random.fold_in(jax.random.key(args.seed), list(scn.loads).index(load)),
-                             args.traces)
+        traces = cell_traces(scn, load, args.seed, args.traces)
         run = jax.jit(jax.vmap(lambda t, s=scn: forked_gains(s, agent, margins, t, args.stride, args.samples,
                                                              tuple(args.horizons))))
         pred, gains, valid = (np.asarray(a) for a in run(traces))  # [T, N, R], [T, N, H, R], [T, N]
@@ -143,11 +135,7 @@ def main() -> None:
                      f"{row['predicted_above']} | {fmt(row['mean_predicted'])} | "
                      + " | ".join(fmt(row["mean_rollout"][str(h)]) for h in hs) + " | "
                      + " | ".join(fmt(row["mean_rollout_all_states"][str(h)]) for h in hs) + " |")
-    out = Path(args.out)
-    (out / f"{args.stem}.md").write_text("\n".join(lines) + "\n")
-    (out / f"{args.stem}.json").write_text(json.dumps({"argv": sys.argv[1:], "rows": rows,
-                                                       "machine": machine_description()}, indent=1))
-    print("\n".join(lines))
+    write_report(args.out, args.stem, lines, {"rows": rows})
 
 
 if __name__ == "__main__":

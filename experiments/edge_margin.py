@@ -17,7 +17,6 @@ for a switch to ``closest``; the agent config's ``switch.rule_margins``):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -28,17 +27,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edge_dynamic import DYNAMIC, STATIC, best_and_tied  # noqa: E402
+from edge_validation import add_validation_args, load_agents, refuse_evaluation_seed, write_report  # noqa: E402
 
-from respect_jax.cli.common import machine_description  # noqa: E402
 from respect_jax.edge_cluster.evaluation import compare, mean_ci  # noqa: E402
 from respect_jax.edge_cluster.policies import STATIC_POLICIES  # noqa: E402
 from respect_jax.edge_cluster.scenarios import load_preset  # noqa: E402
-from respect_jax.edge_cluster.switching import (  # noqa: E402
-    load_edge_agent,
-    parse_margin,
-    rule_margin_vector,
-    switch_policy,
-)
+from respect_jax.edge_cluster.switching import parse_margin, rule_margin_vector, switch_policy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,16 +47,10 @@ def main() -> None:
     ap.add_argument("--scenarios", nargs="+", default=list(DYNAMIC))
     ap.add_argument("--margins", nargs="+", default=["0.1", "0.25", "0.5"],
                     help="margins: M (every rule) or M,rule=m,... (per-rule overrides)")
-    ap.add_argument("--agents", default=str(ROOT / "experiments" / "results" / "edge" / "agents" / "switch"))
-    ap.add_argument("--agent-seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--seed", type=int, default=7, help="trace seed (validation; the evaluation uses 2030)")
-    ap.add_argument("--traces", type=int, default=4)
-    ap.add_argument("--stem", default="edge_margin_val")
-    ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "edge"))
+    add_validation_args(ap, stem="edge_margin_val", traces=4, agent_seeds=[0])
     args = ap.parse_args()
-    if args.seed == 2030:
-        raise ValueError("--seed 2030 is the evaluation traces' seed: choose the margin on another seed")
-    agents = {s: load_edge_agent(Path(args.agents) / f"s{s}")[0] for s in args.agent_seeds}
+    refuse_evaluation_seed(args.seed)
+    agents = load_agents(args.agents, args.agent_seeds)
     specs = {m: parse_margin(m) for m in args.margins}
     names = [f"s{s}@{m}" for s in args.agent_seeds for m in args.margins]
     docs, t_start = {}, time.perf_counter()
@@ -102,11 +90,7 @@ def main() -> None:
                             axis=0)
         m, c = mean_ci(per_trace)
         lines.append(f"| {p} | {m:.4f} ± {c:.4f} |")
-    out = Path(args.out)
-    (out / f"{args.stem}.md").write_text("\n".join(lines) + "\n")
-    (out / f"{args.stem}.json").write_text(json.dumps({"docs": docs, "argv": sys.argv[1:],
-                                                       "machine": machine_description()}, indent=1))
-    print("\n".join(lines))
+    write_report(args.out, args.stem, lines, {"docs": docs})
 
 
 if __name__ == "__main__":

@@ -24,15 +24,20 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from respect_jax.cli.common import machine_description
-from respect_jax.edge_cluster.evaluation import eval_traces
-from respect_jax.edge_cluster.policies import STATIC_POLICIES
-from respect_jax.edge_cluster.scenarios import load_preset
-from respect_jax.edge_cluster.simulator import dispatch, features, init_sim, simulate
-from respect_jax.edge_cluster.switching import greedy_rule, load_edge_agent, parse_margin, rule_margin_vector
-from respect_jax.edge_cluster.types import SUCCESS
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from edge_validation import (  # noqa: E402
+    add_validation_args,
+    cell_traces,
+    load_agents,
+    refuse_evaluation_seed,
+    write_report,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
+from respect_jax.edge_cluster.policies import STATIC_POLICIES  # noqa: E402
+from respect_jax.edge_cluster.scenarios import load_preset  # noqa: E402
+from respect_jax.edge_cluster.simulator import dispatch, features, init_sim, simulate  # noqa: E402
+from respect_jax.edge_cluster.switching import greedy_rule, parse_margin, rule_margin_vector  # noqa: E402
+from respect_jax.edge_cluster.types import SUCCESS  # noqa: E402
 
 
 def agent_choices(scn, graphdef, params, margins, traces):
@@ -59,26 +64,19 @@ def agent_choices(scn, graphdef, params, margins, traces):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cells", nargs="+", default=["isp_failure:low", "isp_failure:medium", "isp_failure:high"])
-    ap.add_argument("--agents", default=str(ROOT / "experiments" / "results" / "edge" / "agents" / "switch"))
-    ap.add_argument("--agent-seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--margin", default="0.5", help="M or M,rule=m,...")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--traces", type=int, default=4)
     ap.add_argument("--phases", type=int, default=4)
-    ap.add_argument("--stem", default="switch_shares_val")
-    ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "edge"))
+    add_validation_args(ap, stem="switch_shares_val", traces=4, agent_seeds=[0, 1, 2])
     args = ap.parse_args()
-    if args.seed == 2030:
-        raise ValueError("--seed 2030 is the evaluation traces' seed: diagnose on another seed")
+    refuse_evaluation_seed(args.seed)
     t_start = time.perf_counter()
-    agents = {s: load_edge_agent(Path(args.agents) / f"s{s}")[0] for s in args.agent_seeds}
+    agents = load_agents(args.agents, args.agent_seeds)
     head, over = parse_margin(args.margin)
     rows, lines = [], []
     for cell_spec in args.cells:
         name, load = cell_spec.split(":")
         scn = load_preset(name)
-        loads = list(scn.loads)
-        traces = eval_traces(scn, load, jax.random.fold_in(jax.random.key(args.seed), loads.index(load)), args.traces)
+        traces = cell_traces(scn, load, args.seed, args.traces)
         valid = np.asarray(traces.valid)
         width = -(-int(round(scn.trace.horizon_s * 1e6)) // args.phases)
         phase = np.clip(np.asarray(traces.time_us) // width, 0, args.phases - 1)
@@ -133,11 +131,7 @@ def main() -> None:
                  + ", ".join(f"{p.get('to_' + r, 0.0):.3f}" for r in ("closest", "most_accurate", "least_loaded"))
                  + ")" for p in row["per_phase"]]
         lines.append(f"| {row['scenario']} | {row['load']} | {row['agent_seed']} | " + " | ".join(cells) + " |")
-    out = Path(args.out)
-    (out / f"{args.stem}.md").write_text("\n".join(lines) + "\n")
-    (out / f"{args.stem}.json").write_text(json.dumps({"argv": sys.argv[1:], "rows": rows,
-                                                       "machine": machine_description()}, indent=1))
-    print("\n".join(lines))
+    write_report(args.out, args.stem, lines, {"rows": rows})
 
 
 if __name__ == "__main__":
