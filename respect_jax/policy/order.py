@@ -303,31 +303,37 @@ def kahn_rows(graphs: Sequence[Graph], ranks: Sequence[np.ndarray]) -> list[np.n
                 sort, rows_i = _Kahn(graphs[i]), np.asarray(ranks[i], np.int64)
                 out[i] = np.array([sort(row) for row in rows_i], np.int64).reshape(len(rows_i), n)
             continue
+        out_of_reach = np.int32(n + 1)  # the rank of a node that is not ready (every real rank is < n)
+        never = np.int32(1 << 30)  # in-degree of the sentinel column n (never read: successors skip it)
         width = max([int(np.bincount(graphs[i].edges[:, 0]).max()) if graphs[i].num_edges else 0 for i in idx] + [1])
         succ, indeg, rank = [], [], []
         for i in idx:
             g = graphs[i]
-            table = np.full((n, width), n, np.int64)  # column n: a sentinel that never becomes ready
+            table = np.full((n, width), n, np.int32)  # column n: a sentinel that never becomes ready
             for u, vs in enumerate(g.successors()):
                 table[u, : len(vs)] = vs
-            deg = np.append(np.bincount(g.edges[:, 1], minlength=n) if g.num_edges else np.zeros(n, np.int64), 1 << 40)
-            r = np.asarray(ranks[i], np.int64)
+            deg = np.append(np.bincount(g.edges[:, 1], minlength=n) if g.num_edges else np.zeros(n, np.int64), never)
+            r = np.asarray(ranks[i], np.int32)
             succ.append(np.broadcast_to(table, (len(r), n, width)))
-            indeg.append(np.broadcast_to(deg, (len(r), n + 1)))
-            rank.append(np.concatenate([r, np.full((len(r), 1), n + 1, np.int64)], axis=1))
-        succ_rows, indeg_rows, rank_rows = np.concatenate(succ), np.concatenate(indeg).copy(), np.concatenate(rank)
+            indeg.append(np.broadcast_to(deg.astype(np.int32), (len(r), n + 1)))
+            rank.append(np.concatenate([r, np.full((len(r), 1), out_of_reach, np.int32)], axis=1))
+        succ_rows, indeg_rows, rank_rows = np.concatenate(succ), np.concatenate(indeg).ravel(), np.concatenate(rank)
         rows = np.arange(len(rank_rows))
-        ready = np.where(indeg_rows == 0, rank_rows, n + 1)  # the rank of a ready node, n + 1 elsewhere
+        # flat positions of row r's column c: r * (n + 1) + c (one-dimensional gathers and scatters are the cheap ones)
+        row_base = (rows * (n + 1)).astype(np.int64)
+        rank_flat = rank_rows.ravel()
+        ready = np.where(indeg_rows.reshape(len(rows), n + 1) == 0, rank_rows, out_of_reach)  # int32[R, n + 1]
+        ready_flat = ready.ravel()  # a view: writes reach ``ready``
         orders = np.empty((len(rows), n), np.int64)
         for step in range(n):
             u = np.argmin(ready, axis=1)
             orders[:, step] = u
-            ready[rows, u] = n + 1
-            targets = succ_rows[rows, u]  # [R, width]; a node's successors are distinct, the sentinel repeats
-            indeg_rows[rows[:, None], targets] -= 1
-            now = (indeg_rows[rows[:, None], targets] == 0) & (targets < n)
-            r_now, t_now = np.nonzero(now)
-            ready[r_now, targets[r_now, t_now]] = rank_rows[r_now, targets[r_now, t_now]]
+            ready_flat[row_base + u] = out_of_reach
+            succ_u = succ_rows[rows, u]  # [R, width]: u's successors in each row, the sentinel n after them
+            targets = (row_base[:, None] + succ_u)[succ_u < n]  # distinct flat positions (successors are distinct)
+            indeg_rows[targets] -= 1
+            newly = targets[indeg_rows[targets] == 0]
+            ready_flat[newly] = rank_flat[newly]
         at = 0
         for i in idx:
             out[i] = orders[at : at + len(ranks[i])]
