@@ -95,9 +95,10 @@ def _run(args, cwd):
 def test_train_sweep_refuses_a_run_dir_its_jobs_would_share(tmp_path):
     """``respect-rt train -m``: Hydra's flags reach Hydra, and a run_dir shared by two jobs stops the second."""
     shared = tmp_path / "shared"
+    # the jobs differ by their seed: one compiled update step serves both (a learning rate is a constant of it)
     args = [
         "train", "-m", "rt_scenario=tiny", "train.presets=[tiny]", "train.scenarios_per_preset=4", "train.updates=2",
-        "train.updates_per_epoch=2", "train.batch=2", "train.samples=2", "train.lr=1e-3,3e-4", f"run_dir={shared}",
+        "train.updates_per_epoch=2", "train.batch=2", "train.samples=2", "train.seed=0,1", f"run_dir={shared}",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
     proc = _run(args, tmp_path)
