@@ -283,9 +283,10 @@ def priorities(graph: Graph, scores: np.ndarray) -> np.ndarray:
 
 
 #: rows of one node count from which :func:`kahn_rows` steps them together in NumPy rather than one heap sort per row
-#: (measured on this 2-core CPU: one step costs ~260 us + ~1 us per row, a heap sort ~1.5 us per row and node, so
-#: the lockstep only pays from ~550 rows: 32 x 33 orders of 200 nodes 259 vs 310 ms, 32 x 1 57.7 vs 14.0 ms)
-LOCKSTEP_MIN_ROWS = 512
+#: (measured on this 2-core CPU, CPU time: one step costs ~34 us + ~0.02 us per row, a heap sort ~0.1 us per row and
+#: node, so the lockstep pays from ~100 rows: 200 nodes, 33 / 128 rows: heap 3.6 / 13.6 ms, lockstep 7.3 / 9.9 ms;
+#: Inception-ResNet-v2 (780 nodes), 33 / 128 rows: 15.7 / 59.3 vs 32.9 / 55.6 ms; the same orders)
+LOCKSTEP_MIN_ROWS = 128
 
 
 def kahn_rows(graphs: Sequence[Graph], ranks: Sequence[np.ndarray]) -> list[np.ndarray]:
