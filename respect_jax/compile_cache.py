@@ -232,15 +232,13 @@ def cached_compile(name: str, fn: Callable, args: tuple, static_key: Hashable = 
     file = None if folder is None else folder / f"{key}.pkl"
     if file is not None and file.is_file():
         compiled = _load_executable(file)
-    if compiled is None:
-        if file is None:
-            compiled = jax.jit(fn).lower(*args).compile()
-        else:
-            with _persistent_cache_off():
-                compiled = _fresh_compile(fn, args)
-        if file is not None:
-            _store_executable(compiled, file)
-            _remove_stale(folder, name)
+    if compiled is None and file is None:
+        compiled = jax.jit(fn).lower(*args).compile()
+    elif compiled is None:
+        with _persistent_cache_off():
+            compiled = _fresh_compile(fn, args)
+        _store_executable(compiled, file)
+        _remove_stale(folder, name)
     if len(_COMPILED) >= MEMORY_ENTRIES:
         _COMPILED.pop(next(iter(_COMPILED)))
     _COMPILED[key] = compiled
@@ -280,10 +278,17 @@ def _store_executable(compiled, file: Path) -> None:
         payload = pickle.dumps(serialize(compiled))
     except (ValueError, NotImplementedError, TypeError, pickle.PicklingError):
         return
+    store_bytes(file, payload)
+
+
+def store_bytes(file: Path, payload: bytes) -> bool:
+    """Write ``payload`` to ``file`` atomically (a process reading it sees the old file or the new one, never a part),
+    creating its folder; False when the folder cannot be written (a cache store is then only skipped)."""
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         tmp = file.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(payload)
         tmp.replace(file)
     except OSError:
-        return
+        return False
+    return True

@@ -2,8 +2,8 @@
 a malformed override is one line on stderr and exit 2 (Hydra would report them over many lines). A plain run
 (no flag, no sweep, no ``hydra.*`` override) then runs with the config composed once (:func:`run_command`);
 Hydra's own entry point would compose it twice more (once to find the run mode, once to run). A composition is
-stored (:func:`cached_composition`) and read back by the next command with the same inputs: Hydra's composition costs
-about 0.2 s of CPU per command, reading it back about 2 ms.
+stored (:func:`store_composition`) and read back (:func:`read_composition`) by the next command with the same
+inputs: Hydra's composition costs about 0.2 s of CPU per command, reading it back about 2 ms.
 """
 
 from __future__ import annotations
@@ -186,22 +186,20 @@ def store_composition(file: Path | None, cfg: omegaconf.DictConfig) -> None:
     """Write ``cfg`` to ``file`` (atomically), unless the command's own ``jax_cache`` setting turns the cache off or
     names another folder; remove the compositions of other package sources and the oldest beyond
     :data:`COMPOSITIONS_KEPT`. A folder that cannot be written only skips the store."""
-    from respect_jax.compile_cache import resolve_cache_dir
+    from respect_jax.compile_cache import resolve_cache_dir, store_bytes
 
     if file is None or resolve_cache_dir(cfg.get("jax_cache", "auto")) != file.parent.parent:
         return
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(cfg))
-        tmp.replace(file)
-        code = file.name.split("-")[0]
-        stored = sorted(file.parent.glob("*.pkl"), key=lambda p: p.stat().st_mtime)
-        for old in [p for p in stored if not p.name.startswith(code)] + stored[:-COMPOSITIONS_KEPT]:
-            with contextlib.suppress(OSError):
-                old.unlink()
-    except OSError:
+    if not store_bytes(file, pickle.dumps(cfg)):
         return
+    code = file.name.split("-")[0]
+    try:
+        stored = sorted(file.parent.glob("*.pkl"), key=lambda p: p.stat().st_mtime)
+    except OSError:  # another process removed one while it was listed
+        return
+    for old in [p for p in stored if not p.name.startswith(code)] + stored[:-COMPOSITIONS_KEPT]:
+        with contextlib.suppress(OSError):
+            old.unlink()
 
 
 HELP_FLAGS = ("--help", "-h")
