@@ -11,9 +11,17 @@ from conftest import make_hw, random_graphs
 from test_oracles import EDGE_CASES, brute_force, hand_graph, tiny_graphs
 
 from respect_jax.costs import OBJECTIVES
+from respect_jax.graphs.graph import Graph
 from respect_jax.reference import reference_objective
 from respect_jax.solvers import run_solver
-from respect_jax.solvers.lattice import enumerate_downsets, has_unique_order, solve_lattice
+from respect_jax.solvers.lattice import (
+    _segment_downsets,
+    enumerate_downsets,
+    has_unique_order,
+    search_lattice,
+    series_segments,
+    solve_lattice,
+)
 from respect_jax.solvers.partitioners import best_contiguous_cuts
 
 RTOL = 1e-9
@@ -105,3 +113,79 @@ def test_auto_proves_few_downset_graphs_at_once(objective):
         proven += result["info"]["portfolio"]["lattice"].get("optimal", False)
     assert proven == 6
     np.testing.assert_equal(proven, 6)
+
+
+def module_chain(seed: int, modules: int = 2) -> Graph:
+    """A chain of inception-like modules: each fans out from a join node into 2-3 branches of 1-2 nodes that meet
+    in the next join node (sometimes with a skip edge from join to join, like a residual), random sizes."""
+    rng = np.random.default_rng(seed)
+    edges, count, join = [], 1, 0
+    for _ in range(modules):
+        ends = []
+        for _ in range(int(rng.integers(2, 4))):
+            prev = join
+            for _ in range(int(rng.integers(1, 3))):
+                edges.append([prev, count])
+                prev, count = count, count + 1
+            ends.append(prev)
+        edges += [[e, count] for e in ends] + ([[join, count]] if rng.random() < 0.3 else [])
+        join, count = count, count + 1
+    return hand_graph(f"modules{seed}", rng.integers(0, 400_000, count), rng.integers(1, 3000, count),
+                      rng.integers(100_000, 100_000_000, count), edges)
+
+
+def _small_problems():
+    return [module_chain(s) for s in range(4)] + tiny_graphs()[:6] + [EDGE_CASES["huge_node"]]
+
+
+def test_segments_hold_every_downset_once():
+    """series_segments: each downset is base ∪ X for exactly one segment and one downset X of its nodes."""
+    for graph in _small_problems() + list(EDGE_CASES.values()):
+        rows = []
+        for base, nodes in series_segments(graph):
+            for x in _segment_downsets(graph.predecessors(), nodes, 10_000, None):
+                row = base.copy()
+                row[nodes] = x
+                rows.append(tuple(int(b) for b in row))
+        assert len(rows) == len(set(rows)), graph.name
+        assert set(rows) == _downsets_by_subsets(graph), graph.name
+    assert all(len(series_segments(module_chain(s))) >= 3 for s in range(4))  # the joins are separators
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_pruned_programme_equals_brute_force(k):
+    """With a limit at the optimum or a contiguous split's value the filtered programme finds the optimum; with a
+    limit just below it, it proves that no schedule meets the limit (also with a slow link: crossings decide)."""
+    for graph, hw in itertools.product(_small_problems(), (make_hw(k), make_hw(k, link_bw=3e5))):
+        best = brute_force(graph, hw, lam=0.7)
+        for objective in OBJECTIVES:
+            opt = best[objective]
+            _, contiguous = best_contiguous_cuts(graph, hw, objective, 0.7)
+            for upper in (opt, contiguous):
+                found = solve_lattice(graph, hw, objective, 0.7, upper=upper)
+                own = reference_objective(graph, found["assignment"], hw, objective, 0.7)
+                assert own == pytest.approx(opt, rel=RTOL, abs=1e-15), (graph.name, objective, upper)
+                assert found["value"] == pytest.approx(opt, rel=RTOL, abs=1e-15), (graph.name, objective)
+            if opt > 0:
+                below = solve_lattice(graph, hw, objective, 0.7, upper=opt * (1 - 1e-4))
+                assert below["assignment"] is None and below["value"] == np.inf, (graph.name, objective)
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_search_lattice_finds_the_optimum_or_a_lower_bound(objective):
+    """Probing: the optimum when the programme fits; otherwise (few downsets allowed) a lower bound <= the optimum
+    that the probes raised above the given one on some graphs."""
+    hw = make_hw(3)
+    raised = 0
+    for graph in _small_problems():
+        opt = brute_force(graph, hw)[objective]
+        _, upper = best_contiguous_cuts(graph, hw, objective, 1.0)
+        found = search_lattice(graph, hw, objective, upper=upper, lower=0.0)
+        assert found["value"] == pytest.approx(opt, rel=RTOL, abs=1e-15), graph.name
+        assert found["lower"] <= opt * (1 + 1e-9), graph.name
+        few = search_lattice(graph, hw, objective, max_downsets=4, upper=upper, lower=0.0)
+        assert few["lower"] <= opt * (1 + 1e-9), graph.name
+        if "value" in few:
+            assert few["value"] == pytest.approx(opt, rel=RTOL, abs=1e-15), graph.name
+        raised += 0 < few["lower"] and "value" not in few
+    assert raised >= 2

@@ -5,10 +5,12 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
 1. **The exact best contiguous split** (``contiguous``, NumPy, milliseconds on real models): the first
    incumbent. Every member's schedule is scored in float64 NumPy (:mod:`respect_jax.solvers.numpy_eval`), so the
    first incumbent waits for no JAX compilation (``info['first_incumbent_s']``: seconds from the call to it).
-1b. **Few downsets** (``lattice_downsets``): a graph with a unique topological order (many CNNs: every valid
-   schedule is then a contiguous split, so the exact contiguous split is the optimum) or with at most
-   ``lattice_downsets`` downsets (:mod:`respect_jax.solvers.lattice`: a dynamic programme over them, at most
-   :data:`LATTICE_SHARE` of the budget) is proven optimal here, and nothing else runs.
+1b. **The downset programme** (``lattice_downsets``): a graph with a unique topological order (many CNNs: every
+   valid schedule is then a contiguous split, so the exact contiguous split is the optimum) is proven optimal here;
+   otherwise :func:`respect_jax.solvers.lattice.search_lattice` (an exact dynamic programme over the downsets that
+   can be a stage boundary of a schedule better than a probed limit, enumerated module by module; at most
+   ``lattice_downsets`` of them kept, at most :data:`LATTICE_SHARE` of the budget) either proves the optimum, and
+   nothing else runs, or leaves a certified lower bound (a limit no schedule meets).
 2. **The exact solver** (``exact``: ``cpsat``, ``milp`` or ``auto``: CP-SAT, whose incumbents stream to the live
    line) starts in a thread with the incumbent as its complete hint / warm start and runs until the deadline
    or a proof of optimality; it runs alone for ``head_start_s`` first.
@@ -59,7 +61,7 @@ from respect_jax.solvers.base import (
     register_solver,
 )
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
-from respect_jax.solvers.lattice import MAX_DOWNSETS, has_unique_order, solve_lattice
+from respect_jax.solvers.lattice import MAX_DOWNSETS, has_unique_order, search_lattice
 from respect_jax.solvers.numpy_eval import objective_np
 from respect_jax.solvers.stopping import StopSignal
 
@@ -288,9 +290,9 @@ def solve_auto(
             ``max_nodes``: skip the member on larger graphs).
         progress: print the live line on stderr.
         crossing_bound: search the crossing lower bound (in a thread, beside the members) until the deadline.
-        lattice_downsets: after the contiguous split, prove the optimum at once where the graph has at most this
-            many downsets (:mod:`respect_jax.solvers.lattice`; its programme gets :data:`LATTICE_SHARE` of the
-            budget), or a unique topological order (the contiguous split is then optimal); 0: never.
+        lattice_downsets: after the contiguous split, the downset programme (:mod:`respect_jax.solvers.lattice`,
+            :data:`LATTICE_SHARE` of the budget) keeping at most this many downsets per probe; a graph with a unique
+            topological order is proven at once (the contiguous split is then optimal); 0: never.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -386,11 +388,14 @@ def solve_auto(
                                     "time_s": time.perf_counter() - t0,
                                     "why": "a unique topological order: the exact contiguous split is the optimum"}
         else:
-            found = solve_lattice(graph, hw, objective, lam, int(lattice_downsets),
-                                  deadline=start + LATTICE_SHARE * float(time_budget_s), upper=best_obj)
-            if found is None:
-                portfolio["lattice"] = {"optimal": False, "time_s": time.perf_counter() - t0,
-                                        "why": f"more than {int(lattice_downsets)} downsets or out of time"}
+            found = search_lattice(graph, hw, objective, lam, int(lattice_downsets),
+                                   deadline=start + LATTICE_SHARE * float(time_budget_s), upper=best_obj,
+                                   lower=bound)
+            if "value" not in found:
+                bound = max(bound, found["lower"])
+                portfolio["lattice"] = {"optimal": False, "lower_bound": found["lower"],
+                                        "time_s": time.perf_counter() - t0, "probes": len(found["probes"]),
+                                        "why": found["probes"][-1][1] if found["probes"] else "out of time"}
             else:
                 value = offer("lattice", found["assignment"])
                 bound = max(bound, min(found["value"], value))
