@@ -62,7 +62,7 @@ MAX_ENUMERATED = 100_000
 #: Seconds spent enumerating downsets at most (over all probes of one problem).
 ENUMERATION_S = 1.0
 #: Candidate pairs (a window of keys, :func:`_window_pairs`) examined at most.
-MAX_PAIRS = 30_000_000
+MAX_PAIRS = 12_000_000
 #: Candidate pairs examined per vectorised chunk.
 PAIR_CHUNK = 2_000_000
 #: Relative slack of the necessary conditions that drop downsets and pairs (float rounding).
@@ -494,6 +494,27 @@ def solve_lattice(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0, 
             "time_s": time.perf_counter() - start}
 
 
+def _forward_steps(masks: list[np.ndarray], key: np.ndarray, width: float, segment: np.ndarray, words: np.ndarray,
+                   extra, deadline, note: dict) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """The pairs ``(D_k, D_{k+1})`` of each step k = 0..K-1 (:func:`_step_pairs`): ``D_{k+1}`` in ``masks[k + 1]``
+    and ``D_k`` one that the kept pairs of the steps before reach from the empty set. None past ``MAX_PAIRS``
+    candidate pairs (``note["why"]`` says so) or ``deadline``."""
+    reach, steps, total = masks[0], [], 0
+    for k in range(len(masks) - 1):
+        windows = _step_windows(key, width, reach, masks[k + 1])
+        total += int(windows[2].sum())
+        if total > MAX_PAIRS:
+            note["why"] = f"more than {MAX_PAIRS} pairs"
+            return None
+        pairs = _step_pairs(windows, segment, words, extra, deadline)
+        if pairs is None:
+            return None
+        steps.append(pairs)
+        reach = np.zeros(len(key), bool)
+        reach[pairs[1]] = True
+    return steps
+
+
 def _latency(terms: _Terms, segment, words, hw: Hardware, lam: float, upper: float, deadline, note: dict):
     """Least bottleneck: a K-step min-max path; a stage ``I ⊆ J`` takes ``T(I, J) = tau + (macs(J) - macs(I)) / R
     + max(0, par(J) - par(I) - C) / H + cross(I) / L`` and only stages within ``upper`` are kept."""
@@ -507,17 +528,11 @@ def _latency(terms: _Terms, segment, words, hw: Hardware, lam: float, upper: flo
     def cost(i, j):
         return before[i] + after[j] + np.maximum((par[j] - par[i]) - sram, 0.0) / host
 
-    masks = _boundary_masks(terms, hw, "latency", lam, upper)
-    windows = [_step_windows(macs, (u - tau) * rate, masks[k], masks[k + 1]) for k in range(hw.stages)]
-    if sum(int(w[2].sum()) for w in windows) > MAX_PAIRS:
-        note["why"] = f"more than {MAX_PAIRS} pairs"
+    steps = _forward_steps(_boundary_masks(terms, hw, "latency", lam, upper), macs, (u - tau) * rate, segment, words,
+                           lambda i, j: cost(i, j) <= u, deadline, note)
+    if steps is None:
         return None
-    steps = []
-    for k in range(hw.stages):
-        pairs = _step_pairs(windows[k], segment, words, lambda i, j: cost(i, j) <= u, deadline)
-        if pairs is None:
-            return None
-        steps.append((*pairs, cost(*pairs)))
+    steps = [(pi, pj, cost(pi, pj)) for pi, pj in steps]
     found = _layered_path(steps, len(par), len(par) - 1, np.maximum, deadline)
     return None if found is None else (*found, sum(len(st[0]) for st in steps))
 
@@ -528,30 +543,29 @@ def _paper(terms: _Terms, segment, words, hw: Hardware, lam: float, upper: float
     :func:`_boundary_mask` with that cap and the best value so far."""
     par, cross = terms.par, terms.cross
     u = upper * (1 + FILTER_SLACK)
-    masks = _boundary_masks(terms, hw, "paper", lam, upper)
-    windows = [_step_windows(par, u, masks[k], masks[k + 1]) for k in range(hw.stages)]
-    if sum(int(w[2].sum()) for w in windows) > MAX_PAIRS:
-        note["why"] = f"more than {MAX_PAIRS} pairs"
-        return None
-    steps = []
-    for k in range(hw.stages):
-        pairs = _step_pairs(windows[k], segment, words, lambda i, j: par[j] - par[i] <= u - lam * cross[i], deadline)
-        if pairs is None:
-            return None
-        pi, pj = pairs
-        steps.append((pi, pj, par[pj] - par[pi], lam * cross[pi]))
-    kept = sum(len(st[0]) for st in steps)
     full = len(par) - 1
+    inner = lam * np.where(np.arange(len(par)) == full, 0.0, cross)  # the full set's crossing is not counted
+
+    def fits(i, j):  # the stage I -> J and the crossings of both its ends (inner boundaries) within the limit
+        return par[j] - par[i] <= u - lam * cross[i] - inner[j]
+
+    steps = _forward_steps(_boundary_masks(terms, hw, "paper", lam, upper), par, u, segment, words, fits, deadline,
+                           note)
+    if steps is None:
+        return None
+    steps = [(pi, pj, par[pj] - par[pi], lam * cross[pi]) for pi, pj in steps]
+    kept = sum(len(st[0]) for st in steps)
     best_value, best_chain = np.inf, None
     step = 0.5 * float(hw.param_bytes) if hw.param_bytes > 0 else 0.5
     cap = float(par[full])  # every stage fits: the first visit
     for _ in range(MAX_CAPS):
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
         masks = _boundary_masks(terms, hw, "paper", lam, min(best_value, upper), cap)
-        sub = []
-        for k, (pi, pj, size, weight) in enumerate(steps):
+        for k, (pi, pj, size, weight) in enumerate(steps):  # caps and the best value only fall: the pairs shrink
             sel = (size <= cap) & masks[k][pi] & masks[k + 1][pj]
-            sub.append((pi[sel], pj[sel], weight[sel]))
-        found = _layered_path(sub, len(par), full, np.add, deadline)
+            steps[k] = (pi[sel], pj[sel], size[sel], weight[sel])
+        found = _layered_path([(pi, pj, weight) for pi, pj, _, weight in steps], len(par), full, np.add, deadline)
         if found is None:
             return None
         comm, chain = found
