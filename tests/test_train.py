@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -360,11 +361,34 @@ def run_cli(args, cwd):
     )
 
 
+def run_cli_in_process(args, cwd, monkeypatch, capfd):
+    """``args`` run by the command's ``main()`` in this process (as its console script would, from ``cwd``):
+    (exit status, stderr). The error hooks a reported user error replaces are restored afterwards."""
+    from respect_jax.cli import eval as eval_cli
+    from respect_jax.cli import train as train_cli
+
+    main = {"respect-train": train_cli.main, "respect-eval": eval_cli.main}[args[0]]
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", list(args))
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main()
+    code = exc.value.code  # as a process's exit status: None is 0, a message (printed by Python there) is 1
+    return (0 if code is None else code if isinstance(code, int) else 1), capfd.readouterr().err
+
+
+# One error runs the console script in a fresh process (nothing else, e.g. JAX's start-up, prints to stderr there);
+# the others run main() in this process, whose stderr (file descriptor 2 included) is read the same way.
+IN_A_PROCESS = "needs datasets"
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
         (["respect-train", "policy=nope"], "unknown policy 'nope'"),
-        (["respect-train", "algorithm=imitation", "datasets=[]"], "needs datasets"),
+        (["respect-train", "algorithm=imitation", "datasets=[]"], IN_A_PROCESS),
         (["respect-train", "train.steps=7", "train.steps_per_epoch=5"], "multiple of train.steps_per_epoch"),
         (["respect-train", "init_from=/nonexistent", "algorithm=self_improvement"], "not a policy checkpoint"),
         (
@@ -377,11 +401,15 @@ def run_cli(args, cwd):
         (["respect-eval", "checkpoint=/nonexistent", "dataset=data/graphs/dnn40.json"], "not a policy checkpoint"),
     ],
 )
-def test_cli_user_errors_are_one_line(tmp_path, args, message):
-    proc = run_cli(args, ROOT)
-    assert proc.returncode != 0
-    lines = [x for x in proc.stderr.strip().splitlines() if not x.startswith("WARNING")]
-    assert len(lines) == 1 and message in lines[0], proc.stderr
+def test_cli_user_errors_are_one_line(tmp_path, args, message, monkeypatch, capfd):
+    if message == IN_A_PROCESS:
+        proc = run_cli(args, ROOT)
+        code, stderr = proc.returncode, proc.stderr
+    else:
+        code, stderr = run_cli_in_process(args, ROOT, monkeypatch, capfd)
+    assert code != 0
+    lines = [x for x in stderr.strip().splitlines() if not x.startswith("WARNING")]
+    assert len(lines) == 1 and message in lines[0], stderr
 
 
 @pytest.mark.parametrize("launcher, target", [("slurm", "SlurmLauncher"), ("local", "JoblibLauncher")])
