@@ -176,16 +176,21 @@ def test_search_lattice_finds_the_optimum_or_a_lower_bound(objective):
     """Probing: the optimum when the programme fits; otherwise (few downsets allowed) a lower bound <= the optimum
     that the probes raised above the given one on some graphs."""
     hw = make_hw(3)
-    raised = 0
+    raised = improved = 0
     for graph in _small_problems():
         opt = brute_force(graph, hw)[objective]
         _, upper = best_contiguous_cuts(graph, hw, objective, 1.0)
         found = search_lattice(graph, hw, objective, upper=upper, lower=0.0)
         assert found["value"] == pytest.approx(opt, rel=RTOL, abs=1e-15), graph.name
         assert found["lower"] <= opt * (1 + 1e-9), graph.name
-        few = search_lattice(graph, hw, objective, max_downsets=4, upper=upper, lower=0.0)
+        few = search_lattice(graph, hw, objective, max_downsets=4, upper=upper, lower=0.0, fewest=8)
         assert few["lower"] <= opt * (1 + 1e-9), graph.name
         if "value" in few:
             assert few["value"] == pytest.approx(opt, rel=RTOL, abs=1e-15), graph.name
+        if "incumbent" in few:  # the heuristic's schedule: valid, its value its own, better than the given one
+            value = reference_objective(graph, few["incumbent"]["assignment"], hw, objective, 1.0)
+            assert value == pytest.approx(few["incumbent"]["value"], rel=RTOL, abs=1e-15), graph.name
+            assert opt * (1 - 1e-9) <= value < upper, graph.name
+            improved += 1
         raised += 0 < few["lower"] and "value" not in few
-    assert raised >= 2
+    assert raised >= 2 and improved >= 1

@@ -393,6 +393,8 @@ def solve_auto(
                                    lower=bound)
             if "value" not in found:
                 bound = max(bound, found["lower"])
+                if "incumbent" in found:  # the heuristic programme's schedule
+                    portfolio["lattice_heuristic"] = {"objective": offer("lattice", found["incumbent"]["assignment"])}
                 portfolio["lattice"] = {"optimal": False, "lower_bound": found["lower"],
                                         "time_s": time.perf_counter() - t0, "probes": len(found["probes"]),
                                         "why": found["probes"][-1][1] if found["probes"] else "out of time"}

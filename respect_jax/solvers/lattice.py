@@ -69,6 +69,8 @@ PAIR_CHUNK = 2_000_000
 FILTER_SLACK = 1e-7
 #: :func:`search_lattice` stops probing once the bracket around the optimum is this narrow (relative to ``upper``).
 PROBE_RTOL = 1e-7
+#: Downsets of least crossing the heuristic programme of :func:`search_lattice` keeps.
+HEURISTIC_DOWNSETS = 1500
 
 
 def has_unique_order(graph: Graph) -> bool:
@@ -372,7 +374,7 @@ def _boundary_ok(par_lo, macs_lo, par_hi, macs_hi, cross, totals: tuple[float, f
 
 
 def _candidate_downsets(graph: Graph, hw: Hardware, objective: str, lam: float, upper: float, max_downsets: int,
-                        deadline: float | None, cache: dict | None = None) -> dict | None:
+                        deadline: float | None, cache: dict | None = None, fewest: int = 0) -> dict | None:
     """The downsets that may be a boundary of a schedule at most ``upper`` (:func:`_boundary_ok`), and the empty
     and the full set, segment by segment (:func:`series_segments`; a segment none of whose downsets can pass is not
     enumerated). None past ``MAX_ENUMERATED`` downsets enumerated, ``max_downsets`` kept, or ``deadline``.
@@ -424,9 +426,17 @@ def _candidate_downsets(graph: Graph, hw: Hardware, objective: str, lam: float, 
         keep |= ~sets.any(axis=1) if s == 0 else False
         keep |= sets.all(axis=1) if s == len(segments) - 1 else False
         parts.append((s, sets[keep], par[keep], macs[keep], cross[keep]))
-        if sum(len(p[1]) for p in parts) > max_downsets:
+        if not fewest and sum(len(p[1]) for p in parts) > max_downsets:
             cache["why"] = f"more than {max_downsets} downsets kept"
             return None
+    if fewest:  # a heuristic: only the ``fewest`` downsets of least crossing (and the empty and the full set)
+        crossings = np.concatenate([p[4] for p in parts])
+        chosen = np.zeros(len(crossings), bool)
+        chosen[np.argsort(crossings, kind="stable")[:fewest]] = True
+        chosen[0] = chosen[-1] = True  # the empty set opens the first part, the full set closes the last
+        offsets = np.cumsum([0] + [len(p[1]) for p in parts])
+        parts = [(p[0], *(x[chosen[a:b]] for x in p[1:])) for p, a, b in zip(parts, offsets[:-1], offsets[1:],
+                                                                            strict=True)]
     width = max((max(len(p[1][0]) if len(p[1]) else 0 for p in parts) + 63) // 64, 1)
     words = []
     for _, sets, *_ in parts:
@@ -442,10 +452,12 @@ def _candidate_downsets(graph: Graph, hw: Hardware, objective: str, lam: float, 
 
 
 def solve_lattice(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0, max_downsets: int = MAX_DOWNSETS,
-                  deadline: float | None = None, upper: float = np.inf, cache: dict | None = None) -> dict | None:
+                  deadline: float | None = None, upper: float = np.inf, cache: dict | None = None, fewest: int = 0
+                  ) -> dict | None:
     """The optimum by the downset programme (module docstring), or None when more than ``max_downsets`` downsets
     remain after the filters of ``upper``, more than ``MAX_PAIRS`` pairs are to be examined, or ``deadline``
-    passes first.
+    passes first. With ``fewest`` > 0 a heuristic instead: the programme over only the ``fewest`` kept downsets of
+    least crossing (its schedule is valid, its value proves nothing; ``assignment`` None when it finds none).
 
     Args:
         graph, hw, objective, lam: the problem.
@@ -472,7 +484,7 @@ def solve_lattice(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0, 
                 "downsets": 2, "enumerated": 0, "pairs": 0, "time_s": time.perf_counter() - start}
     cache = {} if cache is None else cache
     cache["why"] = "deadline"
-    found = _candidate_downsets(graph, hw, objective, lam, upper, max_downsets, deadline, cache)
+    found = _candidate_downsets(graph, hw, objective, lam, upper, max_downsets, deadline, cache, fewest)
     if found is None:
         return None
     key = found["macs"] if objective == "latency" else found["par"]
@@ -485,7 +497,8 @@ def solve_lattice(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0, 
     if result is None:
         return None
     value, chain, pairs = result
-    if not value <= upper * (1 + FILTER_SLACK):  # the filters keep every schedule at most upper: there is none
+    if not np.isfinite(value) or not fewest and not value <= upper * (1 + FILTER_SLACK):
+        # exact: the filters keep every schedule at most upper, so there is none
         return {"assignment": None, "value": np.inf, "downsets": int(len(order)),
                 "enumerated": int(found["enumerated"]), "pairs": int(pairs), "time_s": time.perf_counter() - start}
     rows = _rows(found, order[chain], graph.num_nodes)
@@ -599,7 +612,8 @@ def _rows(found: dict, picks: np.ndarray, n: int) -> np.ndarray:
 
 
 def search_lattice(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0, max_downsets: int = MAX_DOWNSETS,
-                   deadline: float | None = None, upper: float = np.inf, lower: float = 0.0) -> dict:
+                   deadline: float | None = None, upper: float = np.inf, lower: float = 0.0,
+                   fewest: int = HEURISTIC_DOWNSETS) -> dict:
     """The optimum, or a certified lower bound, by probing :func:`solve_lattice` with guessed upper limits.
 
     A probe with limit ``p`` either finds the optimum (some schedule is at most ``p``), proves that none is at most
@@ -607,17 +621,20 @@ def search_lattice(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0,
     The first probe is ``upper`` (a known schedule's value); then the probes bisect between the best lower bound and
     the smallest limit that gave up: a limit just above the optimum filters the most. Stops at the optimum, when
     the bracket is below ``PROBE_RTOL`` of ``upper``, when a segment has too many downsets to enumerate, or at
-    ``deadline``.
+    ``deadline``. When the first probe gives up, the heuristic programme over the ``fewest`` downsets of least
+    crossing (:func:`solve_lattice`) may find a better schedule; its value is probed next (0: no heuristic).
 
     Returns:
         ``{"lower": the best lower bound proven (>= lower), "probes": [(limit, "optimum" | "none" | "gave up")],
         "time_s": float}`` and, when the optimum was found, :func:`solve_lattice`'s result (``assignment``,
-        ``value``, ...) besides (then ``lower`` is the value).
+        ``value``, ...) besides (then ``lower`` is the value); otherwise ``incumbent`` (``{"assignment", "value"}``)
+        when the heuristic found a schedule better than ``upper``.
     """
     start = time.perf_counter()
     cache: dict = {}
     lo, top, probe = float(lower), float(upper), float(upper)
     probes: list[tuple[float, str]] = []
+    incumbent: dict | None = None
     while deadline is None or time.perf_counter() < deadline:
         found = solve_lattice(graph, hw, objective, lam, max_downsets, deadline, probe, cache)
         if found is not None and found["assignment"] is not None:
@@ -628,10 +645,18 @@ def search_lattice(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0,
             top = probe
             if cache.get("too_many") or not np.isfinite(probe):
                 break
+            if fewest > 0 and len(probes) == 1:
+                guess = solve_lattice(graph, hw, objective, lam, max_downsets, deadline, upper, cache, fewest)
+                if guess is not None and guess["assignment"] is not None and guess["value"] < upper * (1 - PROBE_RTOL):
+                    incumbent = {"assignment": guess["assignment"], "value": guess["value"]}
+                    probes.append((guess["value"], "heuristic"))
+                    probe = guess["value"]
+                    continue
         else:
             probes.append((probe, "none"))
             lo = max(lo, probe)
         if not np.isfinite(top) or top - lo <= PROBE_RTOL * abs(upper):
             break
         probe = lo + 0.5 * (top - lo)
-    return {"lower": lo, "probes": probes, "time_s": time.perf_counter() - start}
+    out = {"lower": lo, "probes": probes, "time_s": time.perf_counter() - start}
+    return out if incumbent is None else {**out, "incumbent": incumbent}
