@@ -33,20 +33,22 @@ if TYPE_CHECKING:
 #: solvers registered by modules outside :mod:`respect_jax.solvers` (the learned schedulers) or that run
 #: them (``auto`` runs ``policy`` in its portfolio when it is registered)
 LEARNED_SOLVERS = ("policy", "respect_pointer", "order_policy", "auto")
-#: modules whose import registers the learned solvers (``respect_jax.solvers`` never imports them)
-LEARNED_MODULES = ("respect_jax.policy.solver", "respect_jax.respect_pointer.solver", "respect_jax.policy.order_solver")
+#: the module whose import registers each learned solver (``respect_jax.solvers`` never imports them)
+LEARNED_MODULES = {
+    "policy": "respect_jax.policy.solver",
+    "respect_pointer": "respect_jax.respect_pointer.solver",
+    "order_policy": "respect_jax.policy.order_solver",
+}
 
 
 def register_solvers(learned: bool = True) -> list[str]:
-    """Import the modules that register solvers (the learned ones too unless ``learned=False``); returns the
-    sorted names of every registered solver."""
-    import importlib
-
-    from respect_jax.solvers import available_solvers
+    """Make every solver known by name (the learned ones too unless ``learned=False``; a solver's module is
+    imported when it is first used); returns the sorted names."""
+    from respect_jax.solvers import available_solvers, register_lazy
 
     if learned:
-        for module in LEARNED_MODULES:
-            importlib.import_module(module)
+        for name, module in LEARNED_MODULES.items():
+            register_lazy(name, module)
     return available_solvers()
 
 

@@ -94,7 +94,13 @@ def test_solvers_lists_every_solver_in_a_fresh_process_and_import_is_light():
         "light = not any(m == 'jax' or m.startswith('jax.') for m in sys.modules)\n"
         "names = rj.solvers()\n"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'flax', 'optax', 'jraph', 'scipy', 'cvxpy'})\n"
-        "print(json.dumps({'light': light, 'solvers': names, 'heavy': heavy}))\n"
+        "prefixes = ('respect_jax.solvers.', 'respect_jax.policy.', 'respect_jax.respect_pointer.')\n"
+        "solver_modules = lambda: sorted(m.rsplit('.', 1)[-1] for m in sys.modules if m.startswith(prefixes))\n"
+        "named = solver_modules()\n"
+        "g = rj.load_graph('data/models/vgg16.json')\n"
+        "value = rj.schedule(g, rj.hardware('coral_usb', stages=4), solver='contiguous').objective\n"
+        "print(json.dumps({'light': light, 'solvers': names, 'heavy': heavy, 'named': named,\n"
+        "                  'contiguous': solver_modules(), 'value': value}))\n"
     )
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -106,6 +112,13 @@ def test_solvers_lists_every_solver_in_a_fresh_process_and_import_is_light():
     assert out["solvers"] == presets
     assert {"policy", "respect_pointer", "order_policy", "auto", "cpsat", "milp"} <= set(out["solvers"])
     assert rj.solvers() == presets  # here, after other imports: the same list (the package stays callable)
+    # naming the solvers imports none of their modules; running one imports its own (and what it uses) only
+    assert out["named"] == ["base"], out["named"]
+    imported = set(out["contiguous"])
+    assert "partitioners" in imported, imported
+    assert not imported & {"auto", "cpsat", "milp", "gumbel", "greedy", "solver"}, imported
+    g = rj.load_graph("data/models/vgg16.json")
+    assert out["value"] == rj.schedule(g, rj.hardware("coral_usb", stages=4), solver="contiguous").objective
 
 
 def test_hardware_presets_with_overrides_equal_the_yaml():

@@ -547,6 +547,72 @@ def test_a_stored_composition_is_hydras_composition(tmp_path, monkeypatch, confi
     assert compose.read_composition(file) is None  # an unreadable entry is only a miss
 
 
+RUN_SCHEDULE = (
+    "import json, sys\n"
+    "from respect_jax.cli.schedule import main\n"
+    "sys.argv = ['respect-schedule', *sys.argv[1:]]\n"
+    "main()\n"
+    "print(json.dumps({'hydra': 'hydra' in sys.modules}))\n"
+)
+
+
+def test_a_repeated_schedule_command_runs_its_task_without_hydra(tmp_path, monkeypatch):
+    """The second identical ``respect-schedule`` plain run calls its task on the stored task config without
+    importing Hydra and writes the same result; an unreadable stored task config, or a command with a
+    ``${now:...}`` in its task config, goes through Hydra again (and stores nothing it cannot use)."""
+    from respect_jax.cli.compose import composition_file, task_file
+
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "RESPECT_JAX_CACHE": str(tmp_path / "cache")}
+
+    def run(*overrides: str) -> tuple[bool, dict]:
+        out = tmp_path / "r.json"
+        proc = subprocess.run([sys.executable, "-c", RUN_SCHEDULE, *overrides, f"out={out}"], capture_output=True,
+                              text=True, env=env, cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(out.read_text())
+        doc.pop("solve_time_s")
+        return json.loads(proc.stdout.strip().splitlines()[-1])["hydra"], doc
+
+    args = ("graph=data/models/vgg16.json", "solver=contiguous", "hardware.stages=3")
+    runs = [run(*args) for _ in range(2)]
+    assert [hydra for hydra, _ in runs] == [True, False]  # composed through Hydra, then read back without it
+    assert runs[1][1] == runs[0][1]
+    monkeypatch.setenv("RESPECT_JAX_CACHE", env["RESPECT_JAX_CACHE"])
+    monkeypatch.chdir(ROOT)  # the file the commands above used (same config, overrides, job name and directory)
+    file = composition_file("schedule", [*args, f"out={tmp_path / 'r.json'}"], "schedule")
+    assert task_file(file).is_file()
+    task_file(file).write_bytes(b"not a pickle")
+    assert run(*args) == (True, runs[0][1])  # unreadable: Hydra runs it
+    stamped = (*args, "+stamp=${now:%H-%M-%S}")
+    assert [run(*stamped)[0] for _ in range(2)] == [True, True]  # ${now:} resolves per run: never read back
+
+
+def test_only_a_plain_hydra_run_has_a_task_config_to_store(monkeypatch):
+    """:func:`plain_hydra_run` is False as soon as Hydra's run would do more than call the task (a run folder
+    elsewhere, a saved config, logging set up, environment variables set, a change of directory); a task config
+    with ``${hydra:...}`` or ``${now:...}`` is not stored."""
+    from omegaconf import OmegaConf, open_dict
+
+    from respect_jax.cli.compose import composed, plain_hydra_run, task_config
+
+    monkeypatch.setenv("RESPECT_JAX_CACHE", "off")
+    with composed("test", "schedule", ["graph=g.json"], "schedule") as (_, cfg):
+        assert plain_hydra_run(cfg)
+        task = task_config(cfg)
+        assert task is not None and "hydra" not in task and task.graph == "g.json"
+        changes = {"hydra.run.dir": "elsewhere", "hydra.output_subdir": ".hydra", "hydra.job.chdir": True,
+                   "hydra.job.env_set": {"X": "1"}, "hydra.job.env_copy": ["HOME"], "hydra.verbose": True,
+                   "hydra.job_logging": {"version": 1, "root": {"level": "INFO"}}}
+        for key, value in changes.items():
+            changed = OmegaConf.create(OmegaConf.to_container(cfg))
+            with open_dict(changed):
+                OmegaConf.update(changed, key, value, merge=False)
+            assert not plain_hydra_run(changed), key
+    for extra in ("+stamp=${now:%H}", "+choice=${hydra:runtime.choices.solver}"):
+        with composed("test", "schedule", ["graph=g.json", extra], "schedule") as (_, cfg):
+            assert task_config(cfg) is None, extra
+
+
 def test_a_stored_composition_follows_the_config_files_the_time_and_the_cache_setting(tmp_path, monkeypatch):
     """An edited preset is composed again; ``${now:...}`` resolves at the time of the run, not of the stored
     composition; ``jax_cache=off`` (or another folder) on the command line stores nothing in the default folder."""

@@ -21,12 +21,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from respect_jax import api
 from respect_jax.cli.common import (
-    CONF_DIR,
     dump_json,
     hardware_from_cfg,
     job_file,
@@ -36,6 +34,7 @@ from respect_jax.cli.common import (
     shipped_path,
     user_errors_exit,
 )
+from respect_jax.cli.compose import hydra_entry
 from respect_jax.graphs.graph import load_graph, write_json_atomic
 from respect_jax.schedule_files import graph_files, is_many, many_summary, setup_text, training_mismatch, write_many
 
@@ -86,9 +85,8 @@ def write_plot(graph_file: str | Path, result: dict, png: Path) -> None:
     save_png(plot_result(api.load_graph(graph_file), result), png)  # a shipped data/... graph too
 
 
-@hydra.main(config_path=CONF_DIR, config_name="schedule", version_base="1.3")
 @user_errors_exit("respect-schedule")
-def _main(cfg: DictConfig) -> None:
+def _task(cfg: DictConfig) -> None:
     setup_compilation_cache(cfg)
     if is_many(str(shipped_path(cfg.graph))) or cfg.get("out_dir") is not None:
         _main_many(cfg)
@@ -134,8 +132,11 @@ def _main_many(cfg: DictConfig) -> None:
     print(many_summary(results, out_dir), file=sys.stderr)
 
 
+_main = hydra_entry(_task, "schedule")  # @hydra.main(config_name="schedule"), Hydra imported only when it runs
+
+
 def main() -> None:
-    run_command("respect-schedule", ("hardware", "solver"), "schedule", _main)
+    run_command("respect-schedule", ("hardware", "solver"), "schedule", _main, without_hydra=True)
 
 
 if __name__ == "__main__":

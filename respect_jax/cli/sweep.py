@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -15,7 +16,10 @@ from respect_jax import resources
 
 
 def in_sweep() -> bool:
-    """Whether this process runs a job of a Hydra multirun (``-m``)."""
+    """Whether this process runs a job of a Hydra multirun (``-m``). False without importing Hydra when this
+    process never set Hydra's job config (a plain run read back by :func:`respect_jax.cli.compose.run_command`)."""
+    if "hydra.core.hydra_config" not in sys.modules:
+        return False
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 

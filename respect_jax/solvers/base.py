@@ -8,6 +8,7 @@ unchecked: :func:`run_solver` scores every assignment with the shared evaluator.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import time
 from collections.abc import Callable
@@ -55,6 +56,9 @@ def matches_reference(objective, reference, rtol: float = OPTIMAL_RTOL):
 
 SolverFn = Callable[..., SolveResult]
 _REGISTRY: dict[str, SolverFn] = {}
+#: solvers known by name whose module is imported on first use (:func:`register_lazy`): naming one solver imports
+#: its module only (``solver=policy`` does not import CP-SAT's, the MILP's or the portfolio's modules)
+_LAZY: dict[str, str] = {}
 
 
 def register_solver(name: str):
@@ -67,11 +71,24 @@ def register_solver(name: str):
     return wrap
 
 
+def register_lazy(name: str, module: str) -> None:
+    """Make solver ``name`` known without importing ``module``, the module whose import registers it
+    (:func:`register_solver`); :func:`get_solver` imports it on first use."""
+    _LAZY.setdefault(name, module)
+
+
 def available_solvers() -> list[str]:
-    return sorted(_REGISTRY)
+    """The sorted names of every solver registered or known by name (:func:`register_lazy`)."""
+    return sorted(set(_REGISTRY) | set(_LAZY))
 
 
 def get_solver(name: str) -> SolverFn:
+    """The solver function registered as ``name``, its module imported first if only its name is known;
+    one-line ValueError for an unknown name."""
+    if name not in _REGISTRY and name in _LAZY:
+        importlib.import_module(_LAZY[name])
+        if name not in _REGISTRY:
+            raise ValueError(f"solver {name!r}: importing {_LAZY[name]} did not register it")
     if name not in _REGISTRY:
         raise ValueError(f"unknown solver {name!r}; available: {', '.join(available_solvers())}")
     return _REGISTRY[name]
