@@ -10,7 +10,8 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    otherwise :func:`respect_jax.solvers.lattice.search_lattice` (an exact dynamic programme over the downsets that
    can be a stage boundary of a schedule better than a probed limit, enumerated module by module; at most
    ``lattice_downsets`` of them kept, at most :data:`LATTICE_SHARE` of the budget) either proves the optimum, and
-   nothing else runs, or leaves a certified lower bound (a limit no schedule meets).
+   nothing else runs, or leaves a certified lower bound (a limit no schedule meets) and, where its heuristic
+   programme (the downsets of least crossing) beat the incumbent, a schedule (``portfolio['lattice_heuristic']``).
 2. **The exact solver** (``exact``: ``cpsat``, ``milp`` or ``auto``: CP-SAT, whose incumbents stream to the live
    line) starts in a thread with the incumbent as its complete hint / warm start and runs until the deadline
    or a proof of optimality; it runs alone for ``head_start_s`` first.
