@@ -187,3 +187,27 @@ def test_the_default_checkpoints_and_models_are_package_data():
         assert (data_dir() / rel / "network.json").is_file(), rel
         assert f"{rel.as_posix()}/**/*" in shipped["respect_jax.data"], f"{rel} is not package data"
     assert "models/*.json" in shipped["respect_jax.data"]
+
+
+STEP_CHECKPOINT = ROOT / "data" / "checkpoints" / "respect_k4_paper_cut"
+
+
+def test_policy_threads_option_spreads_many_graphs_and_changes_no_schedule():
+    """``solver=policy`` passes ``threads`` to the order policy's many-graph decoding (the same schedules as one
+    thread); a step-policy checkpoint refuses it in one line."""
+    from conftest import random_graphs
+
+    from respect_jax.solvers.base import run_solver_many, solver_options
+
+    assert "policy" in rj.solvers()  # the learned solvers known by name (imported on first use)
+    graphs = random_graphs(3, seed=5, min_nodes=14, max_nodes=20)
+    hw = rj.hardware("coral_usb", stages=3)
+    one = run_solver_many("policy", graphs, hw, "latency", 1.0, batch_size=2, threads=1, local_search=0)
+    two = run_solver_many("policy", graphs, hw, "latency", 1.0, batch_size=2, threads=2, local_search=0)
+    assert [r["info"]["threads"] for r in one + two] == [1] * 3 + [2] * 3
+    assert [r["assignment"] for r in one] == [r["assignment"] for r in two]
+    assert "threads" in solver_options("policy")  # a one-graph call takes it too (and has nothing to spread)
+    with pytest.raises(ValueError, match="threads must be an integer >= 1 or null, got 0"):
+        run_solver_many("policy", graphs, hw, "latency", 1.0, threads=0)
+    with pytest.raises(ValueError, match="need an order-policy checkpoint"):
+        run_solver("policy", graphs[0], hw, "latency", 1.0, threads=2, checkpoint=str(STEP_CHECKPOINT))

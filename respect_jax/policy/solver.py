@@ -267,10 +267,13 @@ def _route(
     ls_escapes: int | None = None,
     pair_escapes: int = 0,
     pair_candidates: int = 1,
+    threads: int | None = None,
 ) -> tuple[Callable, dict]:
     """(solver function of the checkpoint's family, its options) for ``solver=policy``'s options (the
     options of ``conf/solver/policy.yaml``; ``decoding`` / ``samples`` / ``local_search`` None: the family's
-    default; ``ls_moves`` / ``ls_screen`` / ``ls_escapes``: the order policy's only, None: its default)."""
+    default; ``ls_moves`` / ``ls_screen`` / ``ls_escapes``: the order policy's only, None: its default;
+    ``threads``: the order policy's decoding threads over many graphs (:func:`_many_policy`; None: its default),
+    not an option of one graph's call)."""
     from respect_jax.policy.order import is_order_checkpoint
     from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT, solve_order_policy
 
@@ -284,6 +287,8 @@ def _route(
                              f"{DEFAULT_CHECKPOINT}); the order policy decodes {' or '.join(ORDER_DECODINGS)}")
         if int(pair_escapes) > 0:
             raise ValueError("pair_escapes needs a step-policy checkpoint; the order policy takes local_search only")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be an integer >= 1 or null, got {threads!r}")
         order_samples = 0 if decoding == "greedy" else (ORDER_DEFAULT_SAMPLES if samples is None else int(samples))
         # greedy alone means greedy alone: the polish belongs to the default (sampled) decoding
         default_ls = 0 if decoding == "greedy" else ORDER_DEFAULT_LOCAL_SEARCH
@@ -292,10 +297,11 @@ def _route(
             "local_search": default_ls if local_search is None else int(local_search),
             "ls_moves": ORDER_DEFAULT_LS_MOVES if ls_moves is None else ls_moves,
             "ls_screen": ORDER_DEFAULT_LS_SCREEN if ls_screen is None else int(ls_screen),
-            "ls_escapes": ORDER_DEFAULT_LS_ESCAPES if ls_escapes is None else int(ls_escapes)}
-    if any(x is not None for x in (ls_moves, ls_screen, ls_escapes)):
-        raise ValueError("ls_moves, ls_screen and ls_escapes need an order-policy checkpoint; the step policy takes "
-                         "local_search and pair_escapes")
+            "ls_escapes": ORDER_DEFAULT_LS_ESCAPES if ls_escapes is None else int(ls_escapes),
+            **({} if threads is None else {"threads": threads})}
+    if any(x is not None for x in (ls_moves, ls_screen, ls_escapes, threads)):
+        raise ValueError("ls_moves, ls_screen, ls_escapes and threads need an order-policy checkpoint; the step "
+                         "policy takes local_search and pair_escapes")
     local_search = 0 if local_search is None else local_search
     return solve_step_policy, {
         "checkpoint": str(path), "decoding": decoding or "greedy",
@@ -312,6 +318,7 @@ def solve_policy(graph: Graph, hw: Hardware, objective: str = "paper", lam: floa
     """Schedule ``graph`` with a trained policy of either family (valid by construction; not a proof of
     optimality); ``options``: those of :func:`_route`."""
     solve, routed = _route(**options)
+    routed.pop("threads", None)  # one graph: nothing to spread over threads
     result = solve(graph, hw, objective, lam, **routed)
     result.info["family"] = _family(solve)
     return result
