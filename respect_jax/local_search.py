@@ -51,6 +51,7 @@ graph stops).
 from __future__ import annotations
 
 import functools
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -596,3 +597,245 @@ def polish_many(graphs: list[Graph], hw: Hardware, objective: str, lam: float, a
         for i, r in zip(idx, results, strict=True):
             out[i] = to_original_order(padded[i], np.asarray(r)).astype(np.int64)
     return out  # type: ignore[return-value]
+
+
+
+# ============================================================================ stage-boundary cuts (host, min cut)
+
+#: where :func:`refine_boundaries` re-cuts a stage boundary: bands of the two stages' nodes (in a topological order
+#: that lists stage k first) centred on the current cut and on these fractions of the two stages' load ...
+BAND_CENTRES = (1 / 3, 1 / 2, 2 / 3)
+#: ... each with these half-widths (fractions of the two stages' node count)
+BAND_WIDTHS = (1 / 16, 1 / 6, 1 / 3)
+#: ... and each with these prices on the load (multiples of the bytes per unit of load of the two stages' tensors)
+BAND_PRICES = (0.0,)
+#: rounds over all stage boundaries (fewer when a round improves nothing)
+BOUNDARY_ROUNDS = 2
+#: relative improvement (float64 objective) a re-cut schedule must bring to be taken
+BOUNDARY_MIN_IMPROVEMENT = 1e-6
+_INF_CAP = 1 << 29  # "infinite" arc capacity of the flow network (int32 arithmetic)
+_FINITE_TOTAL = 1 << 26  # finite capacities are scaled so that their sum stays below this
+_AFTER = 1 << 40  # the position of a node on a stage after k + 1 (never in the band, never on stage k)
+
+
+def _loads_np(graph: Graph, stages: np.ndarray, hw: Hardware) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(mem f64[C, K], macs f64[C, K], in f64[C, K], comm f64[C]) of the valid schedules ``stages`` (int[C, N], a stage
+    per node id): the cost model's formulas in float64 (``last(u)``: the latest successor's stage, K - 1 for a sink)."""
+    k = int(hw.stages)
+    c, n = stages.shape
+    rows = np.arange(c)[:, None]
+    flat = (rows * k + stages).ravel()
+    mem = float(hw.param_bytes) * np.bincount(flat, np.tile(graph.params.astype(np.float64), c), c * k).reshape(c, k)
+    macs = np.bincount(flat, np.tile(graph.macs.astype(np.float64), c), c * k).reshape(c, k)
+    last = np.full((c, n), -1, np.int64)
+    if graph.num_edges:
+        e = graph.num_edges
+        np.maximum.at(last, (np.broadcast_to(rows, (c, e)), np.broadcast_to(graph.edges[:, 0], (c, e))),
+                      stages[:, graph.edges[:, 1]])
+    last = np.where(last < 0, k - 1, last)
+    out = float(hw.act_bytes) * graph.output_size.astype(np.float64)
+    comm = (out[None, :] * (last - stages)).sum(axis=1)
+    delta = np.zeros((c, k + 1))  # out_u enters the stages s(u) + 1 .. last(u)
+    np.add.at(delta, (np.broadcast_to(rows, (c, n)), stages + 1), np.broadcast_to(out, (c, n)))
+    np.add.at(delta, (np.broadcast_to(rows, (c, n)), last + 1), -np.broadcast_to(out, (c, n)))
+    return mem, macs, np.cumsum(delta, axis=1)[:, :k], comm
+
+
+def objectives_np(graph: Graph, stages: np.ndarray, hw: Hardware, objective: str, lam: float) -> np.ndarray:
+    """f64[C]: the ``objective`` of each valid schedule of ``stages`` (int[C, N], a stage per node id), float64."""
+    mem, macs, in_k, comm = _loads_np(graph, np.asarray(stages, np.int64), hw)
+    if objective == "paper":
+        return mem.max(axis=1) + lam * comm
+    spill = np.maximum(0.0, mem - hw.sram_bytes)
+    time_k = hw.stage_overhead_s + macs / hw.macs_per_s + spill / hw.host_bw + in_k / hw.link_bw
+    return time_k.max(axis=1)
+
+
+class _Boundary:
+    """The boundary between stages k and k + 1 of a valid schedule ``s`` (int64[N] by node id), for band cuts.
+
+    ``U`` (the nodes on stages k and k + 1) is listed in a topological order with stage k first (``order``: node
+    ids; ``cut``: how many are on stage k). A node's position ``pos`` is its index there, -1 for a node on an earlier
+    stage and :data:`_AFTER` for a later one. A band ``[lo, hi)`` of positions keeps the nodes before it on stage k
+    and those from ``hi`` on stage k + 1, and :meth:`band_cut` splits the band's nodes by a minimum cut.
+    """
+
+    def __init__(self, graph: Graph, s: np.ndarray, k: int, hw: Hardware):
+        topo = np.empty(graph.num_nodes, np.int64)
+        topo[graph.topological_order()] = np.arange(graph.num_nodes)
+        nodes = np.nonzero((s == k) | (s == k + 1))[0]
+        self.order = nodes[np.lexsort((topo[nodes], s[nodes]))]
+        self.cut = int(np.sum(s == k))
+        pos = np.where(s < k, -1, _AFTER).astype(np.int64)
+        pos[self.order] = np.arange(len(self.order))
+        self.pos, self.k, self.s = pos, k, s
+        self.src, self.dst = graph.edges[:, 0], graph.edges[:, 1]
+        self.out = float(hw.act_bytes) * graph.output_size.astype(np.float64)
+        self.sink = np.ones(graph.num_nodes, bool)
+        self.sink[self.src] = False
+        self.max_consumer = np.full(graph.num_nodes, -2, np.int64)  # -2: no consumer
+        np.maximum.at(self.max_consumer, self.src, pos[self.dst])
+
+    def band_cut(self, lo: int, hi: int, load: np.ndarray | None = None, price: float = 0.0) -> list[np.ndarray]:
+        """The schedules (int64[N]) of the band ``[lo, hi)``'s minimum cuts of the bytes crossing the boundary: the
+        smallest and the largest stage-k side among them (one schedule when they agree).
+
+        Network (source side = stage k; band nodes 0..b-1, tensor nodes b.., then s, t): an edge (u, v) inside the
+        band is an infinite arc v -> u (v on stage k puts u there); a band node whose tensor crosses whenever the node
+        is on stage k (a sink, or a consumer at position >= hi) has an arc u -> t of out_u; any other tensor with a
+        consumer in the band, produced in the band or before it, gets a node x with arcs x -> w (infinite) to its
+        consumers w in the band and u -> x (u in the band) or s -> x (u before it) of out_u: paid iff the producer
+        is on stage k and some consumer is not. A ``price`` (bytes per unit of ``load``, f64[m] by position) adds
+        ``price * load(band nodes on stage k)`` to the cut (arcs v -> t of ``price * load_v``; a negative price: arcs
+        s -> v of ``-price * load_v``, the same cut up to a constant), which steers the cut towards balance."""
+        pos, src, dst, b = self.pos, self.src, self.dst, hi - lo
+        free = (pos >= lo) & (pos < hi)
+        forced = free & (self.sink | (self.max_consumer >= hi))
+        hyper = (pos < hi) & ~self.sink & (self.max_consumer < hi) & (self.max_consumer >= lo)
+        tensors = np.nonzero(hyper)[0]
+        tid = np.full(len(pos), -1, np.int64)
+        tid[tensors] = b + np.arange(len(tensors))
+        source, sink = b + len(tensors), b + len(tensors) + 1
+        inner = free[src] & free[dst]
+        fan = hyper[src] & free[dst]
+        from_band = free[tensors]
+        fin_rows = np.concatenate([pos[forced] - lo, pos[tensors[from_band]] - lo,
+                                   np.full(int(np.sum(~from_band)), source)])
+        fin_cols = np.concatenate([np.full(int(np.sum(forced)), sink), tid[tensors[from_band]],
+                                   tid[tensors[~from_band]]])
+        fin = np.concatenate([self.out[forced], self.out[tensors[from_band]], self.out[tensors[~from_band]]])
+        if price != 0.0 and load is not None:
+            band = np.arange(b)
+            fin_rows = np.concatenate([fin_rows, band if price > 0 else np.full(b, source)])
+            fin_cols = np.concatenate([fin_cols, np.full(b, sink) if price > 0 else band])
+            fin = np.concatenate([fin, abs(price) * load[lo:hi]])
+        total = float(fin.sum())
+        caps = np.rint(fin * (_FINITE_TOTAL / total if total > 0 else 1.0)).astype(np.int64)
+        rows = np.concatenate([pos[dst[inner]] - lo, tid[src[fan]], fin_rows]).astype(np.int32)
+        cols = np.concatenate([pos[src[inner]] - lo, pos[dst[fan]] - lo, fin_cols]).astype(np.int32)
+        data = np.concatenate([np.full(int(inner.sum() + fan.sum()), _INF_CAP, np.int64), caps])
+        keep = data > 0
+        size = source + 2
+        small, large = _min_cut_sides(rows[keep], cols[keep], data[keep].astype(np.int32), size, source, sink)
+        out = []
+        for side in (small[:b], large[:b]):
+            new = self.s.copy()
+            new[self.order] = self.k + 1
+            new[self.order[:lo]] = self.k
+            new[self.order[lo:hi][side]] = self.k
+            if not out or not np.array_equal(new, out[0]):
+                out.append(new)
+        return out
+
+
+def _csr_arcs(rows: np.ndarray, cols: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr int32[size + 1], column int32[A], permutation int[A]) of the arcs sorted by (row, column)."""
+    perm = np.lexsort((cols, rows))
+    indptr = np.zeros(size + 1, np.int32)
+    np.cumsum(np.bincount(rows, minlength=size), out=indptr[1:])
+    return indptr, cols[perm].astype(np.int32), perm
+
+
+def _reached(indptr: np.ndarray, cols: np.ndarray, start: int) -> np.ndarray:
+    """bool[size]: the nodes reachable from ``start`` along the CSR arcs (SciPy's breadth-first order)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+
+    size = len(indptr) - 1
+    seen = np.zeros(size, bool)
+    graph = csr_matrix((np.ones(len(cols)), cols, indptr), shape=(size, size))
+    seen[breadth_first_order(graph, start, return_predecessors=False)] = True
+    return seen
+
+
+def _min_cut_sides(rows: np.ndarray, cols: np.ndarray, caps: np.ndarray, size: int, source: int,
+                   sink: int) -> tuple[np.ndarray, np.ndarray]:
+    """(smallest, largest) source sides (bool[size]) of the minimum s-t cuts of the network with arcs
+    ``rows[i] -> cols[i]`` of capacity ``caps[i]`` (int32 > 0; parallel arcs are merged; never two opposite arcs):
+    the nodes reachable from s in the residual network of a maximum flow (SciPy's Dinic), and all but those that
+    reach t in it."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_flow
+
+    keys, where = np.unique(rows.astype(np.int64) * size + cols, return_inverse=True)  # parallel arcs merged
+    caps = np.bincount(where, caps.astype(np.int64), len(keys)).astype(np.int32)
+    rows, cols = (keys // size).astype(np.int32), (keys % size).astype(np.int32)
+    indptr, indices, perm = _csr_arcs(rows, cols, size)
+    cap = csr_matrix((caps[perm], indices, indptr), shape=(size, size))
+    flow = maximum_flow(cap, source, sink, method="dinic").flow
+    f_rows = np.repeat(np.arange(size), np.diff(flow.indptr))
+    keys = f_rows.astype(np.int64) * size + flow.indices
+    arc_rows, arc_cols = rows[perm], indices
+    arc_keys = arc_rows.astype(np.int64) * size + arc_cols
+    by_key = np.argsort(keys)
+    found = by_key[np.searchsorted(keys, arc_keys, sorter=by_key).clip(max=len(keys) - 1)]
+    f = np.where(keys[found] == arc_keys, flow.data[found], 0).astype(np.int64)
+    fwd = caps[perm].astype(np.int64) - f > 0  # an arc's residual; its reverse's residual is f
+    back = f > 0
+    heads = np.concatenate([arc_rows[fwd], arc_cols[back]])
+    tails = np.concatenate([arc_cols[fwd], arc_rows[back]])
+    out_ptr, out_cols, _ = _csr_arcs(heads, tails, size)
+    in_ptr, in_cols, _ = _csr_arcs(tails, heads, size)
+    return _reached(out_ptr, out_cols, source), ~_reached(in_ptr, in_cols, sink)
+
+def _band_load(graph: Graph, hw: Hardware, objective: str, nodes: np.ndarray) -> np.ndarray:
+    """f64[m]: the load whose balance places the bands' centres (parameter bytes for ``paper``, compute seconds for
+    ``latency``)."""
+    if objective == "paper":
+        return float(hw.param_bytes) * graph.params[nodes].astype(np.float64)
+    return graph.macs[nodes].astype(np.float64) / float(hw.macs_per_s)
+
+
+def boundary_candidates(graph: Graph, s: np.ndarray, k: int, hw: Hardware, objective: str,
+                        centres: tuple[float, ...] = BAND_CENTRES,
+                        widths: tuple[float, ...] = BAND_WIDTHS, prices: tuple[float, ...] = BAND_PRICES) -> np.ndarray:
+    """int64[C, N]: schedules equal to ``s`` but for the nodes on stages k and k + 1, re-split by the band cuts of
+    :class:`_Boundary` (bands centred on the current cut and on the positions where the two stages' load reaches the
+    fractions ``centres``, half-widths ``widths`` x the node count). All valid; duplicates and ``s`` removed."""
+    bd = _Boundary(graph, s, k, hw)
+    m = len(bd.order)
+    if m < 2:
+        return np.zeros((0, len(s)), np.int64)
+    node_load = _band_load(graph, hw, objective, bd.order)
+    load = np.cumsum(node_load)
+    points = {bd.cut} | {int(np.searchsorted(load, f * load[-1])) for f in centres if load[-1] > 0}
+    unit = float(bd.out[bd.order].sum()) / load[-1] if load[-1] > 0 else 0.0
+    seen, cands = {s.tobytes()}, []
+    for c, w, p in itertools.product(sorted(points), widths, prices):
+        half = max(1, int(round(w * m)))
+        for new in bd.band_cut(max(0, c - half), min(m, c + half), node_load, p * unit):
+            if new.tobytes() not in seen:
+                seen.add(new.tobytes())
+                cands.append(new)
+    return np.array(cands, np.int64).reshape(-1, len(s))
+
+
+def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray,
+                      rounds: int = BOUNDARY_ROUNDS, centres: tuple[float, ...] = BAND_CENTRES,
+                      widths: tuple[float, ...] = BAND_WIDTHS, prices: tuple[float, ...] = BAND_PRICES) -> np.ndarray:
+    """int64[N] ``assignment`` (a valid schedule by node id) after re-cutting its stage boundaries (never worse).
+
+    Each round visits the boundaries k | k + 1 (k = 0..K-2) in turn: the nodes on those two stages are split anew by
+    the candidates of :func:`boundary_candidates` (minimum cuts of the bytes crossing the boundary within bands of a
+    topological order: they can put some of a cell's parallel branches on stage k and the others on k + 1, a cut that
+    no topological order of the policy's ranks may offer) and the best candidate (float64 objective) is taken if it
+    is better by a relative :data:`BOUNDARY_MIN_IMPROVEMENT` (``centres``, ``widths``, ``prices``: the bands and
+    prices of :func:`boundary_candidates`). At most ``rounds`` rounds, fewer when one improves
+    nothing."""
+    s = np.asarray(assignment, np.int64).copy()
+    if int(hw.stages) < 2 or rounds <= 0 or graph.num_nodes < 2:
+        return s
+    best = float(objectives_np(graph, s[None], hw, objective, lam)[0])
+    for _ in range(int(rounds)):
+        improved = False
+        for k in range(int(hw.stages) - 1):
+            cands = boundary_candidates(graph, s, k, hw, objective, centres, widths, prices)
+            if not len(cands):
+                continue
+            values = objectives_np(graph, cands, hw, objective, lam)
+            j = int(np.argmin(values))
+            if values[j] < best * (1.0 - BOUNDARY_MIN_IMPROVEMENT):
+                s, best, improved = cands[j], float(values[j]), True
+        if not improved:
+            break
+    return s

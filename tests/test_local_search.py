@@ -10,13 +10,17 @@ from conftest import make_hw, random_graphs, random_valid_schedule
 from flax import nnx
 
 from respect_jax.graphs import pad_graph, stack_graphs
+from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import reachability, to_original_order, to_position_order
 from respect_jax.local_search import (
     TIE_BREAK,
+    _Boundary,
     best_pair_move,
     improve,
     move_range,
     neighbours,
+    objectives_np,
+    refine_boundaries,
     search_value,
     single_move_values,
 )
@@ -367,3 +371,104 @@ def test_polish_many_is_one_polish_per_graph():
         assert moved >= 3  # the searches do move: equal outputs are not the untouched starts
     with pytest.raises(ValueError, match="2 graphs but 1 assignments"):
         polish_many(graphs[:2], hw, "paper", 1.0, starts[:1], 5, "single")
+
+
+# ---------------------------------------------------------------------------- stage-boundary cuts (min cut)
+
+
+def brute_band_cut(graph, s, k, lo, hi, order, load, price, hw) -> float:
+    """The least ``in_{k+1} + price * load(band nodes on stage k)`` over every valid split of the band ``order[lo:hi]``
+    onto stages k / k + 1 (the rest of ``s`` kept; the band's first ``lo`` nodes on k, the others after it on k + 1):
+    subsets enumerated, each scored by the loop evaluator."""
+    best = np.inf
+    band = order[lo:hi]
+    for mask in range(1 << len(band)):
+        new = s.copy()
+        new[order] = k + 1
+        new[order[:lo]] = k
+        chosen = np.array([(mask >> i) & 1 for i in range(len(band))], bool)
+        new[band[chosen]] = k
+        m = reference_metrics(graph, new, hw)
+        if m["valid"]:
+            best = min(best, m["in_k"][k + 1] + price * float(load[lo:hi][chosen].sum()))
+    return best
+
+
+@pytest.mark.parametrize("price", [0.0, -0.3, 0.3])
+def test_band_cut_is_the_least_crossing_of_its_band(price):
+    """Every schedule a band cut returns is valid, keeps the nodes outside the band, and its crossing of boundary
+    k | k + 1 (plus the price on the band's load on stage k) is the least over all splits of the band, enumerated."""
+    rng = np.random.default_rng(3)
+    hw = make_hw(3)
+    checked = 0
+    for graph in random_graphs(6, seed=11, min_nodes=6, max_nodes=10):
+        s = random_valid_schedule(graph, 3, rng)
+        for k in (0, 1):
+            bd = _Boundary(graph, s, k, hw)
+            m = len(bd.order)
+            if m < 2:
+                continue
+            load = graph.params[bd.order].astype(np.float64)
+            unit = float(graph.output_size.sum()) / max(float(load.sum()), 1.0)
+            for lo, hi in {(0, m), (max(0, bd.cut - 2), min(m, bd.cut + 2)), (1, m)}:
+                if lo >= hi:
+                    continue
+                want = brute_band_cut(graph, s, k, lo, hi, bd.order, load, price * unit, hw)
+                for new in bd.band_cut(lo, hi, load, price * unit):
+                    metrics = reference_metrics(graph, new, hw)
+                    assert metrics["valid"]
+                    outside = np.ones(graph.num_nodes, bool)
+                    outside[bd.order[lo:hi]] = False
+                    pinned = np.where(np.isin(np.arange(graph.num_nodes), bd.order[:lo]), k, s)
+                    pinned[bd.order[hi:]] = k + 1
+                    np.testing.assert_array_equal(new[outside], pinned[outside])
+                    chosen = new[bd.order[lo:hi]] == k
+                    got = metrics["in_k"][k + 1] + price * unit * float(load[lo:hi][chosen].sum())
+                    assert got == pytest.approx(want, rel=1e-6, abs=1e-6 * float(graph.output_size.sum()))
+                    checked += 1
+    assert checked >= 20
+
+
+@pytest.mark.parametrize("objective", ["paper", "latency"])
+def test_refine_boundaries_is_valid_and_never_worse(objective):
+    """From random valid schedules: the re-cut schedule is valid and no worse under the loop evaluator, and the
+    float64 objective the re-cuts compare by equals the loop evaluator's."""
+    rng = np.random.default_rng(5)
+    improved = 0
+    for graph in random_graphs(6, seed=13, min_nodes=8, max_nodes=24):
+        for k in (2, 3, 4):
+            hw = make_hw(k)
+            s = random_valid_schedule(graph, k, rng)
+            before = reference_objective(graph, s, hw, objective)
+            assert objectives_np(graph, s[None], hw, objective, 1.0)[0] == pytest.approx(before, rel=1e-9)
+            out = refine_boundaries(graph, hw, objective, 1.0, s, prices=(0.0, -0.25, 0.25))
+            assert reference_metrics(graph, out, hw)["valid"]
+            after = reference_objective(graph, out, hw, objective)
+            assert after <= before * (1 + 1e-9)
+            improved += after < before * (1 - 1e-6)
+    assert improved >= 5
+
+
+def parallel_cell() -> Graph:
+    """input -> four parallel branches (a_i -> c_i; a_i's tensor large, c_i's tiny, 1,000 parameters each) -> concat.
+    The SPEC order visits the branch heads a_1..a_4 first, so every contiguous split of it crosses several large
+    tensors; the optimum (K = 2, ``paper``) puts two whole branches on stage 0 and two on stage 1."""
+    edges = [(0, 1 + i) for i in range(4)] + [(1 + i, 5 + i) for i in range(4)] + [(5 + i, 9) for i in range(4)]
+    return Graph(name="cell", params=np.array([0] + [1000] * 8 + [0]), output_size=np.array([1000] * 5 + [1] * 5),
+                 macs=np.array([0] + [1000] * 8 + [0]), edges=np.array(edges))
+
+
+def test_refine_boundaries_puts_parallel_branches_on_adjacent_stages():
+    """On :func:`parallel_cell` from the all-on-one-stage schedule (better than every contiguous split of the SPEC
+    order): the re-cut reaches the brute-force optimum, splitting the branches between the two stages."""
+    graph, hw = parallel_cell(), make_hw(2, sram_bytes=1e9)
+    order = graph.topological_order()
+    contiguous = min(reference_objective(graph, np.where(np.isin(np.arange(10), order[:c]), 0, 1), hw, "paper")
+                     for c in range(11))
+    start = np.ones(10, np.int64)
+    assert reference_objective(graph, start, hw, "paper") <= contiguous
+    optimum = min(reference_objective(graph, a, hw, "paper") for a in enumerate_valid_schedules(graph, 2))
+    assert optimum < 0.7 * reference_objective(graph, start, hw, "paper")
+    out = refine_boundaries(graph, hw, "paper", 1.0, start, prices=(0.0, -0.25, 0.25))
+    assert reference_objective(graph, out, hw, "paper") == pytest.approx(optimum)
+    assert sorted(out[1:5].tolist()) == [0, 0, 1, 1]  # two branch heads on each stage
