@@ -18,10 +18,12 @@ from respect_jax.compile_cache import cached_compile, enable_compilation_cache, 
 def cache_folder(tmp_path):
     """The commands' cache turned on in a fresh folder for one test, then off again; memory entries cleared."""
     compile_cache._COMPILED.clear()
+    compile_cache._KEYS.clear()
     folder = enable_compilation_cache(tmp_path / "jax")
     yield folder
     enable_compilation_cache(None)
     compile_cache._COMPILED.clear()
+    compile_cache._KEYS.clear()
 
 
 def _network(params: dict, x: jax.Array, scale: float) -> jax.Array:
@@ -125,7 +127,8 @@ def test_storing_removes_the_same_names_files_of_other_code_versions_only(cache_
     cached_compile("other", lambda p, v: _network(p, v, 3.0), (params, x), 3.0)
     (old_net,) = executables_dir().glob("net-*.pkl")
     monkeypatch.setattr(compile_cache, "code_version", lambda: "0" * 16)  # as after an edit of the package
-    compile_cache._COMPILED.clear()
+    compile_cache._COMPILED.clear()  # and a new process (which computes its keys anew)
+    compile_cache._KEYS.clear()
     cached_compile("net", lambda p, v: _network(p, v, 2.0), (params, x), 2.0)
     names = sorted(p.name for p in executables_dir().glob("*.pkl"))
     assert not old_net.exists() and len(names) == 2
@@ -174,3 +177,36 @@ def test_an_executable_stored_after_a_persistent_cache_read_runs_in_a_later_proc
         values += [float(v) for v in proc.stdout.split()]
     assert len(values) == 4 and len(set(values)) == 1
     assert len(list((tmp_path / "cache" / "executables").glob("evaluate-*.pkl"))) == 1
+
+
+def test_a_repeated_call_reuses_its_key_and_any_change_of_the_key_is_seen(cache_folder, monkeypatch):
+    """In a process, a call whose arguments have the same tree, shapes, dtypes and weak types (and the same static
+    key and program options) reuses the key computed before; each of those changes computes a new one, equal to
+    :func:`executable_key` of that call, and gets its own executable."""
+    params, x = _args()
+    keys = []
+
+    def counted(*a):
+        keys.append(executable_key(*a))
+        return keys[-1]
+
+    monkeypatch.setattr(compile_cache, "executable_key", counted)
+    fn = lambda p, v, s: _network(p, v, 2.0) * s  # noqa: E731
+    first = cached_compile("net", fn, (params, x, np.float32(1.0)), static_key=2.0)
+    other_params, other_x = _args(seed=4)
+    assert cached_compile("net", fn, (other_params, other_x, np.float32(3.0)), static_key=2.0) is first
+    assert len(keys) == 1
+    changed = {
+        "dtype": ((params, x.astype(np.float16), np.float32(1.0)), 2.0),
+        "shape": ((params, x[:2], np.float32(1.0)), 2.0),
+        "tree": (({**params, "extra": np.zeros(1, np.float32)}, x, np.float32(1.0)), 2.0),
+        "weak type": ((params, x, 1.0), 2.0),
+        "static key": ((params, x, np.float32(1.0)), 3.0),
+    }
+    for what, (args, static) in changed.items():
+        compiled = cached_compile("net", fn, args, static_key=static)
+        assert compiled is not first and keys[-1] == executable_key("net", static, args), what
+    assert len(keys) == 1 + len(changed)
+    monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_fast_math=false")
+    cached_compile("net", fn, (params, x, np.float32(1.0)), static_key=2.0)
+    assert len(keys) == 2 + len(changed)  # the options that change programs are part of the signature
