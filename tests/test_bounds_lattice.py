@@ -176,7 +176,7 @@ def test_search_lattice_finds_the_optimum_or_a_lower_bound(objective):
     """Probing: the optimum when the programme fits; otherwise (few downsets allowed) a lower bound <= the optimum
     that the probes raised above the given one on some graphs."""
     hw = make_hw(3)
-    raised = improved = 0
+    raised = improved = stopped = 0
     for graph in _small_problems():
         opt = brute_force(graph, hw)[objective]
         _, upper = best_contiguous_cuts(graph, hw, objective, 1.0)
@@ -193,4 +193,9 @@ def test_search_lattice_finds_the_optimum_or_a_lower_bound(objective):
             assert opt * (1 - 1e-9) <= value < upper, graph.name
             improved += 1
         raised += 0 < few["lower"] and "value" not in few
-    assert raised >= 2 and improved >= 1
+        patient, eager = (search_lattice(graph, hw, objective, max_downsets=4, upper=upper, lower=0.0, fewest=0,
+                                         patience=p)["probes"] for p in (2, 0))
+        outcomes = "".join(p[1][0] for p in patient)  # g(ave up), n(one), o(ptimum)
+        assert "ggg" not in outcomes and (outcomes.endswith("gg") or len(patient) == len(eager)), graph.name
+        stopped += len(patient) < len(eager)
+    assert raised >= 2 and improved >= 1 and stopped >= 3

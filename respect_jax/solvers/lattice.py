@@ -613,7 +613,7 @@ def _rows(found: dict, picks: np.ndarray, n: int) -> np.ndarray:
 
 def search_lattice(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0, max_downsets: int = MAX_DOWNSETS,
                    deadline: float | None = None, upper: float = np.inf, lower: float = 0.0,
-                   fewest: int = HEURISTIC_DOWNSETS) -> dict:
+                   fewest: int = HEURISTIC_DOWNSETS, patience: int = 0) -> dict:
     """The optimum, or a certified lower bound, by probing :func:`solve_lattice` with guessed upper limits.
 
     A probe with limit ``p`` either finds the optimum (some schedule is at most ``p``), proves that none is at most
@@ -623,6 +623,7 @@ def search_lattice(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0,
     the bracket is below ``PROBE_RTOL`` of ``upper``, when a segment has too many downsets to enumerate, or at
     ``deadline``. When the first probe gives up, the heuristic programme over the ``fewest`` downsets of least
     crossing (:func:`solve_lattice`) may find a better schedule; its value is probed next (0: no heuristic).
+    ``patience`` > 0: stop after that many probes in a row gave up (leaving the time to other bounds).
 
     Returns:
         ``{"lower": the best lower bound proven (>= lower), "probes": [(limit, "optimum" | "none" | "gave up")],
@@ -643,7 +644,9 @@ def search_lattice(graph: Graph, hw: Hardware, objective: str, lam: float = 1.0,
         if found is None:
             probes.append((probe, f"gave up: {cache.get('why', 'deadline')}"))
             top = probe
-            if cache.get("too_many") or not np.isfinite(probe):
+            since = max((i for i, p in enumerate(probes) if p[1] == "none"), default=-1) + 1
+            run = sum(p[1].startswith("gave up") for p in probes[since:])  # give-ups since the last bound
+            if cache.get("too_many") or not np.isfinite(probe) or 0 < patience <= run:
                 break
             if fewest > 0 and len(probes) == 1:
                 guess = solve_lattice(graph, hw, objective, lam, max_downsets, deadline, upper, cache, fewest)
