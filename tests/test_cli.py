@@ -25,6 +25,43 @@ def run(cmd, cwd, env=None):
     return subprocess.run([str(BIN / cmd[0]), *cmd[1:]], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
 
 
+def run_in_process(cmd, cwd, monkeypatch, capfd) -> subprocess.CompletedProcess:
+    """``cmd`` run by the command's ``main()`` in this process, from ``cwd``, as :func:`run` runs its console script in
+    a new one: exit status (from SystemExit) and stdout/stderr (file descriptors 1 and 2). For the user-error tests: a
+    new Python process per error costs seconds; one case per command still runs the console script (``SUBPROCESS``).
+    The command's JAX cache setting is not applied (it would re-point this worker's JAX cache; the setting has its own
+    test, in processes of their own) and the error hooks a reported user error replaces are restored afterwards."""
+    import threading
+
+    from respect_jax.cli import bench, schedule
+
+    module = {"respect-schedule": schedule, "respect-bench": bench}[cmd[0]]
+    monkeypatch.setattr(module, "setup_compilation_cache", lambda cfg: None)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", list(cmd))
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    capfd.readouterr()
+    try:
+        module.main()
+        code = 0
+    except SystemExit as exc:  # as a process's exit status: None is 0, a message (printed by Python there) is 1
+        code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
+    out = capfd.readouterr()
+    return subprocess.CompletedProcess(cmd, code, out.out, out.err)
+
+
+def run_error_case(cmd, cwd, monkeypatch, capfd, message):
+    """:func:`run` for the case whose message is in ``SUBPROCESS``, else :func:`run_in_process`."""
+    if message in SUBPROCESS:
+        return run(cmd, cwd)
+    return run_in_process(cmd, cwd, monkeypatch, capfd)
+
+
+# the user-error cases that run the console script in a new process (one per command); the others run in this one
+SUBPROCESS = ("hardware.stages must be an integer in [1, 1024], got 0", "policy.checkpoint /no/such/run does not exist")
+
+
 @pytest.mark.parametrize("objective", ["paper", "latency"])
 def test_schedule_writes_result_json(tmp_path, objective):
     out = tmp_path / "result.json"
@@ -84,9 +121,9 @@ def test_schedule_writes_result_json(tmp_path, objective):
         ([f"graph={GRAPH}", "modell=3"], "Could not override 'modell': no such key"),
     ],
 )
-def test_schedule_user_errors_are_one_line_and_write_nothing(tmp_path, args, message):
+def test_schedule_user_errors_are_one_line_and_write_nothing(tmp_path, args, message, monkeypatch, capfd):
     out = tmp_path / "result.json"
-    proc = run(["respect-schedule", *args, f"out={out}"], tmp_path)
+    proc = run_error_case(["respect-schedule", *args, f"out={out}"], tmp_path, monkeypatch, capfd, message)
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], proc.stderr
@@ -258,7 +295,8 @@ def test_schedule_folder_writes_one_result_per_graph(tmp_path):
         ("glob", [], "matches no files"),
     ],
 )
-def test_schedule_folder_user_errors_are_one_line_and_write_nothing(tmp_path, setup, args, message):
+def test_schedule_folder_user_errors_are_one_line_and_write_nothing(tmp_path, setup, args, message, monkeypatch,
+                                                                   capfd):
     folder = tmp_path / "in"
     folder.mkdir()
     if setup in ("broken", "graphs"):
@@ -267,7 +305,8 @@ def test_schedule_folder_user_errors_are_one_line_and_write_nothing(tmp_path, se
         (folder / "broken.json").write_text("this is not JSON")
     graph = str(folder / "*.nothing") if setup == "glob" else str(folder)
     out = tmp_path / "out"
-    proc = run(["respect-schedule", f"graph={graph}", "solver=policy", f"out_dir={out}", *args], tmp_path)
+    proc = run_in_process(["respect-schedule", f"graph={graph}", "solver=policy", f"out_dir={out}", *args], tmp_path,
+                          monkeypatch, capfd)
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, proc.stderr
@@ -381,9 +420,10 @@ def test_bench_policy_writes_speed_figures(tmp_path):
         (["benchmarks=[]"], "unknown or no benchmarks"),
     ],
 )
-def test_bench_policy_user_errors_are_one_line_and_write_nothing(tmp_path, args, message):
+def test_bench_policy_user_errors_are_one_line_and_write_nothing(tmp_path, args, message, monkeypatch, capfd):
     out = tmp_path / "out"
-    proc = run(["respect-bench", *POLICY_ARGS, *args, f"out_dir={out}"], tmp_path)
+    cmd = ["respect-bench", *POLICY_ARGS, *args, f"out_dir={out}"]
+    proc = run_error_case(cmd, tmp_path, monkeypatch, capfd, message)
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, proc.stderr
@@ -556,11 +596,11 @@ RUN_SCHEDULE = (
 )
 
 
-def test_a_repeated_schedule_command_runs_its_task_without_hydra(tmp_path, monkeypatch):
+def test_a_repeated_schedule_command_runs_its_task_without_hydra(tmp_path):
     """The second identical ``respect-schedule`` plain run calls its task on the stored task config without
     importing Hydra and writes the same result; an unreadable stored task config, or a command with a
     ``${now:...}`` in its task config, goes through Hydra again (and stores nothing it cannot use)."""
-    from respect_jax.cli.compose import composition_file, task_file
+    from respect_jax.cli.compose import task_file
 
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "RESPECT_JAX_CACHE": str(tmp_path / "cache")}
 
@@ -577,11 +617,9 @@ def test_a_repeated_schedule_command_runs_its_task_without_hydra(tmp_path, monke
     runs = [run(*args) for _ in range(2)]
     assert [hydra for hydra, _ in runs] == [True, False]  # composed through Hydra, then read back without it
     assert runs[1][1] == runs[0][1]
-    monkeypatch.setenv("RESPECT_JAX_CACHE", env["RESPECT_JAX_CACHE"])
-    monkeypatch.chdir(ROOT)  # the file the commands above used (same config, overrides, job name and directory)
-    file = composition_file("schedule", [*args, f"out={tmp_path / 'r.json'}"], "schedule")
-    assert task_file(file).is_file()
-    task_file(file).write_bytes(b"not a pickle")
+    (stored,) = (tmp_path / "cache" / "compositions").glob("*.task.pkl")  # the commands' own (their source's key)
+    assert stored == task_file(stored.with_name(stored.name.replace(".task.pkl", ".pkl")))
+    stored.write_bytes(b"not a pickle")
     assert run(*args) == (True, runs[0][1])  # unreadable: Hydra runs it
     stamped = (*args, "+stamp=${now:%H-%M-%S}")
     assert [run(*stamped)[0] for _ in range(2)] == [True, True]  # ${now:} resolves per run: never read back
