@@ -22,9 +22,11 @@ install: $(STAMP)
 run: install
 	$(BIN)/python -m respect_jax.cli.main_job
 
+# 2 workers (most test time is single-threaded XLA compilation), one test file per worker at a time, the files in
+# collection order: tests/conftest.py puts the longest files first (xdist's own order is by number of tests)
 test: install
 	$(BIN)/ruff check respect_jax tests experiments
-	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15   # 2 workers: most test time is single-threaded XLA compilation
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 test-slow: install
 	$(BIN)/pytest -q -m slow
