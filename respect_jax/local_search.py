@@ -43,6 +43,14 @@ are screened by their exact change of per-stage memory and MACs (two [N, N] x [N
 reachability; communication taken as unchanged), the best ``screen`` of them are evaluated exactly, the best is taken
 if it lowers the score, and the single-node descent goes on; at most ``escapes`` times.
 
+Stage-boundary re-cuts (:func:`refine_boundaries`, host NumPy + SciPy max flow; after the polish in ``solver=policy``'s
+default decoding): the moves above change one node (or one node's closure) at a time, so they cannot turn a cut
+through a multi-branch cell that crosses many large tensors into one that puts some whole branches on stage k and the
+others on k + 1. The re-cut takes the nodes of two adjacent stages, lists them in a topological order with stage k
+first, and for bands of that order (around the current cut and the points where the two stages' load reaches 1/3, 1/2,
+2/3) splits the band's nodes by a minimum s-t cut of the bytes crossing the boundary (only that crossing depends on
+the split); the best candidate by the exact objective is taken if it is better.
+
 Used after decoding the learned policy (``Decoding(local_search=...)``) and available to any
 solver's output. Works on one graph; ``jax.vmap`` it for a batch (the batch runs until its slowest
 graph stops).
@@ -810,6 +818,17 @@ def boundary_candidates(graph: Graph, s: np.ndarray, k: int, hw: Hardware, objec
     return np.array(cands, np.int64).reshape(-1, len(s))
 
 
+def has_unique_order(graph: Graph) -> bool:
+    """Whether ``graph`` has a single topological order (every consecutive pair of its SPEC order is an edge): then
+    every valid schedule is a contiguous split of that order, and the exact split the policy decodes is optimal."""
+    n = graph.num_nodes
+    if n < 2:
+        return True
+    order = graph.topological_order().astype(np.int64)
+    keys = np.sort(graph.edges[:, 0].astype(np.int64) * n + graph.edges[:, 1]) if graph.num_edges else np.zeros(0)
+    return bool(np.all(np.isin(order[:-1] * n + order[1:], keys)))
+
+
 def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray,
                       rounds: int = BOUNDARY_ROUNDS, centres: tuple[float, ...] = BAND_CENTRES,
                       widths: tuple[float, ...] = BAND_WIDTHS, prices: tuple[float, ...] = BAND_PRICES) -> np.ndarray:
@@ -820,10 +839,11 @@ def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, as
     topological order: they can put some of a cell's parallel branches on stage k and the others on k + 1, a cut that
     no topological order of the policy's ranks may offer) and the best candidate (float64 objective) is taken if it
     is better by a relative :data:`BOUNDARY_MIN_IMPROVEMENT` (``centres``, ``widths``, ``prices``: the bands and
-    prices of :func:`boundary_candidates`). At most ``rounds`` rounds, fewer when one improves
+    prices of :func:`boundary_candidates`). Nothing to do on a graph with a single topological order
+    (:func:`has_unique_order`: chain-like models; returned as given). At most ``rounds`` rounds, fewer when one improves
     nothing."""
     s = np.asarray(assignment, np.int64).copy()
-    if int(hw.stages) < 2 or rounds <= 0 or graph.num_nodes < 2:
+    if int(hw.stages) < 2 or rounds <= 0 or graph.num_nodes < 2 or has_unique_order(graph):
         return s
     best = float(objectives_np(graph, s[None], hw, objective, lam)[0])
     for _ in range(int(rounds)):
@@ -833,6 +853,8 @@ def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, as
             if not len(cands):
                 continue
             values = objectives_np(graph, cands, hw, objective, lam)
+            if graph.num_edges:  # a guard: every candidate is valid by construction
+                values[~np.all(cands[:, graph.edges[:, 0]] <= cands[:, graph.edges[:, 1]], axis=1)] = np.inf
             j = int(np.argmin(values))
             if values[j] < best * (1.0 - BOUNDARY_MIN_IMPROVEMENT):
                 s, best, improved = cands[j], float(values[j]), True

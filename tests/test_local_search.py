@@ -16,6 +16,7 @@ from respect_jax.local_search import (
     TIE_BREAK,
     _Boundary,
     best_pair_move,
+    has_unique_order,
     improve,
     move_range,
     neighbours,
@@ -456,6 +457,18 @@ def parallel_cell() -> Graph:
     edges = [(0, 1 + i) for i in range(4)] + [(1 + i, 5 + i) for i in range(4)] + [(5 + i, 9) for i in range(4)]
     return Graph(name="cell", params=np.array([0] + [1000] * 8 + [0]), output_size=np.array([1000] * 5 + [1] * 5),
                  macs=np.array([0] + [1000] * 8 + [0]), edges=np.array(edges))
+
+
+def test_unique_order_is_detected_and_left_alone():
+    """A chain (and a chain with a skip edge) has one topological order, the parallel cell many; on a single-order
+    graph the re-cuts return the schedule as given (every valid schedule is a contiguous split of that order)."""
+    ones = np.ones(5, np.int64)
+    edges = np.array([(0, 1), (1, 2), (2, 3), (3, 4), (0, 3)])
+    chain = Graph(name="chain", params=ones, output_size=ones, macs=ones, edges=edges)
+    assert has_unique_order(chain) and not has_unique_order(parallel_cell())
+    assert sum(1 for _ in enumerate_valid_schedules(chain, 3)) == 21  # the C(5 + 2, 2) contiguous splits: no other
+    start = np.array([0, 1, 1, 2, 2])
+    np.testing.assert_array_equal(refine_boundaries(chain, make_hw(3), "paper", 1.0, start), start)
 
 
 def test_refine_boundaries_puts_parallel_branches_on_adjacent_stages():

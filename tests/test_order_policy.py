@@ -25,6 +25,7 @@ from respect_jax.policy.order import (
     stage_targets,
 )
 from respect_jax.policy.order_model import OrderPolicy, load_order_policy, save_order_policy
+from respect_jax.reference import reference_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = ROOT / "data" / "labels"
@@ -495,10 +496,34 @@ def test_default_decoding_polishes_and_greedy_does_not():
     assert info["decoding"] == "sample_32+ls" and info["local_search"] == 100
     assert (info["ls_kind"], info["ls_screen"], info["ls_escapes"]) == ("single", 16, 10)
     assert doc["objective"] <= info["split_objective"] * (1 + 1e-6)
+    assert info["ls_boundaries"] == 2  # the stage-boundary re-cuts come with the single-move polish
     greedy = run_solver("policy", graph, hw, "paper", 1.0, decoding="greedy")["info"]
-    assert greedy["decoding"] == "greedy" and greedy["local_search"] == 0
+    assert greedy["decoding"] == "greedy" and greedy["local_search"] == 0 and "ls_boundaries" not in greedy
     with pytest.raises(ValueError, match="order-policy checkpoint"):
         policy_solver._route(checkpoint=str(policy_solver.DEFAULT_CHECKPOINT), ls_escapes=3)
+
+
+@pytest.mark.slow  # ~40 s on the loaded 2-core CPU: the forward pass and the polish compile for a new shape
+def test_boundary_recuts_in_the_decoding_are_never_worse():
+    """The order policy with the stage-boundary re-cuts (``ls_boundaries``, default 2 rounds with the single-move
+    polish) is valid and never worse than without them (``ls_boundaries=0``) on NAS-cell architectures; a negative
+    count is a one-line error."""
+    import respect_jax.policy.order_solver  # noqa: F401  (registers solver=order_policy)
+    from respect_jax.graphs.architectures import FAMILIES, ArchConfig, generate_arch_numpy
+    from respect_jax.solvers import run_solver
+
+    weights = tuple(1.0 if f.name.startswith("nas") else 0.0 for f in FAMILIES)
+    options = {"samples": 4, "noise": 0.2, "local_search": 50, "ls_moves": "single", "ls_screen": 8, "ls_escapes": 3}
+    graph = generate_arch_numpy(60, 90, np.random.default_rng(2), arch=ArchConfig(family_weights=weights, p_hybrid=0.0))
+    hw = Hardware(stages=4, **POLISH_HW)  # one padded shape and K: one compilation of the polish for both objectives
+    for objective in ("paper", "latency"):
+        plain = run_solver("order_policy", graph, hw, objective, 1.0, **options, ls_boundaries=0)
+        recut = run_solver("order_policy", graph, hw, objective, 1.0, **options)
+        assert recut["info"]["ls_boundaries"] == 2 and "ls_boundaries" not in plain["info"]
+        assert reference_metrics(graph, recut["assignment"], hw)["valid"]
+        assert recut["objective"] <= plain["objective"] * (1 + 1e-6)
+    with pytest.raises(ValueError, match="ls_boundaries"):
+        run_solver("order_policy", graph, hw, "paper", 1.0, **options, ls_boundaries=-1)
 
 
 @pytest.fixture

@@ -8,10 +8,12 @@ never seeded with another solver's schedule. One network serves every K, hardwar
 Options (conf/solver/order_policy.yaml): ``checkpoint`` (default: the shipped one), ``samples``, ``noise``,
 ``seed``, ``local_search`` (hill-climbing moves on the best split, 0: none; never worse), ``ls_moves`` (their
 neighbourhood: ``closure`` or ``single``), ``ls_screen`` / ``ls_escapes`` (``single``: closure moves screened out of
-single-move local optima; :func:`respect_jax.local_search.polish`). ``info`` holds
-``compile_s`` (the forward pass's and local search's compilations of new shapes) / ``load_s`` apart from the
-scheduling time and the winning candidate (``candidate``: 0 the
-greedy order, i >= 1 sample i). This is also ``solver=policy``'s default (:mod:`respect_jax.policy.solver`).
+single-move local optima; :func:`respect_jax.local_search.polish`), ``ls_boundaries`` (rounds of stage-boundary re-cuts
+by minimum cuts after the polish, then the polish again where they changed the schedule:
+:func:`respect_jax.local_search.refine_boundaries`; None: 2 with the ``single`` polish, 0 otherwise; never worse).
+``info`` holds ``compile_s`` (the forward pass's and local search's compilations of new shapes) / ``load_s`` apart
+from the scheduling time and the winning candidate (``candidate``: 0 the greedy order, i >= 1 sample i). This is also
+``solver=policy``'s default (:mod:`respect_jax.policy.solver`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import bucket_shape
-from respect_jax.local_search import POLISH_MOVES, compile_polish, polish_many
+from respect_jax.local_search import BOUNDARY_ROUNDS, POLISH_MOVES, compile_polish, polish_many, refine_boundaries
 from respect_jax.policy.order import (
     as_network,
     decode_many,
@@ -46,7 +48,7 @@ _compiled_shapes: set[tuple] = set()
 
 
 def _checked(objective: str, samples: int, noise: float, local_search: int, ls_moves: str = "closure",
-             ls_screen: int = 0, ls_escapes: int = 0) -> None:
+             ls_screen: int = 0, ls_escapes: int = 0, ls_boundaries: int | None = None) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if int(samples) < 0:
@@ -59,23 +61,50 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
         raise ValueError(f"ls_moves must be one of {', '.join(POLISH_MOVES)}, got {ls_moves!r}")
     if int(ls_screen) < 0 or int(ls_escapes) < 0:
         raise ValueError(f"ls_screen and ls_escapes must be >= 0, got {ls_screen} and {ls_escapes}")
+    if ls_boundaries is not None and int(ls_boundaries) < 0:
+        raise ValueError(f"ls_boundaries must be >= 0 (or null), got {ls_boundaries}")
+
+
+def boundary_rounds(local_search: int, ls_moves: str, ls_boundaries: int | None) -> int:
+    """Rounds of stage-boundary re-cuts after the polish (:func:`respect_jax.local_search.refine_boundaries`):
+    ``ls_boundaries``, or when None :data:`~respect_jax.local_search.BOUNDARY_ROUNDS` with the single-move polish
+    (``solver=policy``'s default decoding) and 0 otherwise; always 0 without a polish (``local_search`` 0)."""
+    if int(local_search) <= 0:
+        return 0
+    if ls_boundaries is None:
+        return BOUNDARY_ROUNDS if ls_moves == "single" else 0
+    return int(ls_boundaries)
 
 
 def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float,
-            seed: int, local_search: int, polish_options: dict) -> list[tuple[np.ndarray, dict]]:
+            seed: int, local_search: int, polish_options: dict, boundaries: int = 0) -> list[tuple[np.ndarray, dict]]:
     """Per graph (int64[n] assignment, info entries): the best split of its sampled orders (every graph's orders
     split together: :func:`respect_jax.policy.order.decode_many`), then ``local_search`` hill-climbing moves on it
     (:func:`respect_jax.local_search.polish_many` with ``polish_options``: kind, screen, escapes; each graph's own
-    search, never worse)."""
+    search, never worse), then ``boundaries`` rounds of stage-boundary re-cuts
+    (:func:`respect_jax.local_search.refine_boundaries`, never worse) and, where they changed the schedule, the
+    polish again."""
     decoded = decode_many(graphs, hw, objective, lam, scores, int(samples), float(noise), [seed] * len(graphs))
     label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
     assignments = [assignment for assignment, _, _ in decoded]
     if int(local_search) > 0:
         assignments = polish_many(list(graphs), hw, objective, lam, assignments, int(local_search), **polish_options)
+    recut = [False] * len(graphs)
+    if int(local_search) > 0 and int(boundaries) > 0:
+        refined = [refine_boundaries(g, hw, objective, lam, a, int(boundaries)) for g, a in zip(graphs, assignments,
+                                                                                                strict=True)]
+        recut = [not np.array_equal(r, a) for r, a in zip(refined, assignments, strict=True)]
+        changed = [i for i, c in enumerate(recut) if c]
+        if changed:
+            again = polish_many([graphs[i] for i in changed], hw, objective, lam, [refined[i] for i in changed],
+                                int(local_search), **polish_options)
+            for i, a in zip(changed, again, strict=True):
+                assignments[i] = a
     out = []
-    for assignment, (_, value, candidate) in zip(assignments, decoded, strict=True):
+    for assignment, (_, value, candidate), cut in zip(assignments, decoded, recut, strict=True):
         info = {"decoding": label, "samples": int(samples), "noise": float(noise), "local_search": int(local_search),
                 **({f"ls_{k}": v for k, v in polish_options.items()} if int(local_search) > 0 else {}),
+                **({"ls_boundaries": int(boundaries), "recut": cut} if int(boundaries) > 0 else {}),
                 "candidate": candidate, "split_objective": value}
         out.append((assignment, info))
     return out
@@ -160,16 +189,18 @@ def solve_order_policy(
     ls_moves: str = "closure",
     ls_screen: int = 0,
     ls_escapes: int = 0,
+    ls_boundaries: int | None = None,
 ) -> SolveResult:
     """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality)."""
-    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes)
+    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries)
+    boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
     path, model, doc, load_s = _load(checkpoint)
     # compile on a first call, measured apart (the forward pass of the graph's bucket shape)
     (scores,), (shape,), compile_s, _ = _scores(model, [graph], hw, objective, 1)
     compile_s += _warm_polish([graph], hw, objective, lam, local_search, polish_options)
     ((assignment, decoded),) = _decode([graph], hw, objective, lam, [scores], samples, noise, seed, local_search,
-                                          polish_options)
+                                          polish_options, boundaries)
     info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
             "bucket": shape, "trained": doc.get("best")}
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
@@ -212,6 +243,7 @@ def _many(
     ls_moves: str = "closure",
     ls_screen: int = 0,
     ls_escapes: int = 0,
+    ls_boundaries: int | None = None,
     threads: int | None = None,
 ) -> list[SolveResult]:
     """Every graph of ``graphs``: one forward pass per batch of ``batch_size`` graphs of a size bucket (all
@@ -226,7 +258,8 @@ def _many(
     threads = MANY_THREADS if threads is None else int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes)
+    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries)
+    boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
     path, model, doc, load_s = _load(checkpoint)
     plan = forward_plan(graphs, int(batch_size))
@@ -252,7 +285,7 @@ def _many(
             idx += chunk
             scores += [batch_scores[row, : graphs[i].num_nodes] for row, i in enumerate(chunk)]
         return idx, _decode([graphs[i] for i in idx], hw, objective, lam, scores, samples, noise, seed, local_search,
-                            polish_options)
+                            polish_options, boundaries)
 
     units = _decode_units(pending, int(samples) + 1)
     if threads == 1 or len(units) == 1:
