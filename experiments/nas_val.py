@@ -7,13 +7,15 @@ one family per graph, no hybrid) to ``data/models_val/nas_generated/`` (a subfol
 
 ``oracle``: for every graph of ``--graphs`` (default: those files plus ``data/models_val/nasnetlarge.json``), K of
 ``--stages`` and both objectives, the best schedule known: the least of ``solver=contiguous``, ``solver=policy``'s
-default decoding (whatever it is at the time of the run), that decoding's schedule after :func:`respect_jax.local_search.refine_boundaries` and a polish, and
-CP-SAT (``--time-limit`` s, one worker, hinted with the best of those). Writes ``<out>.json`` (records: graph, stages,
+default decoding (whatever it is at the time of the run), that decoding's schedule after
+:func:`respect_jax.local_search.refine_boundaries` and a polish, and CP-SAT (``--time-limit`` s, one worker, hinted
+with the best of those). Writes ``<out>.json`` (records: graph, stages,
 objective_name, objective, optimal: whether CP-SAT proved it; the format ``order_policy_models.py --best-known``
 reads) and ``<out>.md``.
 
     .venv/bin/python experiments/nas_val.py build
-    .venv/bin/python experiments/nas_val.py oracle --time-limit 6 --out experiments/results/nas_val_best_known
+    .venv/bin/python experiments/nas_val.py oracle --stages 2,4,6,8 --time-limit 4 \\
+        --out experiments/results/nas_val_best_known
 """
 
 from __future__ import annotations
