@@ -736,55 +736,81 @@ class _Boundary:
         return out
 
 
-def _csr_arcs(rows: np.ndarray, cols: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(indptr int32[size + 1], column int32[A], permutation int[A]) of the arcs sorted by (row, column)."""
-    perm = np.lexsort((cols, rows))
-    indptr = np.zeros(size + 1, np.int32)
-    np.cumsum(np.bincount(rows, minlength=size), out=indptr[1:])
-    return indptr, cols[perm].astype(np.int32), perm
-
-
-def _reached(indptr: np.ndarray, cols: np.ndarray, start: int) -> np.ndarray:
-    """bool[size]: the nodes reachable from ``start`` along the CSR arcs (SciPy's breadth-first order)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order
-
-    size = len(indptr) - 1
-    seen = np.zeros(size, bool)
-    graph = csr_matrix((np.ones(len(cols)), cols, indptr), shape=(size, size))
-    seen[breadth_first_order(graph, start, return_predecessors=False)] = True
-    return seen
-
-
 def _min_cut_sides(rows: np.ndarray, cols: np.ndarray, caps: np.ndarray, size: int, source: int,
                    sink: int) -> tuple[np.ndarray, np.ndarray]:
     """(smallest, largest) source sides (bool[size]) of the minimum s-t cuts of the network with arcs
-    ``rows[i] -> cols[i]`` of capacity ``caps[i]`` (int32 > 0; parallel arcs are merged; never two opposite arcs):
-    the nodes reachable from s in the residual network of a maximum flow (SciPy's Dinic), and all but those that
-    reach t in it."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import maximum_flow
-
+    ``rows[i] -> cols[i]`` of capacity ``caps[i]`` (integers > 0; parallel arcs are merged): the nodes reachable from s
+    in the residual network of a maximum flow (Dinic's algorithm on integers, in Python: a band has tens of nodes, and
+    SciPy's version costs a 0.26 s import), and all but those that reach t in it. Both sides are the same for every
+    maximum flow."""
     keys, where = np.unique(rows.astype(np.int64) * size + cols, return_inverse=True)  # parallel arcs merged
-    caps = np.bincount(where, caps.astype(np.int64), len(keys)).astype(np.int32)
-    rows, cols = (keys // size).astype(np.int32), (keys % size).astype(np.int32)
-    indptr, indices, perm = _csr_arcs(rows, cols, size)
-    cap = csr_matrix((caps[perm], indices, indptr), shape=(size, size))
-    flow = maximum_flow(cap, source, sink, method="dinic").flow
-    f_rows = np.repeat(np.arange(size), np.diff(flow.indptr))
-    keys = f_rows.astype(np.int64) * size + flow.indices
-    arc_rows, arc_cols = rows[perm], indices
-    arc_keys = arc_rows.astype(np.int64) * size + arc_cols
-    by_key = np.argsort(keys)
-    found = by_key[np.searchsorted(keys, arc_keys, sorter=by_key).clip(max=len(keys) - 1)]
-    f = np.where(keys[found] == arc_keys, flow.data[found], 0).astype(np.int64)
-    fwd = caps[perm].astype(np.int64) - f > 0  # an arc's residual; its reverse's residual is f
-    back = f > 0
-    heads = np.concatenate([arc_rows[fwd], arc_cols[back]])
-    tails = np.concatenate([arc_cols[fwd], arc_rows[back]])
-    out_ptr, out_cols, _ = _csr_arcs(heads, tails, size)
-    in_ptr, in_cols, _ = _csr_arcs(tails, heads, size)
-    return _reached(out_ptr, out_cols, source), ~_reached(in_ptr, in_cols, sink)
+    merged = np.bincount(where, caps.astype(np.int64), len(keys)).astype(np.int64)
+    head: list[list[int]] = [[] for _ in range(size)]  # arc 2i: i forward, 2i + 1: its reverse
+    to: list[int] = []
+    residual: list[int] = []
+    for u, v, c in zip((keys // size).tolist(), (keys % size).tolist(), merged.tolist(), strict=True):
+        head[u].append(len(to))
+        to.append(v)
+        residual.append(c)
+        head[v].append(len(to))
+        to.append(u)
+        residual.append(0)
+    while _augment_level_graph(head, to, residual, size, source, sink):
+        pass
+    return (_residual_reach(head, to, residual, size, source, forward=True),
+            ~_residual_reach(head, to, residual, size, sink, forward=False))
+
+
+def _augment_level_graph(head: list[list[int]], to: list[int], residual: list[int], size: int, source: int,
+                         sink: int) -> bool:
+    """One phase of Dinic's algorithm: a blocking flow of the level graph pushed into ``residual`` (in place);
+    False when the sink is no longer reachable (the flow is maximum)."""
+    level = [-1] * size
+    level[source] = 0
+    queue = [source]
+    for u in queue:
+        for e in head[u]:
+            if residual[e] > 0 and level[to[e]] < 0:
+                level[to[e]] = level[u] + 1
+                queue.append(to[e])
+    if level[sink] < 0:
+        return False
+    nxt = [0] * size  # the next arc of each node to try
+    while True:
+        path: list[int] = []
+        u = source
+        while u != sink:
+            arcs = head[u]
+            while nxt[u] < len(arcs) and not (residual[arcs[nxt[u]]] > 0 and level[to[arcs[nxt[u]]]] == level[u] + 1):
+                nxt[u] += 1
+            if nxt[u] < len(arcs):
+                path.append(arcs[nxt[u]])
+                u = to[arcs[nxt[u]]]
+            elif u == source:
+                return True
+            else:  # a dead end: leave it out of this phase and step back
+                level[u] = -1
+                u = to[path.pop() ^ 1]
+                nxt[u] += 1
+        push = min(residual[e] for e in path)
+        for e in path:
+            residual[e] -= push
+            residual[e ^ 1] += push
+
+
+def _residual_reach(head: list[list[int]], to: list[int], residual: list[int], size: int, start: int,
+                    forward: bool) -> np.ndarray:
+    """bool[size]: the nodes ``start`` reaches along arcs with residual capacity (``forward``), or those that reach
+    ``start`` along them."""
+    seen = [False] * size
+    seen[start] = True
+    queue = [start]
+    for u in queue:
+        for e in head[u]:
+            if (residual[e] if forward else residual[e ^ 1]) > 0 and not seen[to[e]]:
+                seen[to[e]] = True
+                queue.append(to[e])
+    return np.array(seen, bool)
 
 def _band_load(graph: Graph, hw: Hardware, objective: str, nodes: np.ndarray) -> np.ndarray:
     """f64[m]: the load whose balance places the bands' centres (parameter bytes for ``paper``, compute seconds for
