@@ -34,6 +34,9 @@ from respect_jax.local_search import polish, refine_boundaries  # noqa: E402
 from respect_jax.policy import solver as policy_solver  # noqa: E402
 from respect_jax.solvers import run_solver  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "experiments"))
+from order_policy_models import known_values, stage_range  # noqa: E402  (the test-set script's readers)
+
 DEFAULT = {"samples": policy_solver.ORDER_DEFAULT_SAMPLES, "noise": policy_solver.ORDER_DEFAULT_NOISE,
            "local_search": policy_solver.ORDER_DEFAULT_LOCAL_SEARCH, "ls_moves": policy_solver.ORDER_DEFAULT_LS_MOVES,
            "ls_screen": policy_solver.ORDER_DEFAULT_LS_SCREEN, "ls_escapes": policy_solver.ORDER_DEFAULT_LS_ESCAPES}
@@ -44,23 +47,6 @@ def parse_variant(text: str) -> tuple[str, dict]:
     rounds, centres, widths, prices = spec.split(":")
     floats = lambda x: tuple(float(eval(v)) for v in x.split(",")) if x else ()  # noqa: E731,S307 (fractions)
     return name, {"rounds": int(rounds), "centres": floats(centres), "widths": floats(widths), "prices": floats(prices)}
-
-
-def stage_range(text: str) -> list[int]:
-    if "-" in text:
-        lo, hi = (int(x) for x in text.split("-"))
-        return list(range(lo, hi + 1))
-    return [int(x) for x in text.split(",")]
-
-
-def known_values(paths: list[str]) -> dict:
-    best: dict = {}
-    for path in paths:
-        doc = json.loads(Path(path).read_text())
-        for rec in doc.get("records", []):
-            key = (rec["graph"], int(rec["stages"]), rec.get("objective_name", doc.get("objective")))
-            best[key] = min(best.get(key, np.inf), float(rec["objective"]))
-    return best
 
 
 def main() -> None:
