@@ -67,7 +67,7 @@ import numpy as np
 
 from respect_jax.compile_cache import cached_compile
 from respect_jax.costs import Hardware, evaluate, last_stage, objective_value
-from respect_jax.graphs.graph import Graph
+from respect_jax.graphs.graph import Graph, has_unique_order
 from respect_jax.graphs.padded import (
     PaddedGraph,
     neighbour_reduce,
@@ -842,17 +842,6 @@ def boundary_candidates(graph: Graph, s: np.ndarray, k: int, hw: Hardware, objec
                 seen.add(new.tobytes())
                 cands.append(new)
     return np.array(cands, np.int64).reshape(-1, len(s))
-
-
-def has_unique_order(graph: Graph) -> bool:
-    """Whether ``graph`` has a single topological order (every consecutive pair of its SPEC order is an edge): then
-    every valid schedule is a contiguous split of that order, and the exact split the policy decodes is optimal."""
-    n = graph.num_nodes
-    if n < 2:
-        return True
-    order = graph.topological_order().astype(np.int64)
-    keys = np.sort(graph.edges[:, 0].astype(np.int64) * n + graph.edges[:, 1]) if graph.num_edges else np.zeros(0)
-    return bool(np.all(np.isin(order[:-1] * n + order[1:], keys)))
 
 
 def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray,

@@ -176,6 +176,20 @@ def topological_order_kahn(graph: Graph, priority: np.ndarray | None = None) -> 
     return kahn_order(indeg, graph.successors(), key)
 
 
+def has_unique_order(graph: Graph) -> bool:
+    """True when ``graph`` has one topological order only (every consecutive pair of its
+    :meth:`~Graph.topological_order` is an edge): then every valid schedule is a contiguous split of that order, so the
+    exact contiguous split is the optimum."""
+    n = graph.num_nodes
+    if n <= 1:
+        return True
+    if len(graph.edges) == 0:
+        return False
+    order = graph.topological_order().astype(np.int64)
+    keys = graph.edges[:, 0].astype(np.int64) * n + graph.edges[:, 1].astype(np.int64)
+    return bool(np.isin(order[:-1] * n + order[1:], keys).all())
+
+
 def kahn_order(indeg: list[int], succs: list[list[int]], key: list) -> list[int]:
     """Kahn's algorithm on prepared in-degrees (consumed: pass a copy to keep them) and successor lists, the ready
     node of least ``key`` first (``key[i]`` distinct, comparable); returns the node ids in order."""

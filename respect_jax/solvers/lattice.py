@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from respect_jax.costs import OBJECTIVES, Hardware
-from respect_jax.graphs.graph import Graph
+from respect_jax.graphs.graph import Graph, has_unique_order  # noqa: F401  (auto imports it here)
 
 #: Downsets kept at most per probe (those that may be a stage boundary under the limit; the programme is O(K P) in
 #: time and memory for the P pairs it examines, at most ``MAX_PAIRS``).
@@ -71,19 +71,6 @@ FILTER_SLACK = 1e-7
 PROBE_RTOL = 1e-7
 #: Downsets of least crossing the heuristic programme of :func:`search_lattice` keeps.
 HEURISTIC_DOWNSETS = 1500
-
-
-def has_unique_order(graph: Graph) -> bool:
-    """True when the graph has one topological order only (its reachability is a total order): then every valid
-    schedule is a contiguous split of :meth:`~respect_jax.graphs.graph.Graph.topological_order`."""
-    n = graph.num_nodes
-    if n <= 1:
-        return True
-    order = graph.topological_order().astype(np.int64)
-    if len(graph.edges) == 0:
-        return False
-    keys = graph.edges[:, 0].astype(np.int64) * n + graph.edges[:, 1].astype(np.int64)
-    return bool(np.isin(order[:-1] * n + order[1:], keys).all())
 
 
 def _bfs_downsets(preds: list[int], succs: list[list[int]], max_count: int, deadline: float | None
