@@ -46,6 +46,8 @@ from respect_jax.graphs.padded import (
     to_original_order,
 )
 from respect_jax.policy.config import MULTI_STRATEGIES, Decoding
+from respect_jax.policy.order import is_order_checkpoint
+from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT, solve_order_policy  # at import: not timed
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 
@@ -274,9 +276,6 @@ def _route(
     default; ``ls_moves`` / ``ls_screen`` / ``ls_escapes``: the order policy's only, None: its default;
     ``threads``: the order policy's decoding threads over many graphs (:func:`_many_policy`; None: its default),
     not an option of one graph's call)."""
-    from respect_jax.policy.order import is_order_checkpoint
-    from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT, solve_order_policy
-
     path = checkpoint if checkpoint else DEFAULT_ORDER_CHECKPOINT
     if not Path(path).exists():
         raise ValueError(f"checkpoint {path} does not exist")
