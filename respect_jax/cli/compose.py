@@ -116,9 +116,10 @@ def plain_run(args: list[str]) -> bool:
 
 
 @contextlib.contextmanager
-def composed(prog: str, config: str, overrides: list[str], job_name: str):
+def composed(prog: str, config: str, overrides: list[str], job_name: str, store_task: bool = False):
     """Inside Hydra's global state for ``conf/``: (Hydra, ``config`` composed with ``overrides`` in run mode, as
-    Hydra's run composes it). A composition error prints one line and exits 2."""
+    Hydra's run composes it); with ``store_task``, its task config is stored beside the stored composition
+    (:func:`store_task_composition`). A composition error prints one line and exits 2."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.utils import configure_log
@@ -138,6 +139,8 @@ def composed(prog: str, config: str, overrides: list[str], job_name: str):
             store_composition(file, cfg)
         else:
             configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)  # as compose_config(with_log_configuration)
+        if store_task:
+            store_task_composition(file, cfg)
         yield hydra, cfg
 
 
@@ -370,9 +373,7 @@ def _run_composed(prog: str, config: str, overrides: list[str], task: Callable[[
     from hydra.types import HydraContext, RunMode
 
     job_name = job_name_of(task, prog)
-    with composed(prog, config, overrides, job_name) as (hydra, cfg):
-        if without_hydra:
-            store_task_composition(composition_file(config, overrides, job_name), cfg)
+    with composed(prog, config, overrides, job_name, store_task=without_hydra) as (hydra, cfg):
         cfg.hydra.mode = RunMode.RUN
         callbacks = Callbacks(cfg)
         callbacks.on_run_start(config=cfg, config_name=config)
