@@ -210,3 +210,44 @@ def test_a_repeated_call_reuses_its_key_and_any_change_of_the_key_is_seen(cache_
     monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_fast_math=false")
     cached_compile("net", fn, (params, x, np.float32(1.0)), static_key=2.0)
     assert len(keys) == 2 + len(changed)  # the options that change programs are part of the signature
+
+
+def test_the_step_policy_and_pointer_decoders_are_stored_and_reloaded_without_tracing(cache_folder, monkeypatch):
+    """The step policy's and the RESPECT pointer's decoders are stored as executables (one per network architecture,
+    hardware, objective and decoding); a fresh solver with this process's memory cleared (as a new process) loads them
+    back without tracing the decoder, and schedules the same."""
+    from conftest import make_hw
+
+    from respect_jax.graphs import GeneratorConfig, generate_numpy
+    from respect_jax.policy import decoding as step_decoding
+    from respect_jax.policy import solver as policy_solver
+    from respect_jax.respect_pointer import decoding as pointer_decoding
+    from respect_jax.respect_pointer import solver as pointer_solver
+
+    graph = generate_numpy(GeneratorConfig(mode="dnn", min_nodes=20, max_nodes=30), np.random.default_rng(5))
+    hw = make_hw(3)
+    runs = ((policy_solver, step_decoding, "greedy"), (policy_solver, step_decoding, "best_of"),
+            (pointer_solver, pointer_decoding, "greedy"))
+
+    def fresh(module):
+        return policy_solver.checkpoint_solver(module.DEFAULT_CHECKPOINT, module._load, module._decoder, "test")
+
+    first = {}
+    for module, _, decoding in runs:
+        first[module, decoding] = fresh(module)(graph, hw, "paper", decoding=decoding, samples=4).assignment
+    assert len(list(executables_dir().glob("checkpoint_decode-*.pkl"))) == 3  # keyed by network and decoding
+    compile_cache._COMPILED.clear()
+    for module, decoding_module, decoding in runs:
+        monkeypatch.setattr(decoding_module, "decode", _untraceable)
+        module._decoder.cache_clear()
+        again = fresh(module)(graph, hw, "paper", decoding=decoding, samples=4)
+        assert np.array_equal(again.assignment, first[module, decoding])
+    monkeypatch.undo()
+    module = policy_solver
+    module._decoder.cache_clear()
+    compile_cache._COMPILED.clear()
+    for path in executables_dir().glob("checkpoint_decode-*.pkl"):
+        path.unlink()
+    with pytest.raises(AssertionError, match="traced although"):  # the check above can fail: no file, so traced
+        monkeypatch.setattr(step_decoding, "decode", _untraceable)
+        fresh(module)(graph, hw, "paper", decoding="greedy")

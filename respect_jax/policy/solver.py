@@ -29,6 +29,7 @@ policy takes K, the hardware and the objective as inputs. ``info.family`` says w
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from respect_jax.compile_cache import cached_compile
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph
 from respect_jax.graphs.padded import (
@@ -136,7 +138,11 @@ def checkpoint_solver(default_checkpoint: Path, load: Callable, decoder: Callabl
         cache_key = (checkpoint, hw, objective, float(lam), dec, shapes)
         start = time.perf_counter()
         if cache_key not in compiled:
-            compiled[cache_key] = run.lower(params, batch, key).compile()
+            _, doc = load(checkpoint)
+            # what ``run`` closes over: the network's architecture (its format and config), the hardware, objective,
+            # lam and decoding; the parameters are arguments, so checkpoints of one architecture share the executable
+            static = (doc.get("format"), json.dumps(doc["policy"], sort_keys=True), hw, objective, float(lam), dec)
+            compiled[cache_key] = cached_compile("checkpoint_decode", run, (params, batch, key), static_key=static)
         return compiled[cache_key], params, time.perf_counter() - start
 
     def info_of(checkpoint: str, doc: dict, dec: Decoding, temperature, local_search, pair_escapes,
