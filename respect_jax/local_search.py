@@ -736,15 +736,24 @@ class _Boundary:
         return out
 
 
+#: networks of at least this many nodes get their maximum flow from SciPy (C) instead of the Python Dinic: a band of a
+#: 10,000-node layered graph has thousands of nodes (the Python version: 4-12 s of the policy's re-cuts per graph at
+#: 5k-10k nodes on the 2-core CPU), a real model's tens (where SciPy's import, 0.26 s, would dominate). Both give the
+#: same sides: the smallest and largest minimum-cut source sides are the same for every maximum flow.
+SCIPY_FLOW_MIN_NODES = 1000
+
+
 def _min_cut_sides(rows: np.ndarray, cols: np.ndarray, caps: np.ndarray, size: int, source: int,
                    sink: int) -> tuple[np.ndarray, np.ndarray]:
     """(smallest, largest) source sides (bool[size]) of the minimum s-t cuts of the network with arcs
     ``rows[i] -> cols[i]`` of capacity ``caps[i]`` (integers > 0; parallel arcs are merged): the nodes reachable from s
     in the residual network of a maximum flow (Dinic's algorithm on integers, in Python: a band has tens of nodes, and
-    SciPy's version costs a 0.26 s import), and all but those that reach t in it. Both sides are the same for every
-    maximum flow."""
+    SciPy's version costs a 0.26 s import; SciPy's from :data:`SCIPY_FLOW_MIN_NODES` nodes on), and all but those that
+    reach t in it. Both sides are the same for every maximum flow."""
     keys, where = np.unique(rows.astype(np.int64) * size + cols, return_inverse=True)  # parallel arcs merged
     merged = np.bincount(where, caps.astype(np.int64), len(keys)).astype(np.int64)
+    if size >= SCIPY_FLOW_MIN_NODES:
+        return _min_cut_sides_scipy(keys, merged, size, source, sink)
     head: list[list[int]] = [[] for _ in range(size)]  # arc 2i: i forward, 2i + 1: its reverse
     to: list[int] = []
     residual: list[int] = []
@@ -759,6 +768,55 @@ def _min_cut_sides(rows: np.ndarray, cols: np.ndarray, caps: np.ndarray, size: i
         pass
     return (_residual_reach(head, to, residual, size, source, forward=True),
             ~_residual_reach(head, to, residual, size, sink, forward=False))
+
+
+def _csr_arcs(rows: np.ndarray, cols: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr int32[size + 1], column int32[A], permutation int[A]) of the arcs sorted by (row, column)."""
+    perm = np.lexsort((cols, rows))
+    indptr = np.zeros(size + 1, np.int32)
+    np.cumsum(np.bincount(rows, minlength=size), out=indptr[1:])
+    return indptr, cols[perm].astype(np.int32), perm
+
+
+def _reached(indptr: np.ndarray, cols: np.ndarray, start: int) -> np.ndarray:
+    """bool[size]: the nodes reachable from ``start`` along the CSR arcs (SciPy's breadth-first order)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+
+    size = len(indptr) - 1
+    seen = np.zeros(size, bool)
+    graph = csr_matrix((np.ones(len(cols)), cols, indptr), shape=(size, size))
+    seen[breadth_first_order(graph, start, return_predecessors=False)] = True
+    return seen
+
+
+def _min_cut_sides_scipy(keys: np.ndarray, merged: np.ndarray, size: int, source: int,
+                         sink: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_min_cut_sides` of the merged arcs ``keys`` (``row * size + col``, sorted, unique) of capacities
+    ``merged`` by SciPy's Dinic (``maximum_flow``; the network has no two opposite arcs: its arcs follow the graph's
+    edges one way, or go through a tensor node)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_flow
+
+    caps = np.minimum(merged, np.iinfo(np.int32).max).astype(np.int32)
+    rows, cols = (keys // size).astype(np.int32), (keys % size).astype(np.int32)
+    indptr, indices, perm = _csr_arcs(rows, cols, size)
+    cap = csr_matrix((caps[perm], indices, indptr), shape=(size, size))
+    flow = maximum_flow(cap, source, sink, method="dinic").flow
+    f_rows = np.repeat(np.arange(size), np.diff(flow.indptr))
+    flow_keys = f_rows.astype(np.int64) * size + flow.indices
+    arc_rows, arc_cols = rows[perm], indices
+    arc_keys = arc_rows.astype(np.int64) * size + arc_cols
+    by_key = np.argsort(flow_keys)
+    found = by_key[np.searchsorted(flow_keys, arc_keys, sorter=by_key).clip(max=len(flow_keys) - 1)]
+    f = np.where(flow_keys[found] == arc_keys, flow.data[found], 0).astype(np.int64)
+    fwd = caps[perm].astype(np.int64) - f > 0  # an arc's residual; its reverse's residual is f
+    back = f > 0
+    heads = np.concatenate([arc_rows[fwd], arc_cols[back]])
+    tails = np.concatenate([arc_cols[fwd], arc_rows[back]])
+    out_ptr, out_cols, _ = _csr_arcs(heads, tails, size)
+    in_ptr, in_cols, _ = _csr_arcs(tails, heads, size)
+    return _reached(out_ptr, out_cols, source), ~_reached(in_ptr, in_cols, sink)
 
 
 def _augment_level_graph(head: list[list[int]], to: list[int], residual: list[int], size: int, source: int,
@@ -846,7 +904,8 @@ def boundary_candidates(graph: Graph, s: np.ndarray, k: int, hw: Hardware, objec
 
 def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray,
                       rounds: int = BOUNDARY_ROUNDS, centres: tuple[float, ...] = BAND_CENTRES,
-                      widths: tuple[float, ...] = BAND_WIDTHS, prices: tuple[float, ...] = BAND_PRICES) -> np.ndarray:
+                      widths: tuple[float, ...] = BAND_WIDTHS, prices: tuple[float, ...] = BAND_PRICES,
+                      stop=None) -> np.ndarray:
     """int64[N] ``assignment`` (a valid schedule by node id) after re-cutting its stage boundaries (never worse).
 
     Each round visits the boundaries k | k + 1 (k = 0..K-2) in turn: the nodes on those two stages are split anew by
@@ -856,7 +915,7 @@ def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, as
     is better by a relative :data:`BOUNDARY_MIN_IMPROVEMENT` (``centres``, ``widths``, ``prices``: the bands and
     prices of :func:`boundary_candidates`). Nothing to do on a graph with a single topological order
     (:func:`has_unique_order`: chain-like models; returned as given). At most ``rounds`` rounds, fewer when one improves
-    nothing."""
+    nothing. ``stop()`` (optional) is looked at before each boundary: once True, the schedule so far is returned."""
     s = np.asarray(assignment, np.int64).copy()
     if int(hw.stages) < 2 or rounds <= 0 or graph.num_nodes < 2 or has_unique_order(graph):
         return s
@@ -864,6 +923,8 @@ def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, as
     for _ in range(int(rounds)):
         improved = False
         for k in range(int(hw.stages) - 1):
+            if stop is not None and stop():
+                return s
             cands = boundary_candidates(graph, s, k, hw, objective, centres, widths, prices)
             if not len(cands):
                 continue

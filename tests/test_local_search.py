@@ -395,10 +395,15 @@ def brute_band_cut(graph, s, k, lo, hi, order, load, price, hw) -> float:
     return best
 
 
+@pytest.mark.parametrize("flow", ["python", "scipy"])
 @pytest.mark.parametrize("price", [0.0, -0.3, 0.3])
-def test_band_cut_is_the_least_crossing_of_its_band(price):
+def test_band_cut_is_the_least_crossing_of_its_band(price, flow, monkeypatch):
     """Every schedule a band cut returns is valid, keeps the nodes outside the band, and its crossing of boundary
-    k | k + 1 (plus the price on the band's load on stage k) is the least over all splits of the band, enumerated."""
+    k | k + 1 (plus the price on the band's load on stage k) is the least over all splits of the band, enumerated;
+    with either maximum flow (the Python Dinic of small networks, SciPy's of large ones: forced here)."""
+    import respect_jax.local_search as ls
+
+    monkeypatch.setattr(ls, "SCIPY_FLOW_MIN_NODES", 0 if flow == "scipy" else 1 << 40)
     rng = np.random.default_rng(3)
     hw = make_hw(3)
     checked = 0
@@ -428,6 +433,39 @@ def test_band_cut_is_the_least_crossing_of_its_band(price):
                     assert got == pytest.approx(want, rel=1e-6, abs=1e-6 * float(graph.output_size.sum()))
                     checked += 1
     assert checked >= 20
+
+
+def test_large_bands_get_the_same_cuts_from_scipy_as_from_the_python_flow(monkeypatch):
+    """On a 3,000-node layered graph (bands of hundreds to thousands of nodes), every band cut of the re-cuts'
+    bands gives the same schedules with SciPy's maximum flow as with the Python Dinic (both sides of a minimum cut are
+    the same for every maximum flow), and the default threshold sends the largest bands to SciPy."""
+    import respect_jax.local_search as ls
+    from respect_jax.graphs import GeneratorConfig, generate_numpy
+    from respect_jax.solvers import run_solver
+
+    cfg = GeneratorConfig(mode="layered", min_nodes=3000, max_nodes=3000, min_levels=20, max_levels=40, max_preds=8,
+                          param_scale=1000.0, output_scale=1000.0, edges_per_node=1.2)
+    graph, hw = generate_numpy(cfg, np.random.default_rng(21), name="layered3000"), make_hw(4)
+    s = np.asarray(run_solver("contiguous", graph, hw, "paper")["assignment"], np.int64)
+    sizes, compared, default = [], 0, ls.SCIPY_FLOW_MIN_NODES
+    real = ls._min_cut_sides
+
+    def spy(rows, cols, caps, size, source, sink):
+        sizes.append(size)
+        return real(rows, cols, caps, size, source, sink)
+
+    monkeypatch.setattr(ls, "_min_cut_sides", spy)
+    for k in range(3):
+        bd = _Boundary(graph, s, k, hw)
+        m = len(bd.order)
+        for lo, hi in ((max(0, bd.cut - m // 6), min(m, bd.cut + m // 6)), (max(0, bd.cut - m // 3), bd.cut + m // 3)):
+            monkeypatch.setattr(ls, "SCIPY_FLOW_MIN_NODES", 1 << 40)
+            python = bd.band_cut(lo, hi)
+            monkeypatch.setattr(ls, "SCIPY_FLOW_MIN_NODES", 0)
+            scipy = bd.band_cut(lo, hi)
+            assert [x.tolist() for x in python] == [x.tolist() for x in scipy], (k, lo, hi)
+            compared += 1
+    assert compared == 6 and max(sizes) >= default >= 100, (max(sizes), default)
 
 
 @pytest.mark.parametrize("objective", ["paper", "latency"])

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from respect_jax.policy.order import (
 )
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
+from respect_jax.solvers.stopping import Stopped
 
 DEFAULT_ORDER_CHECKPOINT = data_path("checkpoints", "order_policy")
 _compiled_shapes: set[tuple] = set()
@@ -77,25 +78,38 @@ def boundary_rounds(local_search: int, ls_moves: str, ls_boundaries: int | None)
 
 
 def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float,
-            seed: int, local_search: int, polish_options: dict, boundaries: int = 0) -> list[tuple[np.ndarray, dict]]:
+            seed: int, local_search: int, polish_options: dict, boundaries: int = 0,
+            stop: Callable[[], bool] | None = None) -> list[tuple[np.ndarray, dict]]:
     """Per graph (int64[n] assignment, info entries): the best split of its sampled orders (every graph's orders
     split together: :func:`respect_jax.policy.order.decode_many`), then ``local_search`` hill-climbing moves on it
     (:func:`respect_jax.local_search.polish_many` with ``polish_options``: kind, screen, escapes; each graph's own
     search, never worse), then ``boundaries`` rounds of stage-boundary re-cuts
     (:func:`respect_jax.local_search.refine_boundaries`, never worse) and, where they changed the schedule, the
-    polish again."""
+    polish again. ``stop()`` (optional) is looked at before each of those steps (and between the re-cuts'
+    boundaries): once True the steps left are skipped and ``info['stopped']`` names the first one skipped."""
     decoded = decode_many(graphs, hw, objective, lam, scores, int(samples), float(noise), [seed] * len(graphs))
     label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
     assignments = [assignment for assignment, _, _ in decoded]
+    stopped = None
     if int(local_search) > 0:
-        assignments = polish_many(list(graphs), hw, objective, lam, assignments, int(local_search), **polish_options)
+        if stop is not None and stop():
+            stopped = "local_search"
+        else:
+            assignments = polish_many(list(graphs), hw, objective, lam, assignments, int(local_search),
+                                      **polish_options)
     recut = [False] * len(graphs)
-    if int(local_search) > 0 and int(boundaries) > 0:
-        refined = [refine_boundaries(g, hw, objective, lam, a, int(boundaries)) for g, a in zip(graphs, assignments,
-                                                                                                strict=True)]
+    if int(local_search) > 0 and int(boundaries) > 0 and stopped is None:
+        if stop is not None and stop():
+            stopped = "boundaries"
+        refined = [a if stopped else refine_boundaries(g, hw, objective, lam, a, int(boundaries), stop=stop)
+                   for g, a in zip(graphs, assignments, strict=True)]
         recut = [not np.array_equal(r, a) for r, a in zip(refined, assignments, strict=True)]
         changed = [i for i, c in enumerate(recut) if c]
-        if changed:
+        if changed and stop is not None and stop():
+            stopped = "local_search after the re-cuts"
+            for i in changed:
+                assignments[i] = refined[i]
+        elif changed:
             again = polish_many([graphs[i] for i in changed], hw, objective, lam, [refined[i] for i in changed],
                                 int(local_search), **polish_options)
             for i, a in zip(changed, again, strict=True):
@@ -105,6 +119,7 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
         info = {"decoding": label, "samples": int(samples), "noise": float(noise), "local_search": int(local_search),
                 **({f"ls_{k}": v for k, v in polish_options.items()} if int(local_search) > 0 else {}),
                 **({"ls_boundaries": int(boundaries), "recut": cut} if int(boundaries) > 0 else {}),
+                **({"stopped": stopped} if stopped else {}),
                 "candidate": candidate, "split_objective": value}
         out.append((assignment, info))
     return out
@@ -190,17 +205,26 @@ def solve_order_policy(
     ls_screen: int = 0,
     ls_escapes: int = 0,
     ls_boundaries: int | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> SolveResult:
-    """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality)."""
+    """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality).
+
+    ``stop`` (optional ``stop() -> bool``; ``solver=auto`` passes its stop signal): looked at after the forward pass
+    and between the decoding's steps (:func:`_decode`); once True, the schedule so far is returned (``info['stopped']``
+    names the first step skipped, the polish's compilation included); True before the forward pass raises
+    :class:`~respect_jax.solvers.stopping.Stopped`. A compiled call in progress is never interrupted."""
     _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
     path, model, doc, load_s = _load(checkpoint)
+    if stop is not None and stop():
+        raise Stopped
     # compile on a first call, measured apart (the forward pass of the graph's bucket shape)
     (scores,), (shape,), compile_s, _ = _scores(model, [graph], hw, objective, 1)
-    compile_s += _warm_polish([graph], hw, objective, lam, local_search, polish_options)
+    if stop is None or not stop():
+        compile_s += _warm_polish([graph], hw, objective, lam, local_search, polish_options)
     ((assignment, decoded),) = _decode([graph], hw, objective, lam, [scores], samples, noise, seed, local_search,
-                                          polish_options, boundaries)
+                                          polish_options, boundaries, stop)
     info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
             "bucket": shape, "trained": doc.get("best")}
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)

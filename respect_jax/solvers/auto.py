@@ -12,12 +12,19 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    ``lattice_downsets`` of them kept, at most :data:`LATTICE_SHARE` of the budget) either proves the optimum, and
    nothing else runs, or leaves a certified lower bound (a limit no schedule meets) and, where its heuristic
    programme (the downsets of least crossing) beat the incumbent, a schedule (``portfolio['lattice_heuristic']``).
+1c. **The learned member** (``policy``, by default the shipped order policy: its own sampled orders, exactly split,
+   polished and re-cut at its stage boundaries; ``order_policy`` is accepted as a member name too) starts in a
+   thread of its own :data:`EARLY_AFTER_S` into the downset programme unless that has proven the optimum by then (or
+   at once where there is no programme to run; never on a unique-order graph), so its compilation (seconds on a cold
+   cache) and decoding run beside the programme, the exact solver and the bound. Its schedule is offered when it is
+   done (the exact solver's hint when done by the time that starts); it looks at a stop (the deadline less
+   :data:`STOP_LEAD_S`, a proof) between its steps and then returns its schedule so far (``stopped`` in its entry names
+   the first step skipped); a compilation in progress is not interrupted (abandoned at the deadline as below).
 2. **The exact solver** (``exact``: ``cpsat``, ``milp`` or ``auto``: CP-SAT, whose incumbents stream to the live
    line) starts in a thread with the incumbent as its complete hint / warm start and runs until the deadline
    or a proof of optimality; it runs alone for ``head_start_s`` first.
 3. **Meanwhile, the other fast members** run in the main thread, cheapest first (local search on the
-   contiguous split, then ``policy`` (by default the shipped order policy: its own sampled orders, exactly
-   split; ``order_policy`` is accepted as a member name too) and ``gumbel``, which polish with their own
+   contiguous split, then ``gumbel`` (and ``policy`` where it did not start early), which polish with their own
    ``local_search`` option, so a learned member's figure is its own decoding
    (plus local search), never seeded by another solver). A member is
    not started once ``fast_share`` of the budget is spent, once the exact solver has proved the optimum, or
@@ -44,6 +51,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import inspect
 import sys
 import threading
 import time
@@ -64,7 +72,7 @@ from respect_jax.solvers.base import (
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
 from respect_jax.solvers.lattice import MAX_DOWNSETS, has_unique_order, search_lattice
 from respect_jax.solvers.numpy_eval import objective_np
-from respect_jax.solvers.stopping import StopSignal
+from respect_jax.solvers.stopping import Stopped, StopSignal
 
 #: Fast members accepted (``order_policy``: the order policy alone; ``policy`` runs it by default too).
 FAST_MEMBERS = ("contiguous", "order_policy", "policy", "gumbel")
@@ -104,6 +112,14 @@ CONTENTION = 2.0
 #: it gives up with its lower bound (when it proves the optimum nothing else runs after it). Its proofs on the
 #: generated validation graphs took at most 2.2 s of 10 at load ~8; the rest goes to the exact solver and bounds.
 LATTICE_SHARE = 0.3
+#: Members started early, in a thread of their own, right after the contiguous split (:func:`start_early`): the
+#: learned order policy, whose first call in a process compiles its forward pass and polish (1.6-3.5 s on a 150-node
+#: NAS graph, 3-14 s at 1,000-10,000 nodes on the 2-core CPU; 0.4-0.8 s with a warm persistent cache), so that its
+#: compilation and decoding run beside the downset programme, the exact solver and the bound instead of after them.
+EARLY_MEMBERS = ("policy", "order_policy")
+#: Seconds the downset programme runs alone before an early member starts: a graph it proves at once (the bundled
+#: and validation CNNs: <= 0.01 s) starts no compilation that it would then abandon.
+EARLY_AFTER_S = 0.25
 #: The downset programme's probing stops after this many probes in a row gave up (0: never), so that the crossing
 #: bound gets the time: on the generated validation graphs its ``paper`` bounds at K = 8 beat further probes; for
 #: ``latency`` the probes' bounds were the better ones.
@@ -385,18 +401,100 @@ def solve_auto(
 
     if "contiguous" in members:
         run_member("contiguous", {}, guarded=False)  # NumPy, O(K n log n): the incumbent every budget gets
+    early_stop = threading.Event()  # set when the downset programme proves the optimum: an early member stops
+    early: dict[str, tuple[threading.Thread, dict, float]] = {}
+
+    def start_early() -> None:
+        """The learned members, each in a thread from now on (:data:`EARLY_MEMBERS`): its schedule is offered as
+        soon as it is done (so the exact solver's hint has it when it is done by then)."""
+        for name in members:
+            o = dict(opts.get(name, {}))
+            if name not in EARLY_MEMBERS or name in early or skip_reason(name, o) is not None:
+                continue
+            early[name] = early_member(name, o)
+
+    def early_member(name: str, o: dict) -> tuple[threading.Thread, dict, float]:
+        t0 = time.perf_counter()
+        o.setdefault("local_search", polish_moves)
+        lead = min(STOP_LEAD_S, 0.1 * time_budget_s)
+
+        def stop() -> bool:  # back by the deadline with its schedule so far (the polish and re-cuts look at it)
+            return signal() or early_stop.is_set() or time.perf_counter() >= deadline - lead
+
+        if name == "policy":  # the order policy's options routed as solver=policy does; its stop passed on
+            solve, routed = get_solver("policy").forwards_to(**o)
+            routed.pop("threads", None)
+            if "stop" in inspect.signature(solve).parameters:  # the order family (the step policy has none)
+                routed["stop"] = stop
+            call = functools.partial(solve, graph, hw, objective, lam, **routed)
+        else:
+            call = functools.partial(get_solver(name), graph, hw, objective, lam, **o, stop=stop)
+        box: dict = {}
+
+        def target() -> None:
+            try:
+                result = call()
+                box["time_s"] = time.perf_counter() - t0
+                box["objective"] = offer(name, result.assignment)
+                box["result"] = result
+                live.show(name, best_obj, winner, bound)
+            except Stopped:
+                box["stopped"] = True
+            except BaseException as err:  # noqa: BLE001  (re-raised in the caller's thread)
+                box["error"] = err
+
+        thread = threading.Thread(target=target, name=f"auto-{name}", daemon=True)
+        thread.start()
+        workers.append(thread)  # it looks at its stop between its steps: joined (with the grace) before return
+        return thread, box, t0
+
+    def early_entry(name: str) -> dict:
+        thread, box, t0 = early[name]
+        if "error" in box:
+            raise box["error"]
+        if "result" not in box:
+            if box.get("stopped") or not thread.is_alive():
+                why = "the optimum was proven first" if early_stop.is_set() or proved() else "out of time"
+                return {"stopped": f"stopped before its first schedule ({why}) after {time.perf_counter() - t0:.1f} s"}
+            return {"abandoned": _late(t0, proved())}
+        result = box["result"]
+        entry = {"objective": box["objective"], "time_s": box["time_s"], "started_s": t0 - start}
+        for key in ("compile_s", "stopped", "recut"):
+            if key in result.info:
+                entry[key] = result.info[key]
+        return entry
+
     # 1b. graphs with few downsets: their optimum at once (every valid schedule is a chain of downsets)
+    unique = "contiguous" in portfolio and has_unique_order(graph)  # the contiguous split is then the optimum
     if lattice_downsets > 0:
         t0 = time.perf_counter()
-        if "contiguous" in portfolio and has_unique_order(graph):
+        if unique:
             bound = max(bound, portfolio["contiguous"]["objective"])
             portfolio["lattice"] = {"optimal": True, "downsets": graph.num_nodes + 1,
                                     "time_s": time.perf_counter() - t0,
                                     "why": "a unique topological order: the exact contiguous split is the optimum"}
         else:
-            found = search_lattice(graph, hw, objective, lam, int(lattice_downsets),
-                                   deadline=start + LATTICE_SHARE * float(time_budget_s), upper=best_obj,
-                                   lower=bound, patience=LATTICE_PATIENCE[objective])
+            # in a thread, so that after EARLY_AFTER_S the learned members start beside it
+            lattice_run: dict = {}
+
+            def run_lattice() -> None:
+                try:
+                    lattice_run["found"] = search_lattice(
+                        graph, hw, objective, lam, int(lattice_downsets),
+                        deadline=start + LATTICE_SHARE * float(time_budget_s), upper=best_obj, lower=bound,
+                        patience=LATTICE_PATIENCE[objective])
+                except BaseException as err:  # noqa: BLE001  (re-raised in the caller's thread)
+                    lattice_run["error"] = err
+
+            lattice_thread = threading.Thread(target=run_lattice, name="auto-lattice", daemon=True)
+            lattice_thread.start()
+            lattice_thread.join(timeout=EARLY_AFTER_S)
+            if lattice_thread.is_alive() or "value" not in lattice_run.get("found", {}):
+                start_early()
+            lattice_thread.join()
+            if "error" in lattice_run:
+                raise lattice_run["error"]
+            found = lattice_run["found"]
             if "value" not in found:
                 bound = max(bound, found["lower"])
                 if "incumbent" in found:  # the heuristic programme's schedule
@@ -407,9 +505,12 @@ def solve_auto(
             else:
                 value = offer("lattice", found["assignment"])
                 bound = max(bound, min(found["value"], value))
+                early_stop.set()  # proven: an early member's schedule cannot be better
                 portfolio["lattice"] = {"objective": value, "optimal": True, "downsets": found["downsets"],
                                         "time_s": time.perf_counter() - t0}
         live.show("lattice", best_obj, winner, bound)
+    elif not unique:
+        start_early()
     # 2. the exact solver in a thread until the deadline or a proof, hinted with the best schedule so far
     thread = None
     if exact_name is None:
@@ -479,12 +580,14 @@ def solve_auto(
                 portfolio["contiguous+ls"] = {"objective": value, "time_s": time.perf_counter() - t0}
                 live.show("contiguous+ls", best_obj, winner, bound)
             continue
+        if name in early:  # running since the start (:func:`start_early`); collected at the end
+            continue
         if reason is not None:
             portfolio[name] = {"skipped": reason}
             continue
         run_member(name, o)
     # 5. wait for the exact solver and the bound until the deadline (or the proof), stop every worker, join them
-    for t in (thread, bound_thread):
+    for t in (thread, bound_thread, *(e[0] for e in early.values())):
         if t is not None:
             t.join(timeout=max(deadline - time.perf_counter(), 0.0))
     signal.set()
@@ -495,6 +598,8 @@ def solve_auto(
     for t in workers + jax_calls:
         if t.is_alive():
             abandon(t)
+    for name in early:
+        portfolio[name] = early_entry(name)
     if bound_thread is not None:
         if "error" in bound_run:
             raise bound_run["error"]
