@@ -49,7 +49,8 @@ _compiled_shapes: set[tuple] = set()
 
 
 def _checked(objective: str, samples: int, noise: float, local_search: int, ls_moves: str = "closure",
-             ls_screen: int = 0, ls_escapes: int = 0, ls_boundaries: int | None = None) -> None:
+             ls_screen: int = 0, ls_escapes: int = 0, ls_boundaries: int | None = None,
+             ls_rebalance: int | None = None) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if int(samples) < 0:
@@ -64,6 +65,8 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
         raise ValueError(f"ls_screen and ls_escapes must be >= 0, got {ls_screen} and {ls_escapes}")
     if ls_boundaries is not None and int(ls_boundaries) < 0:
         raise ValueError(f"ls_boundaries must be >= 0 (or null), got {ls_boundaries}")
+    if ls_rebalance is not None and int(ls_rebalance) < 0:
+        raise ValueError(f"ls_rebalance must be >= 0 (or null), got {ls_rebalance}")
 
 
 def boundary_rounds(local_search: int, ls_moves: str, ls_boundaries: int | None) -> int:
@@ -77,16 +80,31 @@ def boundary_rounds(local_search: int, ls_moves: str, ls_boundaries: int | None)
     return int(ls_boundaries)
 
 
+#: cycles of :func:`_rebalance` after the re-cuts by objective (``ls_rebalance`` None), chosen on validation graphs only
+#: (``experiments/results/latency_rebalance_val.md``)
+REBALANCE_CYCLES = {"latency": 1, "paper": 0}
+
+
+def rebalance_cycles(objective: str, boundaries: int, ls_rebalance: int | None) -> int:
+    """Cycles of :func:`_rebalance`: ``ls_rebalance``, or when None :data:`REBALANCE_CYCLES` of the objective; always 0
+    without the re-cuts (``boundaries`` 0)."""
+    if int(boundaries) <= 0:
+        return 0
+    return REBALANCE_CYCLES[objective] if ls_rebalance is None else int(ls_rebalance)
+
+
 def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float,
             seed: int, local_search: int, polish_options: dict, boundaries: int = 0,
-            stop: Callable[[], bool] | None = None) -> list[tuple[np.ndarray, dict]]:
+            stop: Callable[[], bool] | None = None, rebalance: int = 0) -> list[tuple[np.ndarray, dict]]:
     """Per graph (int64[n] assignment, info entries): the best split of its sampled orders (every graph's orders
     split together: :func:`respect_jax.policy.order.decode_many`), then ``local_search`` hill-climbing moves on it
     (:func:`respect_jax.local_search.polish_many` with ``polish_options``: kind, screen, escapes; each graph's own
     search, never worse), then ``boundaries`` rounds of stage-boundary re-cuts
     (:func:`respect_jax.local_search.refine_boundaries`, never worse) and, where they changed the schedule, the
     polish again. ``stop()`` (optional) is looked at before each of those steps (and between the re-cuts'
-    boundaries): once True the steps left are skipped and ``info['stopped']`` names the first one skipped."""
+    boundaries): once True the steps left are skipped and ``info['stopped']`` names the first one skipped. Then
+    ``rebalance`` cycles of :func:`_rebalance` from that schedule (with the re-cuts only; ``info['rebalanced']``: the
+    cycles that improved it; never worse)."""
     decoded = decode_many(graphs, hw, objective, lam, scores, int(samples), float(noise), [seed] * len(graphs))
     label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
     assignments = [assignment for assignment, _, _ in decoded]
@@ -114,15 +132,85 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
                                 int(local_search), **polish_options)
             for i, a in zip(changed, again, strict=True):
                 assignments[i] = a
+    cycles = [0] * len(graphs)
+    more = int(rebalance)
+    if int(local_search) > 0 and int(boundaries) > 0 and more > 0 and stopped is None:
+        assignments, cycles = _rebalance(graphs, hw, objective, lam, assignments, int(local_search), polish_options,
+                                         int(boundaries), more, stop)
     out = []
-    for assignment, (_, value, candidate), cut in zip(assignments, decoded, recut, strict=True):
+    for assignment, (_, value, candidate), cut, cyc in zip(assignments, decoded, recut, cycles, strict=True):
         info = {"decoding": label, "samples": int(samples), "noise": float(noise), "local_search": int(local_search),
                 **({f"ls_{k}": v for k, v in polish_options.items()} if int(local_search) > 0 else {}),
                 **({"ls_boundaries": int(boundaries), "recut": cut} if int(boundaries) > 0 else {}),
+                **({"ls_rebalance": int(rebalance), "rebalanced": cyc} if int(rebalance) > 0 and int(boundaries) > 0
+                   and int(local_search) > 0 else {}),
                 **({"stopped": stopped} if stopped else {}),
                 "candidate": candidate, "split_objective": value}
         out.append((assignment, info))
     return out
+
+
+def _rebalance_step(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray,
+                    boundaries: int) -> np.ndarray:
+    """One rebalancing step (no polish): ``boundaries`` rounds of re-cuts accepted by their sorted stage times
+    (``latency``: :func:`respect_jax.rebalance.refine_leximax`; ``paper``: by the objective,
+    :func:`respect_jax.local_search.refine_boundaries`), then :func:`respect_jax.rebalance.resplit`. Never worse."""
+    from respect_jax.rebalance import refine_leximax, resplit
+
+    a = (refine_leximax(graph, hw, assignment, boundaries) if objective == "latency"
+         else refine_boundaries(graph, hw, objective, lam, assignment, boundaries))
+    return resplit(graph, hw, objective, lam, a)
+
+
+def _rebalance(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, assignments: list,
+               local_search: int, polish_options: dict, boundaries: int, cycles: int,
+               stop=None) -> tuple[list, list[int]]:
+    """(assignments, improving cycles per graph): up to ``cycles`` cycles per graph of ``boundaries`` rounds of
+    re-cuts accepted by their sorted stage times (``latency``: :func:`respect_jax.rebalance.refine_leximax`; ``paper``:
+    :func:`respect_jax.local_search.refine_boundaries`), the exact split of stage-major orders
+    (:func:`respect_jax.rebalance.resplit`) and the polish of what changed (all graphs' polishes together). A cycle is
+    kept when it lowers the objective, or under ``latency`` the sorted stage times (:func:`~respect_jax.rebalance.
+    leximax_less`); a graph stops at its first cycle that does neither. Never worse. ``stop()``: looked at before each
+    cycle."""
+    from respect_jax.local_search import objectives_np
+    from respect_jax.rebalance import leximax_less, stage_times_np
+
+    def key(g: Graph, a: np.ndarray):
+        return (stage_times_np(g, a[None], hw)[0] if objective == "latency"
+                else float(objectives_np(g, a[None], hw, objective, lam)[0]))
+
+    def better(g: Graph, new, old) -> bool:
+        if objective == "latency":
+            return leximax_less(new, old)
+        return new < old * (1.0 - 1e-9)
+
+    out = list(assignments)
+    keys = [key(g, a) for g, a in zip(graphs, out, strict=True)]
+    improved = [0] * len(graphs)
+    active = list(range(len(graphs)))
+    for _ in range(int(cycles)):
+        if not active or (stop is not None and stop()):
+            break
+        moved, kept = {}, []
+        for i in active:
+            g = graphs[i]
+            a = _rebalance_step(g, hw, objective, lam, out[i], boundaries)
+            if not np.array_equal(a, out[i]):
+                moved[i] = a
+        if moved:
+            idx = list(moved)
+            again = polish_many([graphs[i] for i in idx], hw, objective, lam, [moved[i] for i in idx], local_search,
+                                **polish_options)
+            for i, a in zip(idx, again, strict=True):
+                new = key(graphs[i], a)
+                unpolished = key(graphs[i], moved[i])
+                if better(graphs[i], new, keys[i]) or better(graphs[i], unpolished, keys[i]):
+                    if not better(graphs[i], new, keys[i]):
+                        a, new = moved[i], unpolished
+                    out[i], keys[i], improved[i] = a, new, improved[i] + 1
+                    kept.append(i)
+        active = kept
+    return out, improved
 
 
 def _load(checkpoint: str | None):
@@ -205,6 +293,7 @@ def solve_order_policy(
     ls_screen: int = 0,
     ls_escapes: int = 0,
     ls_boundaries: int | None = None,
+    ls_rebalance: int | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> SolveResult:
     """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality).
@@ -213,8 +302,9 @@ def solve_order_policy(
     and between the decoding's steps (:func:`_decode`); once True, the schedule so far is returned (``info['stopped']``
     names the first step skipped, the polish's compilation included); True before the forward pass raises
     :class:`~respect_jax.solvers.stopping.Stopped`. A compiled call in progress is never interrupted."""
-    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries)
+    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
+    rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
     polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
     path, model, doc, load_s = _load(checkpoint)
     if stop is not None and stop():
@@ -224,7 +314,7 @@ def solve_order_policy(
     if stop is None or not stop():
         compile_s += _warm_polish([graph], hw, objective, lam, local_search, polish_options)
     ((assignment, decoded),) = _decode([graph], hw, objective, lam, [scores], samples, noise, seed, local_search,
-                                          polish_options, boundaries, stop)
+                                          polish_options, boundaries, stop, rebalance)
     info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
             "bucket": shape, "trained": doc.get("best")}
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
@@ -268,6 +358,7 @@ def _many(
     ls_screen: int = 0,
     ls_escapes: int = 0,
     ls_boundaries: int | None = None,
+    ls_rebalance: int | None = None,
     threads: int | None = None,
 ) -> list[SolveResult]:
     """Every graph of ``graphs``: one forward pass per batch of ``batch_size`` graphs of a size bucket (all
@@ -282,8 +373,9 @@ def _many(
     threads = MANY_THREADS if threads is None else int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries)
+    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
+    rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
     polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
     path, model, doc, load_s = _load(checkpoint)
     plan = forward_plan(graphs, int(batch_size))
@@ -309,7 +401,7 @@ def _many(
             idx += chunk
             scores += [batch_scores[row, : graphs[i].num_nodes] for row, i in enumerate(chunk)]
         return idx, _decode([graphs[i] for i in idx], hw, objective, lam, scores, samples, noise, seed, local_search,
-                            polish_options, boundaries)
+                            polish_options, boundaries, rebalance=rebalance)
 
     units = _decode_units(pending, int(samples) + 1)
     if threads == 1 or len(units) == 1:

@@ -273,6 +273,8 @@ def _route(
     ls_moves: str | None = None,
     ls_screen: int | None = None,
     ls_escapes: int | None = None,
+    ls_boundaries: int | None = None,
+    ls_rebalance: int | None = None,
     pair_escapes: int = 0,
     pair_candidates: int = 1,
     threads: int | None = None,
@@ -303,10 +305,11 @@ def _route(
             "ls_moves": ORDER_DEFAULT_LS_MOVES if ls_moves is None else ls_moves,
             "ls_screen": ORDER_DEFAULT_LS_SCREEN if ls_screen is None else int(ls_screen),
             "ls_escapes": ORDER_DEFAULT_LS_ESCAPES if ls_escapes is None else int(ls_escapes),
+            "ls_boundaries": ls_boundaries, "ls_rebalance": ls_rebalance,
             **({} if threads is None else {"threads": threads})}
-    if any(x is not None for x in (ls_moves, ls_screen, ls_escapes, threads)):
-        raise ValueError("ls_moves, ls_screen, ls_escapes and threads need an order-policy checkpoint; the step "
-                         "policy takes local_search and pair_escapes")
+    if any(x is not None for x in (ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance, threads)):
+        raise ValueError("ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance and threads need an "
+                         "order-policy checkpoint; the step policy takes local_search and pair_escapes")
     local_search = 0 if local_search is None else local_search
     return solve_step_policy, {
         "checkpoint": str(path), "decoding": decoding or "greedy",
