@@ -48,8 +48,23 @@ SWITCH = dict(hidden=(128, 128), num_envs=32, episode_steps=256, stride=8, horiz
               updates_per_sample=2, explore=0.2, mixture=DYNAMIC[1:])
 
 
-def train_agents(agents_dir: Path, seeds, episodes: int | None, kind: str = "dqn") -> list[dict]:
-    """Train one mixture agent per seed into ``agents_dir/s<seed>`` (parameters only kept); their wall times."""
+def parse_settings(items) -> dict:
+    """``["horizon=512", "discount=0.996", "spread_head=true"]`` -> ``{"horizon": 512, ...}`` (YAML values)."""
+    import yaml
+
+    out = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE (a field of the agent's config)")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def train_agents(agents_dir: Path, seeds, episodes: int | None, kind: str = "dqn", overrides: dict | None = None
+                 ) -> list[dict]:
+    """Train one mixture agent per seed into ``agents_dir/s<seed>`` (parameters only kept); their wall times.
+    ``overrides``: fields of the agent's config set over :data:`SWITCH` / :data:`AGENT`."""
     if kind == "switch":
         from respect_jax.edge_cluster.switching import SwitchConfig as Config
         from respect_jax.edge_cluster.switching import keep_parameters_only
@@ -60,6 +75,7 @@ def train_agents(agents_dir: Path, seeds, episodes: int | None, kind: str = "dqn
         from respect_jax.edge_cluster.dqn import keep_parameters_only
         from respect_jax.edge_cluster.dqn import train_dqn as train
         settings = AGENT
+    settings = {**settings, **(overrides or {})}
 
     rows = []
     for seed in seeds:
@@ -104,11 +120,10 @@ def agent_policies(agents_dir: Path | None) -> dict:
 def agent_policy_of(agent, margin: str | None):
     """The agent's greedy policy; a switching agent's with decision ``margin`` (``M`` or ``M,rule=m,...``) if
     given."""
-    from respect_jax.edge_cluster.switching import SwitchAgent, parse_margin, rule_margin_vector, switch_policy
+    from respect_jax.edge_cluster.switching import SwitchAgent, agent_switch_policy
 
     if margin is not None and isinstance(agent, SwitchAgent):
-        head, over = parse_margin(margin)
-        return switch_policy(agent.graphdef, agent.params, rule_margin_vector(agent.config.rules, head, over))
+        return agent_switch_policy(agent, margin)
     return agent.policy
 
 
@@ -181,19 +196,27 @@ def main() -> None:
     ap.add_argument("--stem", default=None, help="output file stem (default: dynamic_aset / dynamic_static)")
     ap.add_argument("--training-file", default=None, help="training wall times file (default: dynamic_training"
                     "[_<kind>].json)")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="--train: agent config fields over SWITCH / AGENT (e.g. horizon=512 discount=0.996)")
+    ap.add_argument("--train-only", action="store_true", help="--train without the evaluation afterwards (choose "
+                    "on validation traces first: edge_margin.py)")
     ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "edge"))
     args = ap.parse_args()
     out = Path(args.out)
     if args.train:
         agents_dir = Path(args.agents or out / "agents" / ("switch" if args.kind == "switch" else "dynamic"))
-        rows = train_agents(agents_dir, args.seeds, args.episodes, args.kind)
-        settings = SWITCH if args.kind == "switch" else AGENT
+        overrides = parse_settings(args.set)
+        rows = train_agents(agents_dir, args.seeds, args.episodes, args.kind, overrides)
+        settings = {**(SWITCH if args.kind == "switch" else AGENT), **overrides,
+                    **({"episodes": args.episodes} if args.episodes else {})}
         name = args.training_file or ("dynamic_training_switch.json" if args.kind == "switch" else
                                       "dynamic_training.json")
         (out / name).write_text(json.dumps({"kind": args.kind,
                                             "agent": {k: list(v) if isinstance(v, tuple) else v
                                                       for k, v in settings.items()}, "runs": rows,
                                             "machine": machine_description()}, indent=1))
+        if args.train_only:
+            return
         args.agents = str(agents_dir)
         if args.scenarios == list(SCENARIOS):
             args.scenarios = list(DYNAMIC)

@@ -32,7 +32,7 @@ from edge_validation import add_validation_args, load_agents, refuse_evaluation_
 from respect_jax.edge_cluster.evaluation import compare, mean_ci  # noqa: E402
 from respect_jax.edge_cluster.policies import STATIC_POLICIES  # noqa: E402
 from respect_jax.edge_cluster.scenarios import load_preset  # noqa: E402
-from respect_jax.edge_cluster.switching import parse_margin, rule_margin_vector, switch_policy  # noqa: E402
+from respect_jax.edge_cluster.switching import agent_switch_policy, parse_margin  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenarios", nargs="+", default=list(DYNAMIC))
     ap.add_argument("--margins", nargs="+", default=["0.1", "0.25", "0.5"],
-                    help="margins: M (every rule) or M,rule=m,... (per-rule overrides)")
+                    help="margins: M (every rule) or M,rule=m,... (per-rule overrides; spread=k: the spread weight "
+                    "of an agent with a spread head)")
     add_validation_args(ap, stem="edge_margin_val", traces=4, agent_seeds=[0])
     args = ap.parse_args()
     refuse_evaluation_seed(args.seed)
@@ -58,9 +59,8 @@ def main() -> None:
         scn = load_preset(name)
         policies = {p: STATIC_POLICIES[p] for p in STATIC}
         for s, agent in agents.items():
-            for m, (head, over) in specs.items():
-                policies[f"s{s}@{m}"] = switch_policy(agent.graphdef, agent.params,
-                                                      rule_margin_vector(agent.config.rules, head, over))
+            for m in specs:
+                policies[f"s{s}@{m}"] = agent_switch_policy(agent, m)
         doc = compare(scn, policies, key=jax.random.key(args.seed), traces=args.traces)
         docs[name] = {k: doc[k] for k in ("loads", "mean", "ci95", "per_trace", "eval_s")}
         print(f"[{name}] " + " ".join(f"{ld}: " + ",".join(f"{p}={doc['mean'][p][ld]:.3f}" for p in

@@ -132,7 +132,9 @@ Dispatcher, observation, policies
   untrained agent *is* the base rule). Targets come from forking the simulator at states the agent visits: one
   branch per rule (that rule for the query, the base rule for the next ``horizon`` queries of the same trace), the
   advantage being the difference of the branches' successes (common random numbers). One step of approximate
-  policy iteration over the base rule (Bertsekas' rollout with a learned Q).
+  policy iteration over the base rule (Bertsekas' rollout with a learned Q). Options: discounted branch values
+  (``discount``), several futures per state re-drawn from the trace itself (``rollouts``), and a head that
+  predicts the advantage's spread over them (``spread_head``; ``spread_weight`` scales the margin by it).
 
 Reference simulator
 -------------------

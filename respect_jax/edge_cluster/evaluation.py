@@ -289,16 +289,15 @@ def policies_to_compare(
     from respect_jax.edge_cluster.switching import (
         NETWORK_FILE,
         SwitchAgent,
+        agent_switch_policy,
         load_edge_agent,
         parse_margin,
-        rule_margin_vector,
-        switch_policy,
     )
 
     if not names:
         raise ValueError("eval.policies is empty")
     spec = None if margin is None else parse_margin(margin)
-    if spec is not None and not (spec[0] >= 0.0 and all(m >= 0.0 for m in spec[1].values())):
+    if spec is not None and not (spec[0] >= 0.0 and all(m >= 0.0 for m in spec[1].values())):  # (spread= too)
         raise ValueError(f"eval.margin must be >= 0 (or null: the agent's own), got {margin!r}")
     policies, header, note = {}, [f"Scenario `{scn.name}`:", "", "```", describe(scn), "```", ""], None
     for name in names:
@@ -318,8 +317,7 @@ def policies_to_compare(
                              f"evaluate it on a scenario with the same sources, sites, apps and variants")
         switching = isinstance(agent, SwitchAgent)
         if switching and spec is not None:
-            policies["aset"] = switch_policy(agent.graphdef, agent.params,
-                                             rule_margin_vector(agent.config.rules, *spec))
+            policies["aset"] = agent_switch_policy(agent, margin)
         else:
             policies["aset"] = agent.policy
         header.append(f"ASET agent: `{ckpt}` ({agent.config.episodes} episodes x {agent.config.num_envs} envs x "

@@ -24,6 +24,15 @@ the base rule (exact values would make it at least as good as the base in every 
 agent's own visits, so it is trained on the states it produces. Branches run without the history ring (the rules
 need none), which makes a branch step as cheap as a static policy's.
 
+Targets over longer horizons (issue 30, session 25): at overload a switch's queueing cost can show only hundreds of
+queries later, and thresholding noisy predictions selects the states whose gains are over-predicted. So the branch
+value can be discounted (``discount``: the k-th query's success counts ``discount ** k``, which lets ``horizon``
+grow without the far, noisy tail dominating), each sampled state can be rolled out under several futures
+(``rollouts``: the trace itself and futures re-drawn from it by :func:`redraw_future`, a bootstrap of its own next
+queries; the target is the mean advantage), and a second head (``spread_head``) can regress the spread of the
+advantage over those futures, so that the greedy agent switches only when ``gain - spread_weight * spread`` clears
+the margin. The defaults (one rollout, no discount, no head) are the recipe of session 21.
+
 Everything is pure JAX: a chunk of episodes is one jitted ``lax.scan`` over vectorised environments (traces drawn
 per environment from the main scenario and ``mixture``'s presets at a load from ``loads``, renewed when used up, as
 in the DQN); the shared harness (:func:`respect_jax.train.harness.host_loop`) writes metrics, orbax checkpoints and
@@ -72,6 +81,13 @@ class SwitchConfig:
     num_envs: environments stepped together; episode_steps: the agent's own dispatches per environment per episode.
     stride: own dispatches between two rollout samples of an environment (``episode_steps`` a multiple of it).
     horizon: queries the base rule dispatches after the branched query (how far a decision's effect is counted).
+    discount: weight ``discount ** k`` of the k-th query's success after the branched one (1: the plain count).
+    rollouts: futures per sampled state: the trace itself and ``rollouts - 1`` re-drawn ones
+        (:func:`redraw_future`); the target is the mean advantage over them.
+    spread_head: a second output that regresses the spread of the target (the standard deviation of the advantage
+        over the rollouts; with one rollout, the absolute error of the first head).
+    spread_weight: the greedy agent switches to a rule only if ``predicted gain - spread_weight * predicted spread``
+        exceeds the rule's margin (0: the spread is not used; needs ``spread_head``).
     episodes; loads: load multipliers drawn per environment and trace (empty: the scenario's named levels);
         trace_horizon_s: simulated seconds of a training trace (null: the scenario's); mixture: further presets
         (same topology) drawn per trace, as in the DQN.
@@ -92,6 +108,10 @@ class SwitchConfig:
     episode_steps: int = 256
     stride: int = 8
     horizon: int = 64
+    discount: float = 1.0
+    rollouts: int = 1
+    spread_head: bool = False
+    spread_weight: float = 0.0
     episodes: int = 20
     loads: tuple[float, ...] = ()
     trace_horizon_s: float | None = None
@@ -123,6 +143,10 @@ class SwitchConfig:
             ("episode_steps", self.episode_steps >= self.stride and self.episode_steps % self.stride == 0,
              "a positive multiple of switch.stride"),
             ("horizon", self.horizon >= 0, ">= 0"),
+            ("discount", 0.0 < self.discount <= 1.0, "in (0, 1]"),
+            ("rollouts", self.rollouts >= 1, ">= 1"),
+            ("spread_weight", self.spread_weight >= 0.0 and (self.spread_head or self.spread_weight == 0.0),
+             ">= 0, and 0 unless switch.spread_head"),
             ("episodes", self.episodes >= 1, ">= 1"),
             ("loads", all(x > 0 for x in self.loads), "positive numbers"),
             ("trace_horizon_s", self.trace_horizon_s is None or 0 < self.trace_horizon_s <= 1000,
@@ -150,6 +174,9 @@ class SwitchConfig:
                "rule_margins": dict(self.rule_margins)}
         if not self.rule_margins:  # as written before the knob existed: older run folders still resume
             del doc["rule_margins"]
+        for name, old in (("discount", 1.0), ("rollouts", 1), ("spread_head", False), ("spread_weight", 0.0)):
+            if doc[name] == old:  # likewise: the recipe of session 21 writes the same document as before
+                del doc[name]
         return doc
 
     def margins(self) -> tuple[float, ...]:
@@ -201,13 +228,16 @@ class SwitchNetwork(nnx.Module):
     estimated and the measured slack of its action, the 8 features of its site, whether it agrees with the base).
     """
 
-    def __init__(self, layout: Layout, rules: tuple[int, ...], base: int, hidden: tuple[int, ...], *, rngs: nnx.Rngs):
+    def __init__(self, layout: Layout, rules: tuple[int, ...], base: int, hidden: tuple[int, ...], *, rngs: nnx.Rngs,
+                 spread_head: bool = False):
         self.layout, self.rules, self.base = layout, rules, base
         a, n, s = layout.num_apps, layout.num_sources, layout.num_sites
         per_rule = 2 + SITE_FEATURES + 1
         sizes = (n + 4 * a + SITE_FEATURES * s + per_rule * len(rules), *hidden)
         self.layers = nnx.List([nnx.Linear(i, o, rngs=rngs) for i, o in zip(sizes[:-1], sizes[1:], strict=True)])
         self.out = nnx.Linear(hidden[-1], len(rules), kernel_init=nnx.initializers.zeros, rngs=rngs)
+        self.spread_out = (nnx.Linear(hidden[-1], len(rules), kernel_init=nnx.initializers.zeros, rngs=rngs)
+                           if spread_head else None)
 
     def rule_actions(self, x: jax.Array) -> jax.Array:
         """i32[..., R] the action (site * V + variant) each rule takes for the observed query."""
@@ -216,6 +246,11 @@ class SwitchNetwork(nnx.Module):
         return jnp.argmax(hint[..., jnp.asarray(self.rules), :], axis=-1).astype(jnp.int32)
 
     def __call__(self, x: jax.Array) -> jax.Array:
+        return self.heads(x)[0]
+
+    def heads(self, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(predicted advantage f32[..., R], predicted spread f32[..., R]: the spread head's linear output, zeros
+        without one; 0 for the base rule in both)."""
         lay = self.layout
         s, v = lay.num_sites, lay.num_variants
         b = lay.split(x)
@@ -235,8 +270,16 @@ class SwitchNetwork(nnx.Module):
                              per_rule.reshape(*per_rule.shape[:-2], -1)], -1)  # [..., N + 4A + 8S + 11R]
         for layer in self.layers:
             h = jax.nn.relu(layer(h))
-        adv = self.out(h)
-        return jnp.where(jnp.arange(len(self.rules)) == self.rules.index(self.base), 0.0, adv)
+        not_base = jnp.arange(len(self.rules)) != self.rules.index(self.base)
+        adv = jnp.where(not_base, self.out(h), 0.0)
+        spread = (jnp.where(not_base, self.spread_out(h), 0.0) if self.spread_out is not None
+                  else jnp.zeros_like(adv))
+        return adv, spread
+
+    def score(self, x: jax.Array, spread_weight: float | jax.Array = 0.0) -> jax.Array:
+        """f32[..., R] what the margins are compared with: predicted advantage - ``spread_weight`` * spread."""
+        adv, spread = self.heads(x)
+        return adv - spread_weight * jnp.maximum(spread, 0.0)
 
 
 def greedy_rule(adv: jax.Array, base_pos: int, margin: float | jax.Array) -> jax.Array:
@@ -260,9 +303,10 @@ def strip_history(sim: SimState) -> SimState:
 
 
 def branch_values(params: EdgeParams, trace: Trace, sim: SimState, index: jax.Array, rules: tuple[str, ...],
-                  base: str, horizon: int) -> jax.Array:
+                  base: str, horizon: int, discount: float = 1.0) -> jax.Array:
     """f32[R] successes of each branch: query ``index`` of ``trace`` dispatched by ``rules[r]``, the next ``horizon``
-    queries by ``base`` (one environment, unbatched; slots past the trace are padding and count nothing)."""
+    queries by ``base`` (one environment, unbatched; slots past the trace are padding and count nothing). With
+    ``discount`` < 1 the success of the k-th query after the branched one counts ``discount ** k``."""
     branches = [STATIC_POLICIES[r] for r in rules]
     base_rule = STATIC_POLICIES[base]
     q = trace.valid.shape[0]
@@ -270,19 +314,82 @@ def branch_values(params: EdgeParams, trace: Trace, sim: SimState, index: jax.Ar
 
     def one(r: jax.Array) -> jax.Array:
         def body(carry, k):
-            sim_, total = carry
+            sim_, total, weight = carry
             i = index + k
             query = query_at(trace, jnp.minimum(i, q - 1))
             query = query.replace(valid=query.valid & (i < q))
             first = jax.lax.switch(r, branches, params, sim_, query)
             act = jnp.where(k == 0, first, base_rule(params, sim_, query))
             sim_, out = dispatch(params, sim_, query, act)
-            return (sim_, total + (out.code == SUCCESS).astype(jnp.float32)), None
+            total = total + weight * (out.code == SUCCESS).astype(jnp.float32)
+            return (sim_, total, weight * jnp.float32(discount)), None
 
-        (_, total), _ = jax.lax.scan(body, (lean, jnp.float32(0.0)), jnp.arange(horizon + 1))
+        (_, total, _), _ = jax.lax.scan(body, (lean, jnp.float32(0.0), jnp.float32(1.0)), jnp.arange(horizon + 1))
         return total
 
     return jax.vmap(one)(jnp.arange(len(rules)))
+
+
+def _window_permutation(key: jax.Array, start: jax.Array, width: int, num_valid: jax.Array) -> jax.Array:
+    """i32[width] trace positions ``start + perm``: a uniform permutation of the valid positions of the window
+    ``[start, start + width)``, invalid ones (past ``num_valid``) left in place (they are the window's tail)."""
+    pos = start + jnp.arange(width)
+    u = jnp.where(pos < num_valid, jax.random.uniform(key, (width,)), 2.0 + jnp.arange(width))
+    return start + jnp.argsort(u).astype(jnp.int32)
+
+
+def redraw_future(trace: Trace, index: jax.Array, horizon: int, key: jax.Array) -> Trace:
+    """Another future of the same trace after query ``index``, drawn from the trace itself (a bootstrap of its own
+    next ``horizon`` queries, so the load and the mix stay those of the trace at that time):
+
+    * the queries ``index + 1 .. index + horizon`` (valid ones) arrive in a random order: their rows (source, app,
+      random number) and their inter-arrival gaps are permuted together, the arrival times rebuilt from
+      ``time_us[index]`` (the window ends at the same time);
+    * the processing noise (``service_pct``) and the network jitter (``jitter_pct``) of the queries ``index ..
+      index + horizon`` are each permuted independently (the branched query's own included: the dispatcher does not
+      know them either).
+
+    The per-site factors of the dynamics (``net_pct``, ``slow_pct``) stay by position, queries before ``index`` and
+    after the window are untouched, so a rollout on it is a rollout of the same state under another future."""
+    q = trace.valid.shape[0]
+    n = trace.num_valid
+    k_rows, k_jit, k_svc = jax.random.split(key, 3)
+    take = lambda x, p: jnp.take(x, p, axis=0, mode="clip")  # noqa: E731
+    put = lambda x, p, v: x.at[p].set(v, mode="drop")  # noqa: E731
+    first = index + 1
+    rows = _window_permutation(k_rows, first, horizon, n)
+    pos = first + jnp.arange(horizon)
+    gaps = take(trace.time_us, pos) - take(trace.time_us, pos - 1)
+    new_gaps = take(gaps, rows - first)
+    times = take(trace.time_us, index) + jnp.cumsum(new_gaps)
+    keep = pos < jnp.minimum(n, q)
+    times = jnp.where(keep, times, take(trace.time_us, pos))
+    out = trace.replace(time_us=put(trace.time_us, pos, times))
+    for name in ("source", "app", "rand"):
+        col = getattr(trace, name)
+        out = out.replace(**{name: put(col, pos, take(col, rows))})
+    noise_pos = index + jnp.arange(horizon + 1)
+    for name, k in (("jitter_pct", k_jit), ("service_pct", k_svc)):
+        col = getattr(trace, name)
+        perm = _window_permutation(k, index, horizon + 1, n)
+        out = out.replace(**{name: put(col, noise_pos, take(col, perm))})
+    return out
+
+
+def branch_returns(params: EdgeParams, trace: Trace, sim: SimState, index: jax.Array, rules: tuple[str, ...],
+                   base: str, horizon: int, discount: float = 1.0, rollouts: int = 1,
+                   key: jax.Array | None = None) -> jax.Array:
+    """f32[N, R] :func:`branch_values` under ``N = rollouts`` futures: the trace itself (rollout 0) and
+    :func:`redraw_future` of it with ``fold_in(key, j)`` (rollout j >= 1). Within a rollout every rule sees the same
+    future (common random numbers), so the advantage of a rule is a difference inside one row."""
+    values = [branch_values(params, trace, sim, index, rules, base, horizon, discount)]
+    if rollouts > 1:
+        futures = jax.vmap(lambda j: redraw_future(trace, index, horizon, jax.random.fold_in(key, j)))(
+            jnp.arange(1, rollouts))
+        values.append(jax.vmap(lambda tr: branch_values(params, tr, sim, index, rules, base, horizon, discount))(
+            futures))
+        return jnp.concatenate([values[0][None], values[1]], axis=0)
+    return values[0][None]
 
 
 @struct.dataclass
@@ -290,7 +397,8 @@ class Samples:
     """Replay of rollout samples (leading axis = capacity)."""
 
     obs: jax.Array  # f32[C, F]
-    target: jax.Array  # f32[C, R] value(rule) - value(base)
+    target: jax.Array  # f32[C, R] value(rule) - value(base) (mean over the rollouts)
+    spread: jax.Array  # f32[C, R] its standard deviation over the rollouts (f32[C, 0] without a spread head)
     valid: jax.Array  # bool[C]
     pos: jax.Array  # i32[]
     size: jax.Array  # i32[]
@@ -318,33 +426,40 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
     layout = Layout.of(params_env)
     rules = rule_indices(cfg)
     base_pos = cfg.rules.index(cfg.base)
-    model = SwitchNetwork(layout, rules, HINT_POLICIES.index(cfg.base), cfg.hidden, rngs=nnx.Rngs(cfg.seed))
+    model = SwitchNetwork(layout, rules, HINT_POLICIES.index(cfg.base), cfg.hidden, rngs=nnx.Rngs(cfg.seed),
+                          spread_head=cfg.spread_head)
     graphdef, init_params = nnx.split(model)
     optimizer = make_optimizer(cfg.lr, cfg.max_grad_norm)
     fresh = fresh_environments(env, scn, cfg)
     e, r_count = cfg.num_envs, len(cfg.rules)
     not_base = jnp.arange(r_count) != base_pos
 
-    def adv_of(params, obs):
-        return nnx.merge(graphdef, params)(obs)
+    def heads_of(params, obs):
+        return nnx.merge(graphdef, params).heads(obs)
 
     def init(key: jax.Array) -> Carry:
         state, timestep, load = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(fresh, key))
         c = cfg.buffer_size
         samples = Samples(obs=jnp.zeros((c, obs_size), jnp.float32), target=jnp.zeros((c, r_count), jnp.float32),
+                          spread=jnp.zeros((c, r_count if cfg.spread_head else 0), jnp.float32),
                           valid=jnp.zeros((c,), bool), pos=jnp.int32(0), size=jnp.int32(0))
         return Carry(params=jax.tree.map(jnp.copy, init_params), opt_state=optimizer.init(init_params),
                      samples=samples, env=state, timestep=timestep, load=load, key=key)
 
     def loss_fn(params, batch):
-        err = (adv_of(params, batch["obs"]) - batch["target"]) ** 2  # [B, R]
+        adv, spread = heads_of(params, batch["obs"])
+        err = (adv - batch["target"]) ** 2  # [B, R]
+        if cfg.spread_head:  # the spread over the rollouts, or (one rollout) the first head's absolute error
+            want = (batch["spread"] if cfg.rollouts > 1
+                    else jnp.abs(jax.lax.stop_gradient(adv) - batch["target"]))
+            err = err + (spread - want) ** 2
         w = (batch["valid"][:, None] & not_base[None, :]).astype(jnp.float32)
         return jnp.sum(err * w) / jnp.maximum(jnp.sum(w), 1.0)
 
     def update(carry: Carry, key: jax.Array) -> tuple[Carry, jax.Array]:
         smp = carry.samples
         idx = jax.random.randint(key, (cfg.batch_size,), 0, jnp.maximum(smp.size, 1))
-        batch = {"obs": smp.obs[idx], "target": smp.target[idx], "valid": smp.valid[idx]}
+        batch = {"obs": smp.obs[idx], "target": smp.target[idx], "spread": smp.spread[idx], "valid": smp.valid[idx]}
         loss, grads = jax.value_and_grad(loss_fn)(carry.params, batch)
         upd, opt_state = optimizer.update(grads, carry.opt_state, carry.params)
         return carry.replace(params=optax.apply_updates(carry.params, upd), opt_state=opt_state), loss
@@ -354,7 +469,7 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
         key, k_eps, k_rule = jax.random.split(carry.key, 3)
         obs = timestep.observation.features
         net = nnx.merge(graphdef, carry.params)
-        chosen = greedy_rule(net(obs), base_pos, jnp.asarray(cfg.margins(), jnp.float32))
+        chosen = greedy_rule(net.score(obs, cfg.spread_weight), base_pos, jnp.asarray(cfg.margins(), jnp.float32))
         explore = jax.random.uniform(k_eps, (e,)) < cfg.explore
         chosen = jnp.where(explore, jax.random.randint(k_rule, (e,), 0, r_count), chosen)
         action = jnp.take_along_axis(net.rule_actions(obs), chosen[:, None], axis=1)[:, 0]
@@ -365,16 +480,27 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
 
     def sample_round(inner, _):
         (carry, state, timestep), (succ, count, left) = jax.lax.scan(own_step, inner, None, length=cfg.stride)
-        values = jax.vmap(lambda p, tr, sim, i: branch_values(p, tr, sim, i, cfg.rules, cfg.base, cfg.horizon))(
-            state.params, state.trace, state.sim, state.index)  # [E, R]
-        target = values - values[:, base_pos:base_pos + 1]
+        key = carry.key
+        if cfg.rollouts > 1:  # (one rollout draws nothing: the stream of the session-21 recipe is unchanged)
+            key, k_fut = jax.random.split(key)
+            values = jax.vmap(lambda p, tr, sim, i, k: branch_returns(
+                p, tr, sim, i, cfg.rules, cfg.base, cfg.horizon, cfg.discount, cfg.rollouts, k))(
+                state.params, state.trace, state.sim, state.index, jax.random.split(k_fut, e))  # [E, N, R]
+        else:
+            values = jax.vmap(lambda p, tr, sim, i: branch_returns(
+                p, tr, sim, i, cfg.rules, cfg.base, cfg.horizon, cfg.discount))(
+                state.params, state.trace, state.sim, state.index)  # [E, 1, R]
+        advantage = values - values[:, :, base_pos:base_pos + 1]
+        target = jnp.mean(advantage, axis=1)
         valid = state.index < state.trace.num_valid
         smp = carry.samples
         idx = (smp.pos + jnp.arange(e)) % cfg.buffer_size
+        if cfg.spread_head:
+            smp = smp.replace(spread=smp.spread.at[idx].set(jnp.std(advantage, axis=1, ddof=min(1, cfg.rollouts - 1))))
         smp = smp.replace(obs=smp.obs.at[idx].set(timestep.observation.features), target=smp.target.at[idx].set(target),
                           valid=smp.valid.at[idx].set(valid), pos=(smp.pos + e) % cfg.buffer_size,
                           size=jnp.minimum(smp.size + e, cfg.buffer_size))
-        key, k_upd = jax.random.split(carry.key)
+        key, k_upd = jax.random.split(key)
         carry = carry.replace(samples=smp, key=key)
 
         def do_updates(c):
@@ -411,23 +537,37 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
 
 
 # ------------------------------------------------------------------------------ agent as a policy
-def switch_policy(graphdef: nnx.GraphDef, params: Any, margin: float | tuple[float, ...] = 0.0) -> Policy:
+def switch_policy(graphdef: nnx.GraphDef, params: Any, margin: float | tuple[float, ...] = 0.0,
+                  spread_weight: float = 0.0) -> Policy:
     """The greedy switching policy of trained parameters: the action of the rule whose predicted advantage over the
-    base exceeds its margin the most (the base's when none does); ``margin`` one for every rule or one per rule (in
-    the order of the agent's rules, e.g. :meth:`SwitchConfig.margins`)."""
-    r = len(nnx.merge(graphdef, params).rules)
-    vec = jnp.broadcast_to(jnp.asarray(margin, jnp.float32), (r,))
-    return _bundle_policy(graphdef, {"net": params, "margin": vec})
+    base (less ``spread_weight`` times its predicted spread, :meth:`SwitchNetwork.score`) exceeds its margin the
+    most (the base's when none does); ``margin`` one for every rule or one per rule (in the order of the agent's
+    rules, e.g. :meth:`SwitchConfig.margins`)."""
+    net = nnx.merge(graphdef, params)
+    if spread_weight and net.spread_out is None:
+        raise ValueError(f"a spread weight ({spread_weight:g}) needs an agent trained with switch.spread_head=true")
+    vec = jnp.broadcast_to(jnp.asarray(margin, jnp.float32), (len(net.rules),))
+    return _bundle_policy(graphdef, {"net": params, "margin": vec, "spread_weight": jnp.float32(spread_weight)})
+
+
+def agent_switch_policy(agent: SwitchAgent, margin: str | float | None = None) -> Policy:
+    """The agent's greedy policy with a decision-margin spec (None: its own settings): ``M``, ``M,rule=m,...``, and
+    ``spread=k`` among the items for the spread weight (e.g. ``"0.5,spread=1"``; not named: the agent's own)."""
+    if margin is None:
+        return agent.policy
+    head, over = parse_margin(margin)
+    weight = over.pop("spread", agent.config.spread_weight)
+    return switch_policy(agent.graphdef, agent.params, rule_margin_vector(agent.config.rules, head, over), weight)
 
 
 def _bundle_policy(graphdef: nnx.GraphDef, bundle: dict) -> Policy:
-    """:func:`switch_policy` of ``{"net": parameters, "margin": f32[R]}`` (the margins are traced: agents of one
-    network share one compiled evaluation whatever their margins)."""
+    """:func:`switch_policy` of ``{"net": parameters, "margin": f32[R], "spread_weight": f32[]}`` (margins and
+    weight are traced: agents of one network share one compiled evaluation whatever their margins)."""
 
     def policy(env_params: EdgeParams, sim: SimState, query: Trace) -> jax.Array:
         net = nnx.merge(graphdef, bundle["net"])
         x = features(env_params, sim, query)
-        chosen = greedy_rule(net(x), net.rules.index(net.base), bundle["margin"])
+        chosen = greedy_rule(net.score(x, bundle["spread_weight"]), net.rules.index(net.base), bundle["margin"])
         return jnp.take(net.rule_actions(x), chosen)
 
     policy.needs_history = True
@@ -448,7 +588,7 @@ class SwitchAgent:
 
     @property
     def policy(self) -> Policy:
-        return switch_policy(self.graphdef, self.params, self.config.margins())
+        return switch_policy(self.graphdef, self.params, self.config.margins(), self.config.spread_weight)
 
 
 def _network_doc(scn: Scenario, cfg: SwitchConfig) -> dict:
@@ -472,7 +612,7 @@ def train_switch(scn: Scenario, cfg: SwitchConfig, run_dir: str | Path | None = 
         write_json_atomic({"scenario": scn.name, "episodes": cfg.episodes,
                            "own_dispatches": cfg.episodes * cfg.episode_steps * cfg.num_envs,
                            "branch_dispatches": cfg.episodes * (cfg.episode_steps // cfg.stride) * cfg.num_envs
-                           * len(cfg.rules) * (cfg.horizon + 1),
+                           * len(cfg.rules) * (cfg.horizon + 1) * cfg.rollouts,
                            "train_time_s": agent.train_time_s, "resumed_from_episode": run.resumed_at,
                            "final_success": run.history[-1]["success"]}, Path(run_dir) / SUMMARY_FILE)
     return agent
@@ -495,7 +635,7 @@ def load_switch_agent(path: str | Path, step: int | None = None) -> tuple[Switch
     cfg = SwitchConfig.from_dict(doc["switch"])
     scn = scenario_from_dict(doc["scenario"])
     model = SwitchNetwork(Layout(**doc["layout"]), rule_indices(cfg), HINT_POLICIES.index(cfg.base), cfg.hidden,
-                          rngs=nnx.Rngs(0))
+                          rngs=nnx.Rngs(0), spread_head=cfg.spread_head)
     graphdef, params = nnx.split(model)
     ckpt = Checkpointer(run_dir, max_to_keep=None)
     try:
