@@ -117,13 +117,14 @@ def test_rebalance_in_the_decoding_is_never_worse_and_rescored():
     """solver=policy's default under ``latency`` runs the rebalancing (``ls_rebalance``, default 1 cycle; ``paper``:
     none); the schedule is valid, its objective the evaluator's re-score, and never worse than ``ls_rebalance=0``."""
     import respect_jax.policy.solver  # noqa: F401  (registers solver=policy)
-    from respect_jax.costs import Hardware, evaluate_assignment
+    from respect_jax.api import hardware
+    from respect_jax.costs import evaluate_assignment
     from respect_jax.graphs.architectures import FAMILIES, ArchConfig, generate_arch_numpy
     from respect_jax.solvers import run_solver
 
     weights = tuple(1.0 if f.name.startswith("nas") else 0.0 for f in FAMILIES)
     graph = generate_arch_numpy(60, 90, np.random.default_rng(2), arch=ArchConfig(family_weights=weights, p_hybrid=0.0))
-    hw = Hardware(stages=4)
+    hw = hardware("coral_usb", stages=4)
     plain = run_solver("policy", graph, hw, "latency", 1.0, ls_rebalance=0)
     out = run_solver("policy", graph, hw, "latency", 1.0)
     assert out["info"]["ls_rebalance"] == 1 and "ls_rebalance" not in plain["info"]
