@@ -232,6 +232,18 @@ def _fresh_compile(fn: Callable, args: tuple):
     return jax.jit(program).lower(*args).compile()
 
 
+def is_ready(name: str, args: tuple, static_key: Hashable = ()) -> bool:
+    """True when :func:`cached_compile` of ``name`` on ``args`` would compile nothing: its executable is in this
+    process's memory or stored in :func:`executables_dir` (a file there is trusted to load; an unreadable one is only
+    found out when loaded)."""
+    signature = _call_signature(name, static_key, args)
+    key = _KEYS.get(signature) or executable_key(name, static_key, args)
+    if key in _COMPILED:
+        return True
+    folder = executables_dir()
+    return folder is not None and (folder / f"{key}.pkl").is_file()
+
+
 def cached_compile(name: str, fn: Callable, args: tuple, static_key: Hashable = ()) -> Callable:
     """The compiled ``jax.jit(fn)`` for the shapes and dtypes of ``args`` (a tuple of pytrees of arrays or Python
     scalars, as ``jax.jit`` takes them): from this process's memory, else from :func:`executables_dir` (no tracing,

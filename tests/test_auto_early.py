@@ -67,6 +67,7 @@ def test_policy_member_starts_beside_the_downset_programme_and_is_in_the_portfol
         return {"lower": lower, "probes": []}
 
     monkeypatch.setattr(auto, "search_lattice", lattice_gives_up)
+    monkeypatch.setattr(auto, "learned_ready", lambda *args: True)  # its forward pass compiled or stored
     start = time.perf_counter()
     result = run_solver("auto", graph, hw, "latency", time_budget_s=4.0, members=["contiguous", "policy"],
                         exact="none", crossing_bound=False, polish_moves=0, progress=False)
@@ -81,6 +82,45 @@ def test_policy_member_starts_beside_the_downset_programme_and_is_in_the_portfol
     assert result["objective"] <= info["portfolio"]["contiguous"]["objective"] * (1 + 1e-9)
 
 
+def test_a_cold_policy_member_runs_in_turn_not_early(monkeypatch):
+    """Its forward pass neither compiled nor stored (:func:`learned_ready` False): the member is not started beside
+    the downset programme but after it (as the other members), so its compilation cannot hold up theirs."""
+    import respect_jax.solvers.auto as auto
+
+    graph, hw = _multi_order_graph(seed=31), make_hw(4)
+    calls: list = []
+    real = auto.get_solver
+    stub = _slow_policy(0.1, run_solver("contiguous", graph, hw, "latency")["assignment"], calls)
+    monkeypatch.setattr(auto, "get_solver", lambda name: stub if name == "policy" else real(name))
+
+    def lattice_gives_up(graph, hw, objective, lam, max_downsets, deadline, upper, lower, patience):
+        time.sleep(max(deadline - time.perf_counter(), 0.0))
+        return {"lower": lower, "probes": []}
+
+    monkeypatch.setattr(auto, "search_lattice", lattice_gives_up)
+    monkeypatch.setattr(auto, "learned_ready", lambda *args: False)
+    start = time.perf_counter()
+    result = run_solver("auto", graph, hw, "latency", time_budget_s=4.0, members=["contiguous", "policy"],
+                        exact="none", crossing_bound=False, polish_moves=0, progress=False)
+    entry = result["info"]["portfolio"]["policy"]
+    assert len(calls) == 1 and calls[0] - start >= auto.LATTICE_SHARE * 4.0 - 0.05, calls[0] - start
+    assert "objective" in entry and "started_s" not in entry, entry
+
+
+def test_learned_ready_tells_a_compiled_forward_pass_from_a_cold_one(monkeypatch):
+    """After solver=policy on a graph in this process its forward pass is ready; with nothing in memory and no
+    executable folder (a fresh process without a cache) it is not."""
+    import respect_jax.compile_cache as cc
+    from respect_jax.solvers.auto import learned_ready
+
+    graph, hw = _multi_order_graph(seed=35), make_hw(4)
+    run_solver("policy", graph, hw, "latency", local_search=0)
+    assert learned_ready(graph, hw, "latency", {})
+    monkeypatch.setattr(cc, "_COMPILED", {})
+    monkeypatch.setitem(cc._EXECUTABLES, "folder", None)
+    assert not learned_ready(graph, hw, "latency", {})
+
+
 def test_policy_member_is_not_started_on_a_graph_the_downset_programme_proves_at_once(monkeypatch):
     """The downset programme proves this graph well within EARLY_AFTER_S: no compilation is started that would only be
     abandoned (the member is skipped, the optimum proven)."""
@@ -91,6 +131,7 @@ def test_policy_member_is_not_started_on_a_graph_the_downset_programme_proves_at
     real = auto.get_solver
     stub = _slow_policy(0.0, run_solver("contiguous", graph, hw, "paper")["assignment"], calls)
     monkeypatch.setattr(auto, "get_solver", lambda name: stub if name == "policy" else real(name))
+    monkeypatch.setattr(auto, "learned_ready", lambda *args: True)
     result = run_solver("auto", graph, hw, "paper", time_budget_s=10.0, members=["contiguous", "policy"],
                         progress=False)
     portfolio = result["info"]["portfolio"]

@@ -479,6 +479,17 @@ def forward_executable(network: OrderNetwork, batch: OrderBatch, aggregation: st
     return cached_compile("order_forward", _apply(network.config, aggregation), args, static_key=static)
 
 
+def forward_ready(network: OrderNetwork, graph: Graph, hw: Hardware, objective: str) -> bool:
+    """True when the forward pass of ``graph`` alone (its bucket shape, one row) needs no compilation
+    (:func:`respect_jax.compile_cache.is_ready`: compiled in this process or stored in the executable cache)."""
+    from respect_jax.compile_cache import is_ready
+
+    ((shape, rows, _),) = forward_plan([graph], 1)
+    batch = make_batch([graph] * rows, [hw] * rows, [objective] * rows, shape)
+    static = (FORMAT, tuple(sorted(network.config.to_dict().items())), default_aggregation(shape[0]))
+    return is_ready("order_forward", (network.params, batch.graphs, batch.feats, batch.context), static)
+
+
 def forward_plan(graphs: Sequence[Graph], batch_size: int) -> list[tuple[tuple[int, int, int], int, list[int]]]:
     """How :func:`predict_scores` batches ``graphs``: per node bucket, (padded shape (N, E, P) fitting all of that
     bucket's graphs, rows per compiled call, indices of its graphs). One compilation per (shape, rows): a bucket

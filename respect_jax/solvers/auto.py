@@ -13,13 +13,15 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    nothing else runs, or leaves a certified lower bound (a limit no schedule meets) and, where its heuristic
    programme (the downsets of least crossing) beat the incumbent, a schedule (``portfolio['lattice_heuristic']``).
 1c. **The learned member** (``policy``, by default the shipped order policy: its own sampled orders, exactly split,
-   polished and re-cut at its stage boundaries; ``order_policy`` is accepted as a member name too) starts in a
-   thread of its own :data:`EARLY_AFTER_S` into the downset programme unless that has proven the optimum by then (or
-   at once where there is no programme to run; never on a unique-order graph), so its compilation (seconds on a cold
-   cache) and decoding run beside the programme, the exact solver and the bound. Its schedule is offered when it is
-   done (the exact solver's hint when done by the time that starts); it looks at a stop (the deadline less
-   :data:`STOP_LEAD_S`, a proof) between its steps and then returns its schedule so far (``stopped`` in its entry names
-   the first step skipped); a compilation in progress is not interrupted (abandoned at the deadline as below).
+   polished and re-cut at its stage boundaries; ``order_policy`` is accepted as a member name too), when its forward
+   pass for the graph's bucket is compiled in this process or stored in the executable cache (:func:`learned_ready`;
+   otherwise it runs in turn as in 3.), starts in a thread of its own :data:`EARLY_AFTER_S` into the downset
+   programme unless that has proven the optimum by then (or at once where there is no programme to run; never on a
+   unique-order graph), so its decoding runs beside the programme, the exact solver and the bound. Its schedule is
+   offered when it is done (the exact solver's hint when done by the time that starts); it looks at a stop (the
+   deadline less :data:`STOP_LEAD_S`, a proof) between its steps and then returns its schedule so far (``stopped`` in
+   its entry names the first step skipped); a compiled call in progress is not interrupted (abandoned at the
+   deadline as below).
 2. **The exact solver** (``exact``: ``cpsat``, ``milp`` or ``auto``: CP-SAT, whose incumbents stream to the live
    line) starts in a thread with the incumbent as its complete hint / warm start and runs until the deadline
    or a proof of optimality; it runs alone for ``head_start_s`` first.
@@ -117,6 +119,25 @@ LATTICE_SHARE = 0.3
 #: NAS graph, 3-14 s at 1,000-10,000 nodes on the 2-core CPU; 0.4-0.8 s with a warm persistent cache), so that its
 #: compilation and decoding run beside the downset programme, the exact solver and the bound instead of after them.
 EARLY_MEMBERS = ("policy", "order_policy")
+def learned_ready(graph: Graph, hw: Hardware, objective: str, options: dict) -> bool:
+    """True when the order policy (the learned member with ``options``) needs no compilation of its forward pass for
+    ``graph``'s bucket: compiled in this process or stored in the executable cache
+    (:func:`respect_jax.policy.order.forward_ready`). A cold member is not started early: on the generated NAS
+    validation graphs its compilation (forward pass and polish, serialised with the other members' compilations by the
+    executable cache's store lock) then held up the contiguous split's polish and the final re-scoring past the
+    budget (``experiments/results/auto_policy_early_val_s25.md``)."""
+    from pathlib import Path
+
+    from respect_jax.policy.order import as_network, forward_ready, is_order_checkpoint, load_order_network
+    from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT
+
+    path = Path(options.get("checkpoint") or DEFAULT_ORDER_CHECKPOINT).resolve()
+    if not is_order_checkpoint(path):
+        return False
+    model, _ = load_order_network(str(path))
+    return forward_ready(as_network(model), graph, hw, objective)
+
+
 #: Seconds the downset programme runs alone before an early member starts: a graph it proves at once (the bundled
 #: and validation CNNs: <= 0.01 s) starts no compilation that it would then abandon.
 EARLY_AFTER_S = 0.25
@@ -405,11 +426,14 @@ def solve_auto(
     early: dict[str, tuple[threading.Thread, dict, float]] = {}
 
     def start_early() -> None:
-        """The learned members, each in a thread from now on (:data:`EARLY_MEMBERS`): its schedule is offered as
-        soon as it is done (so the exact solver's hint has it when it is done by then)."""
+        """The learned members whose forward pass is compiled or stored (:func:`learned_ready`), each in a thread
+        from now on (:data:`EARLY_MEMBERS`): its schedule is offered as soon as it is done (so the exact solver's
+        hint has it when it is done by then)."""
         for name in members:
             o = dict(opts.get(name, {}))
             if name not in EARLY_MEMBERS or name in early or skip_reason(name, o) is not None:
+                continue
+            if not learned_ready(graph, hw, objective, o):  # cold: run in turn, as the other members
                 continue
             early[name] = early_member(name, o)
 
