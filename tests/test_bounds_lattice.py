@@ -47,6 +47,24 @@ def test_enumerated_downsets_are_exactly_the_closed_subsets():
     assert enumerate_downsets(tiny_graphs()[0], 2) is None  # more than the limit
 
 
+def test_downset_enumeration_of_a_wide_graph_stops_at_its_limit_within_bounded_memory():
+    """A 200-node antichain has 2^200 downsets: the enumeration gives up at its limit (None) having held about that
+    many sets, not the 19,900 of the second level (a check per batch of parents let a 5,000-node layered graph's
+    level grow to 22 GB); with a limit above the count (a 12-node antichain: 4,096) it still finds them all."""
+    import tracemalloc
+
+    wide = hand_graph("antichain200", [1] * 200, [1] * 200, [1] * 200, [])
+    tracemalloc.start()
+    try:
+        assert enumerate_downsets(wide, 2_000) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, peak  # the old enumeration: ~150 MB here
+    small = hand_graph("antichain12", [1] * 12, [1] * 12, [1] * 12, [])
+    assert len(enumerate_downsets(small, 4_096)) == 4_096 and enumerate_downsets(small, 4_095) is None
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_lattice_optimum_equals_brute_force(k):
     hw = make_hw(k)

@@ -59,6 +59,9 @@ UPPER_SLACK = 1e-9
 MAX_CAPS = 400
 #: Downsets enumerated at most, over all segments, before the filters of a known schedule's value.
 MAX_ENUMERATED = 100_000
+#: Downsets x segment nodes enumerated at most in one segment: its rows (bool) and their weights (float64) take 9 bytes
+#: per cell, so at most ~0.9 GB (a 5,000-node segment stops at 20,000 downsets; a 1,000-node one keeps 100,000).
+MAX_ENUMERATED_CELLS = 100_000_000
 #: Seconds spent enumerating downsets at most (over all probes of one problem).
 ENUMERATION_S = 1.0
 #: Candidate pairs (a window of keys, :func:`_window_pairs`) examined at most.
@@ -77,27 +80,41 @@ def _bfs_downsets(preds: list[int], succs: list[list[int]], max_count: int, dead
                   ) -> list[int] | None:
     """Every downset of a DAG on nodes ``0..n-1`` (``preds[v]``: bitmask of v's predecessors; ``succs[v]``: its
     successors) as bitmasks (the empty one first), or None past ``max_count`` or ``deadline``. Breadth first by
-    size: a downset's extensions are the nodes whose predecessors all lie in it."""
+    size: a downset's extensions are the nodes whose predecessors all lie in it (``avail``, a bitmask too).
+
+    Memory stays within about ``max_count`` pairs of n-bit integers: the count is checked at every new downset and
+    the deadline every 256 downsets extended (a wide graph's level holds up to n children per downset, so a check
+    per batch of parents let one level grow to millions of sets: 22 GB on a 5,000-node layered graph)."""
     n = len(preds)
-    level = {0: frozenset(v for v in range(n) if preds[v] == 0)}
+    sources = 0
+    for v in range(n):
+        if preds[v] == 0:
+            sources |= 1 << v
+    level = {0: sources}
     found = [0]
     while level:
         if deadline is not None and time.perf_counter() > deadline:
             return None
-        nxt: dict[int, frozenset] = {}
+        budget = max_count - len(found)
+        nxt: dict[int, int] = {}
         for count, (ideal, avail) in enumerate(level.items()):
-            if count % 1024 == 1023 and (len(found) + len(nxt) > max_count
-                                         or deadline is not None and time.perf_counter() > deadline):
+            if count % 256 == 255 and deadline is not None and time.perf_counter() > deadline:
                 return None
-            for v in avail:
-                child = ideal | (1 << v)
+            rest = avail
+            while rest:
+                low = rest & -rest
+                rest ^= low
+                child = ideal | low
                 if child in nxt:
                     continue
-                new = [w for w in succs[v] if preds[w] & ~child == 0]
-                nxt[child] = (avail - {v}) | frozenset(new)
+                new = 0
+                for w in succs[low.bit_length() - 1]:
+                    if preds[w] & ~child == 0:
+                        new |= 1 << w
+                nxt[child] = (avail ^ low) | new
+                if len(nxt) > budget:
+                    return None
         found.extend(nxt)
-        if len(found) > max_count:
-            return None
         level = nxt
     return found
 
@@ -392,12 +409,13 @@ def _candidate_downsets(graph: Graph, hw: Hardware, objective: str, lam: float, 
         if needed and s not in cache:
             t0 = time.perf_counter()
             own = t0 + ENUMERATION_S - cache["enumeration_s"]
-            sets = _segment_downsets(preds, nodes, MAX_ENUMERATED - cache["enumerated"],
+            cap = min(MAX_ENUMERATED - cache["enumerated"], MAX_ENUMERATED_CELLS // max(len(nodes), 1))
+            sets = _segment_downsets(preds, nodes, cap,
                                      own if deadline is None else min(deadline, own))
             cache["enumeration_s"] += time.perf_counter() - t0
             if sets is None:
                 cache["too_many"] = deadline is None or time.perf_counter() <= deadline
-                cache["why"] = (f"more than {MAX_ENUMERATED} downsets or {ENUMERATION_S} s to enumerate"
+                cache["why"] = (f"more than {cap} downsets or {ENUMERATION_S} s to enumerate"
                                 if cache["too_many"] else "deadline")
                 return None
             cache["enumerated"] += len(sets)
