@@ -398,7 +398,8 @@ class Samples:
 
     obs: jax.Array  # f32[C, F]
     target: jax.Array  # f32[C, R] value(rule) - value(base) (mean over the rollouts)
-    spread: jax.Array  # f32[C, R] its standard deviation over the rollouts (f32[C, 0] without a spread head)
+    spread: jax.Array  # f32[C, R] its standard deviation over the rollouts (zeros without a spread head: orbax
+    #                  does not save zero-size arrays)
     valid: jax.Array  # bool[C]
     pos: jax.Array  # i32[]
     size: jax.Array  # i32[]
@@ -441,7 +442,7 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
         state, timestep, load = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(fresh, key))
         c = cfg.buffer_size
         samples = Samples(obs=jnp.zeros((c, obs_size), jnp.float32), target=jnp.zeros((c, r_count), jnp.float32),
-                          spread=jnp.zeros((c, r_count if cfg.spread_head else 0), jnp.float32),
+                          spread=jnp.zeros((c, r_count), jnp.float32),
                           valid=jnp.zeros((c,), bool), pos=jnp.int32(0), size=jnp.int32(0))
         return Carry(params=jax.tree.map(jnp.copy, init_params), opt_state=optimizer.init(init_params),
                      samples=samples, env=state, timestep=timestep, load=load, key=key)
