@@ -313,10 +313,10 @@ ENTRIES = [
     ("ASET: training wall time (issue 7)", "experiments/results/edge/training.md",
      ".venv/bin/python experiments/edge_success.py --retrain", None, []),
     ("ASET: the policy-switching agent under conditions that change within the episode (issue 30)",
-     "experiments/results/edge/dynamic_aset_s21.md",
-     ".venv/bin/python experiments/edge_dynamic.py --train --kind switch --seeds 0 1 2 --stem dynamic_aset_s21  # then "
-     "--scenarios isp_diurnal isp_netdrift isp_failure isp_nearsat --agents experiments/results/edge/agents/switch "
-     "--margin 0.5 --stem dynamic_aset_s21", None, []),
+     "experiments/results/edge/dynamic_aset_s25.md",
+     ".venv/bin/python experiments/edge_dynamic.py --train --train-only --kind switch --seeds 0 1 2 --set rollouts=3 "
+     "spread_head=true --agents experiments/results/edge/agents/switch_f3  # then "
+     "--agents experiments/results/edge/agents/switch_f3 --stem dynamic_aset_s25 --margin 0.25", None, []),
     ("ASET: simulator speed vs the Python reference (issue 7)", "experiments/results/edge/speed.md",
      ".venv/bin/python experiments/edge_speed.py", None, []),
     ("Real-time scheduler with safety layer (issue 8)", "experiments/results/rt/rt_eval.md",
@@ -401,7 +401,7 @@ HEADLINES = [
      "DQN agent {0}, best static policy {1}",
      [({"load": "overload"}, "ASET"), ({"load": "overload"}, "best static")]),
     ("ASET, four presets with load, network delay and site failures changing within the episode, average success "
-     "over their 16 (scenario, load) cells", "experiments/results/edge/dynamic_aset_s21.md",
+     "over their 16 (scenario, load) cells", "experiments/results/edge/dynamic_aset_s25.md",
      "policy-switching agent (3 seeds) {0} / {1} / {2}, best static policy fastest_expected {3}; per cell: {4}",
      [({"policy": "aset_s0"}, "average success"), ({"policy": "aset_s1"}, "average success"),
       ({"policy": "aset_s2"}, "average success"), ({"policy": "fastest_expected"}, "average success"),
