@@ -1,4 +1,5 @@
-"""Choosing the latency rebalancing cycles (``ls_rebalance``, :mod:`respect_jax.rebalance`) on validation graphs only.
+"""Choosing the latency rebalancing cycles (``ls_rebalance``, :mod:`respect_jax.policy.rebalance`) on validation graphs
+only.
 
 For every case of ``--cases`` (JSON lines with ``path``, ``K``, optional ``sram`` (an ``sram_bytes`` override; null:
 the preset's), and a reference ``milp`` value: the MILP hinted with the default decoding, written by

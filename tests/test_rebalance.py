@@ -10,7 +10,7 @@ from conftest import make_hw, random_graphs, random_valid_schedule
 
 from respect_jax.graphs.graph import has_unique_order
 from respect_jax.local_search import objectives_np, refine_boundaries
-from respect_jax.rebalance import (
+from respect_jax.policy.rebalance import (
     leximax_less,
     refine_leximax,
     resplit,

@@ -36,6 +36,8 @@ from respect_jax.policy.order import (
     default_aggregation,
     forward_executable,
     forward_plan,
+    forward_ready,
+    is_order_checkpoint,
     load_order_network,
     make_batch,
     predict_scores,
@@ -153,9 +155,9 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
 def _rebalance_step(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray,
                     boundaries: int) -> np.ndarray:
     """One rebalancing step (no polish): ``boundaries`` rounds of re-cuts accepted by their sorted stage times
-    (``latency``: :func:`respect_jax.rebalance.refine_leximax`; ``paper``: by the objective,
-    :func:`respect_jax.local_search.refine_boundaries`), then :func:`respect_jax.rebalance.resplit`. Never worse."""
-    from respect_jax.rebalance import refine_leximax, resplit
+    (``latency``: :func:`rebalance.refine_leximax`; ``paper``: by the objective,
+    :func:`respect_jax.local_search.refine_boundaries`), then :func:`rebalance.resplit`. Never worse."""
+    from respect_jax.policy.rebalance import refine_leximax, resplit
 
     a = (refine_leximax(graph, hw, assignment, boundaries) if objective == "latency"
          else refine_boundaries(graph, hw, objective, lam, assignment, boundaries))
@@ -166,14 +168,14 @@ def _rebalance(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float
                local_search: int, polish_options: dict, boundaries: int, cycles: int,
                stop=None) -> tuple[list, list[int]]:
     """(assignments, improving cycles per graph): up to ``cycles`` cycles per graph of ``boundaries`` rounds of
-    re-cuts accepted by their sorted stage times (``latency``: :func:`respect_jax.rebalance.refine_leximax`; ``paper``:
+    re-cuts accepted by their sorted stage times (``latency``: :func:`rebalance.refine_leximax`; ``paper``:
     :func:`respect_jax.local_search.refine_boundaries`), the exact split of stage-major orders
-    (:func:`respect_jax.rebalance.resplit`) and the polish of what changed (all graphs' polishes together). A cycle is
-    kept when it lowers the objective, or under ``latency`` the sorted stage times (:func:`~respect_jax.rebalance.
+    (:func:`rebalance.resplit`) and the polish of what changed (all graphs' polishes together). A cycle is
+    kept when it lowers the objective, or under ``latency`` the sorted stage times (:func:`~rebalance.
     leximax_less`); a graph stops at its first cycle that does neither. Never worse. ``stop()``: looked at before each
     cycle."""
     from respect_jax.local_search import objectives_np
-    from respect_jax.rebalance import leximax_less, stage_times_np
+    from respect_jax.policy.rebalance import leximax_less, stage_times_np
 
     def key(g: Graph, a: np.ndarray):
         return (stage_times_np(g, a[None], hw)[0] if objective == "latency"
@@ -423,3 +425,18 @@ def _many(
 
 
 solve_order_policy.many = _many
+
+
+def forward_ready_for(graph: Graph, hw: Hardware, objective: str, checkpoint: str | None = None, **_) -> bool:
+    """True when the order policy of ``checkpoint`` (None: the shipped one) needs no compilation of its forward pass
+    for ``graph``'s bucket: compiled in this process or stored in the executable cache
+    (:func:`respect_jax.policy.order.forward_ready`); False for a checkpoint of another family. The solvers' readiness
+    hook (``solve.ready``): ``solver=auto`` starts a learned member early only when it is ready."""
+    path = Path(checkpoint or DEFAULT_ORDER_CHECKPOINT).resolve()
+    if not is_order_checkpoint(path):
+        return False
+    model, _ = load_order_network(str(path))
+    return forward_ready(as_network(model), graph, hw, objective)
+
+
+solve_order_policy.ready = forward_ready_for

@@ -49,7 +49,11 @@ from respect_jax.graphs.padded import (
 )
 from respect_jax.policy.config import MULTI_STRATEGIES, Decoding
 from respect_jax.policy.order import is_order_checkpoint
-from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT, solve_order_policy  # at import: not timed
+from respect_jax.policy.order_solver import (  # at import: not timed
+    DEFAULT_ORDER_CHECKPOINT,
+    forward_ready_for,
+    solve_order_policy,
+)
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 
@@ -344,3 +348,5 @@ def _many_policy(graphs: Sequence[Graph], hw: Hardware, objective: str = "paper"
 
 solve_policy.forwards_to = _route
 solve_policy.many = _many_policy
+# the order family's readiness (solver=auto's early start); a step-policy checkpoint is never ready
+solve_policy.ready = forward_ready_for

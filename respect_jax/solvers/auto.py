@@ -119,23 +119,15 @@ LATTICE_SHARE = 0.3
 #: NAS graph, 3-14 s at 1,000-10,000 nodes on the 2-core CPU; 0.4-0.8 s with a warm persistent cache), so that its
 #: compilation and decoding run beside the downset programme, the exact solver and the bound instead of after them.
 EARLY_MEMBERS = ("policy", "order_policy")
-def learned_ready(graph: Graph, hw: Hardware, objective: str, options: dict) -> bool:
-    """True when the order policy (the learned member with ``options``) needs no compilation of its forward pass for
-    ``graph``'s bucket: compiled in this process or stored in the executable cache
-    (:func:`respect_jax.policy.order.forward_ready`). A cold member is not started early: on the generated NAS
-    validation graphs its compilation (forward pass and polish, serialised with the other members' compilations by the
-    executable cache's store lock) then held up the contiguous split's polish and the final re-scoring past the
-    budget (``experiments/results/auto_policy_early_val_s25.md``)."""
-    from pathlib import Path
-
-    from respect_jax.policy.order import as_network, forward_ready, is_order_checkpoint, load_order_network
-    from respect_jax.policy.order_solver import DEFAULT_ORDER_CHECKPOINT
-
-    path = Path(options.get("checkpoint") or DEFAULT_ORDER_CHECKPOINT).resolve()
-    if not is_order_checkpoint(path):
-        return False
-    model, _ = load_order_network(str(path))
-    return forward_ready(as_network(model), graph, hw, objective)
+def learned_ready(graph: Graph, hw: Hardware, objective: str, options: dict, name: str = "policy") -> bool:
+    """True when the learned member ``name`` with ``options`` needs no compilation of its forward pass for ``graph``'s
+    bucket: its solver's readiness hook (``ready``, e.g. the order policy's compiled-or-stored check) says so; a solver
+    without one is never ready. A cold member is not started early: on the generated NAS validation graphs its
+    compilation (forward pass and polish, serialised with the other members' compilations by the executable cache's
+    store lock) then held up the contiguous split's polish and the final re-scoring past the budget
+    (``experiments/results/auto_policy_early_val_s25.md``)."""
+    ready = getattr(get_solver(name), "ready", None)  # by name: the learned solvers sit above this layer
+    return ready is not None and bool(ready(graph, hw, objective, **options))
 
 
 #: Seconds the downset programme runs alone before an early member starts: a graph it proves at once (the bundled
@@ -433,7 +425,7 @@ def solve_auto(
             o = dict(opts.get(name, {}))
             if name not in EARLY_MEMBERS or name in early or skip_reason(name, o) is not None:
                 continue
-            if not learned_ready(graph, hw, objective, o):  # cold: run in turn, as the other members
+            if not learned_ready(graph, hw, objective, o, name):  # cold: run in turn, as the other members
                 continue
             early[name] = early_member(name, o)
 
