@@ -22,7 +22,7 @@ DEFAULT = dict(samples=32, noise=0.2, local_search=100, ls_moves="single", ls_sc
 
 def _multi_order_graph(seed: int, nodes: int = 60):
     """A random graph with several topological orders (no proof shortcut: the policy member runs)."""
-    from respect_jax.solvers.lattice import has_unique_order
+    from respect_jax.graphs.graph import has_unique_order
 
     for graph in random_graphs(8, seed=seed, min_nodes=nodes, max_nodes=nodes):
         if not has_unique_order(graph):

@@ -11,13 +11,12 @@ from conftest import make_hw, random_graphs
 from test_oracles import EDGE_CASES, brute_force, hand_graph, tiny_graphs
 
 from respect_jax.costs import OBJECTIVES
-from respect_jax.graphs.graph import Graph
+from respect_jax.graphs.graph import Graph, has_unique_order
 from respect_jax.reference import reference_objective
 from respect_jax.solvers import run_solver
 from respect_jax.solvers.lattice import (
     _segment_downsets,
     enumerate_downsets,
-    has_unique_order,
     search_lattice,
     series_segments,
     solve_lattice,

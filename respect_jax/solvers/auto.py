@@ -61,7 +61,7 @@ import time
 import numpy as np
 
 from respect_jax.costs import OBJECTIVES, Hardware
-from respect_jax.graphs.graph import Graph
+from respect_jax.graphs.graph import Graph, has_unique_order
 from respect_jax.local_search import polish
 from respect_jax.solvers.base import (
     OPTIMAL_RTOL,
@@ -72,7 +72,7 @@ from respect_jax.solvers.base import (
     register_solver,
 )
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
-from respect_jax.solvers.lattice import MAX_DOWNSETS, has_unique_order, search_lattice
+from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
 from respect_jax.solvers.numpy_eval import objective_np
 from respect_jax.solvers.stopping import Stopped, StopSignal
 
@@ -119,6 +119,8 @@ LATTICE_SHARE = 0.3
 #: NAS graph, 3-14 s at 1,000-10,000 nodes on the 2-core CPU; 0.4-0.8 s with a warm persistent cache), so that its
 #: compilation and decoding run beside the downset programme, the exact solver and the bound instead of after them.
 EARLY_MEMBERS = ("policy", "order_policy")
+
+
 def learned_ready(graph: Graph, hw: Hardware, objective: str, options: dict, name: str = "policy") -> bool:
     """True when the learned member ``name`` with ``options`` needs no compilation of its forward pass for ``graph``'s
     bucket: its solver's readiness hook (``ready``, e.g. the order policy's compiled-or-stored check) says so; a solver

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from respect_jax.costs import OBJECTIVES, Hardware
-from respect_jax.graphs.graph import Graph, has_unique_order  # noqa: F401  (auto imports it here)
+from respect_jax.graphs.graph import Graph
 
 #: Downsets kept at most per probe (those that may be a stage boundary under the limit; the programme is O(K P) in
 #: time and memory for the P pairs it examines, at most ``MAX_PAIRS``).
