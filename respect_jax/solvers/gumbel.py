@@ -105,9 +105,17 @@ from respect_jax.graphs.padded import (
 )
 from respect_jax.local_search import DENSE_LIMIT, DENSE_MAX_NODES, improve
 from respect_jax.solvers.base import SolveResult, register_solver
+from respect_jax.solvers.stopping import StopSignal
 
 SAMPLERS = ("mixed", "both", "raise", "lower", "masked", "cuts")
 INITS = ("compiler", "uniform")
+#: Initial schedules :func:`solve_gumbel` takes: :data:`INITS`, ``contiguous`` (the exact best contiguous split,
+#: :func:`respect_jax.solvers.partitioners.solve_contiguous`, as a warm start) and ``auto`` (``contiguous`` on the
+#: sparse path, i.e. above ``dense_max_nodes`` padded nodes, where 100 steps from the compiler split do not reach it;
+#: ``compiler`` below).
+ENTRY_INITS = (*INITS, "contiguous", "auto")
+#: Steps per compiled call when a ``time_limit_s`` run is estimated not to fit in one call (:func:`solve_gumbel`).
+LIMITED_CHUNK_STEPS = 10
 
 #: Number of times each jitted function was traced (a test checks one compilation per shape).
 TRACE_COUNTER: Counter = Counter()
@@ -762,10 +770,15 @@ def solve_batch(
 #: Seconds per (sample x padded node^2 x stage) of one optimisation step on the dense path, and per (move x padded
 #: node^2 x stage) of the final local search. Measured alone on validation models (data/models_val:
 #: mobilenetv3small 175, efficientnetb3 384, efficientnetb6 666 nodes; K = 8, 64 samples; 2-core CPU at load 1-5):
-#: 10 steps took 0.11 / 0.55 / 1.6 s, 200 moves 0.05 / 0.8-1.2 / 2.8 s once compiled. The sparse path (more than
-#: ``dense_max_nodes`` padded nodes) is assumed no cheaper.
+#: 10 steps took 0.11 / 0.55 / 1.6 s, 200 moves 0.05 / 0.8-1.2 / 2.8 s once compiled.
 STEP_S_PER_UNIT = 4e-10
 MOVE_S_PER_UNIT = 2e-9
+#: The same per (sample x padded node x stage) and (move x padded node x stage) on the sparse path (more than
+#: ``dense_max_nodes`` padded nodes: O(E) closures, linear in the size). Measured on layered graphs
+#: (``tests/scale_graphs.layered_graph``, 2,000 / 5,000 / 10,000 nodes padded to 2,048 / 8,192 / 16,384, K = 4,
+#: 64 samples; CPU seconds at load ~4, 2-core CPU): 10 steps 0.68 / 2.7 / 5.2 s, 300 moves 0.15 / 0.43 / 0.74 s.
+STEP_S_PER_UNIT_SPARSE = 1.3e-7
+MOVE_S_PER_UNIT_SPARSE = 4e-8
 #: Seconds to trace and compile (or load from JAX's persistent compilation cache) the programmes of one padded
 #: shape and static option set not yet run in this process: efficientnetb3 (384 nodes, K = 8), a 10-step chunk and
 #: the 200-move local search: 37 + 12 s cold (load ~5), 7 + 2 s from the persistent cache; cold 14-31 s for one
@@ -788,7 +801,7 @@ def persistent_cache_on() -> bool:
 
 
 def estimated_seconds(graph: Graph, stages: int, steps: int, samples: int, local_search: int,
-                      chunk_steps: int = 0) -> dict:
+                      chunk_steps: int = 0, dense_max_nodes: int = DENSE_MAX_NODES) -> dict:
     """What a :func:`solve_gumbel` run of ``graph`` is expected to cost on this CPU, alone (seconds).
 
     Returns ``{"start": compile/trace time of the programmes not yet run in this process (:data:`START_S_COLD`, or
@@ -796,7 +809,7 @@ def estimated_seconds(graph: Graph, stages: int, steps: int, samples: int, local
     ``steps`` when 0), "steps": all the steps, "local_search": the final local search}``.
     """
     n_pad = bucket_shape([graph])[0]
-    unit = float(n_pad) ** 2 * int(stages)
+    step_s, move_s, unit = _unit_costs(n_pad, stages, dense_max_nodes)
     chunk = int(chunk_steps) if chunk_steps and chunk_steps > 0 else int(steps)
     padded = pad_graph(graph)
     config = replace(GumbelConfig(), steps=chunk, samples=int(samples), local_search=0)
@@ -807,10 +820,18 @@ def estimated_seconds(graph: Graph, stages: int, steps: int, samples: int, local
     per_program = (START_S_CACHED if persistent_cache_on() else START_S_COLD) / 2
     return {
         "start": missing * per_program,
-        "chunk": STEP_S_PER_UNIT * samples * unit * chunk,
-        "steps": STEP_S_PER_UNIT * samples * unit * steps,
-        "local_search": MOVE_S_PER_UNIT * local_search * unit,
+        "chunk": step_s * samples * unit * chunk,
+        "steps": step_s * samples * unit * steps,
+        "local_search": move_s * local_search * unit,
     }
+
+
+def _unit_costs(n_pad: int, stages: int, dense_max_nodes: int) -> tuple[float, float, float]:
+    """(seconds per step and sample per unit, per local-search move per unit, the unit) of a batch padded to
+    ``n_pad`` nodes: the dense path's unit is ``n_pad ** 2 * stages``, the sparse path's ``n_pad * stages``."""
+    if n_pad > dense_max_nodes:
+        return STEP_S_PER_UNIT_SPARSE, MOVE_S_PER_UNIT_SPARSE, float(n_pad) * int(stages)
+    return STEP_S_PER_UNIT, MOVE_S_PER_UNIT, float(n_pad) ** 2 * int(stages)
 
 
 def _seconds_left(stop) -> float:
@@ -824,22 +845,41 @@ def _seconds_left(stop) -> float:
     return float(left()) if left is not None else math.inf
 
 
+class _Earliest:
+    """A ``stop() -> bool`` set when either of two is; ``left()`` the fewer seconds of the two (``_seconds_left``)."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def __call__(self) -> bool:
+        return bool(self.first()) or bool(self.second())
+
+    def left(self) -> float:
+        return min(_seconds_left(self.first), _seconds_left(self.second))
+
+
 def _solve_chunked(batch, hw, objective, lam, key, config, chunks, warm, stop) -> tuple[jax.Array, jax.Array, dict]:
     """:func:`solve_batch` in ``chunks`` calls of ``config.steps`` steps, then the local search in a call of its own,
     each warm-started from the best schedule so far (as a restart of the logits: fresh Adam state, the temperature
     annealed again), so that ``stop`` (a ``stop() -> bool``, optionally with ``left()`` seconds) is looked at
-    between calls. A chunk starts only while the last one's measured time and the local search's estimate fit in
-    ``left()``; the local search only while it fits. Returns (assignment i32[B, N], objective f32[B], info)."""
+    between calls. A chunk starts only while the last one's measured time (after the first, which may be mostly
+    compilation: the smaller of its time and the estimate) and the local search's estimate (its compilation
+    included when not yet run in this process) fit in ``left()``; the local search only while it fits.
+    Returns (assignment i32[B, N], objective f32[B], info)."""
     n_pad, k = batch.params.shape[-1], hw.stages
     local_search = config.local_search
     chunk_cfg = replace(config, local_search=0)
     ls_cfg = replace(config, steps=0)
-    unit = float(n_pad) ** 2 * k
-    ls_est = MOVE_S_PER_UNIT * local_search * unit
-    step_est = STEP_S_PER_UNIT * config.samples * unit * config.steps
+    step_s, move_s, unit = _unit_costs(n_pad, k, config.dense_max_nodes)
+    ls_est = move_s * local_search * unit
+    if local_search > 0 and _program_key(batch, k, ls_cfg.static(), True) not in _COMPILED:
+        ls_est += (START_S_CACHED if persistent_cache_on() else START_S_COLD) / 2  # its compilation
+    step_est = step_s * config.samples * unit * config.steps
     best, value, ran, last_s, slow = warm, None, 0, 0.0, 1.0
     for i in range(chunks):
-        if ran and (stop is not None and stop() or last_s + slow * ls_est > _seconds_left(stop)):
+        # the next chunk's time: the last one's, but the first one's may be mostly compilation
+        next_s = last_s if ran > 1 else min(last_s, step_est)
+        if ran and (stop is not None and stop() or next_s + slow * ls_est > _seconds_left(stop)):
             break
         t0 = time.perf_counter()
         best, value = solve_batch(batch, hw, objective, lam, jax.random.fold_in(key, i), chunk_cfg, warm_start=best)
@@ -871,12 +911,13 @@ def solve_gumbel(
     samples: int = 64,
     lr: float = 0.1,
     seed: int = 0,
-    init: str = "compiler",
+    init: str = "auto",
     local_search: int = 300,
     warm_start=None,
     max_nodes: int | None = None,
     chunk_steps: int = 0,
     stop=None,
+    time_limit_s: float | None = 60.0,
     **options,
 ) -> SolveResult:
     """Single-graph entry of :func:`solve_batch` (B = 1); ``warm_start`` is indexed by node id.
@@ -890,6 +931,13 @@ def solve_gumbel(
     the call in progress. ``info["chunks_run"]`` says how many chunks ran. ``chunk_steps=0``: one call (``stop``
     unused).
 
+    ``init``: one of :data:`ENTRY_INITS` (ignored with a ``warm_start``). ``time_limit_s`` (None: no limit): the run
+    stops at its next look at the clock past that many seconds from the call and returns its best schedule so far;
+    when :func:`estimated_seconds` says the whole run would not fit, it runs in chunks of
+    :data:`LIMITED_CHUNK_STEPS` steps (a run estimated to fit is one call, as without a limit, and may overrun on a
+    loaded machine). The local search runs only if its estimate fits in the time left. ``info["time_limited"]``:
+    the run was chunked for the limit.
+
     Extra ``options`` (fields of :class:`GumbelConfig`: ``tau_start``, ``tau_end``, ``beta``, ``init_scale``,
     ``sampler``, ``restart_every``, ``cut_alpha``, ``particles``) pass through. The result is a
     heuristic: ``optimal`` and ``gap`` are None.
@@ -898,20 +946,40 @@ def solve_gumbel(
         raise ValueError(
             f"gumbel: {graph.num_nodes} nodes > max_nodes {max_nodes}; raise max_nodes (or set it to null) to run it"
         )
+    started = time.perf_counter()
+    if init not in ENTRY_INITS:
+        raise ValueError(f"gumbel: unknown init {init!r}; choose one of {', '.join(ENTRY_INITS)}")
+    if time_limit_s is not None and not float(time_limit_s) > 0:
+        raise ValueError(f"gumbel: need time_limit_s > 0 or null, got {time_limit_s}")
+    if chunk_steps < 0:
+        raise ValueError(f"gumbel: need chunk_steps >= 0, got {chunk_steps}")
     padded = pad_graph(graph)
     batch = jax.tree.map(lambda x: jnp.asarray(x)[None], padded)
+    dense_max_nodes = int(options.get("dense_max_nodes", DENSE_MAX_NODES))
+    if init == "auto":
+        init = "contiguous" if padded.params.shape[-1] > dense_max_nodes else "compiler"
     warm = None
     if warm_start is not None:
         warm_arr = np.asarray(warm_start)
         if warm_arr.shape != (graph.num_nodes,):
             raise ValueError(f"warm_start has shape {warm_arr.shape}, expected ({graph.num_nodes},)")
         warm = to_position_order(padded, warm_arr)[None]
-    if chunk_steps < 0:
-        raise ValueError(f"gumbel: need chunk_steps >= 0, got {chunk_steps}")
+    elif init == "contiguous":
+        from respect_jax.solvers.partitioners import solve_contiguous
+
+        warm = to_position_order(padded, solve_contiguous(graph, hw, objective, lam).assignment)[None]
+    time_limited = False
+    if time_limit_s is not None:
+        limit = StopSignal(started + float(time_limit_s))
+        stop = limit if stop is None else _Earliest(stop, limit)
+        if chunk_steps == 0 and steps > 0:
+            est = estimated_seconds(graph, hw.stages, steps, samples, local_search, 0, dense_max_nodes)
+            if est["start"] + est["steps"] + est["local_search"] > float(time_limit_s):
+                chunk_steps, time_limited = min(LIMITED_CHUNK_STEPS, int(steps)), True
     chunked = {}
     if chunk_steps > 0 and steps > 0:
-        config = replace(GumbelConfig(), steps=int(chunk_steps), samples=samples, lr=lr, init=init,
-                         local_search=local_search, **options)
+        config = replace(GumbelConfig(), steps=int(chunk_steps), samples=samples, lr=lr,
+                         init="uniform" if init == "uniform" else "compiler", local_search=local_search, **options)
         config.check()
         if warm is None:  # the first chunk starts from the initial schedule as the later ones from the best
             warm = _initial_schedule(jax.tree.map(lambda x: x[0], batch), hw, init, None)[None]
@@ -921,8 +989,9 @@ def solve_gumbel(
                                                             config, -(-int(steps) // int(chunk_steps)), warm, stop)
     else:
         assignment, objective_val = solve_batch(
-            batch, hw, objective, lam, jax.random.PRNGKey(seed),
-            steps=steps, samples=samples, lr=lr, init=init, local_search=local_search, warm_start=warm, **options,
+            batch, hw, objective, lam, jax.random.PRNGKey(seed), steps=steps, samples=samples, lr=lr,
+            init="uniform" if init == "uniform" else "compiler", local_search=local_search, warm_start=warm,
+            **options,
         )  # fmt: skip
     result = to_original_order(padded, np.asarray(assignment[0]))
     info = {
@@ -930,8 +999,10 @@ def solve_gumbel(
         "steps": steps,
         "samples": samples,
         "lr": lr,
-        "init": init,
+        "init": init if warm_start is None else "warm_start",
         "local_search": local_search,
+        "time_limit_s": time_limit_s,
+        "time_limited": time_limited,
         **chunked,
     }
     if not math.isfinite(info["objective_reported"]):
