@@ -114,8 +114,12 @@ INITS = ("compiler", "uniform")
 #: sparse path, i.e. above ``dense_max_nodes`` padded nodes, where 100 steps from the compiler split do not reach it;
 #: ``compiler`` below).
 ENTRY_INITS = (*INITS, "contiguous", "auto")
-#: Steps per compiled call when a ``time_limit_s`` run is estimated not to fit in one call (:func:`solve_gumbel`).
+#: Steps per compiled call when a ``time_limit_s`` run is chunked (:func:`solve_gumbel`).
 LIMITED_CHUNK_STEPS = 10
+#: A ``time_limit_s`` run is chunked when the estimate of its steps and local search (:func:`estimated_seconds`,
+#: compilation left out, so that the choice, and the schedule, do not depend on the cache or the load) exceeds this
+#: share of the limit: the rest is left for compilation (15-40 s cold at 1,000-10,000 nodes) and a shared CPU.
+LIMITED_SHARE = 0.25
 
 #: Number of times each jitted function was traced (a test checks one compilation per shape).
 TRACE_COUNTER: Counter = Counter()
@@ -933,10 +937,10 @@ def solve_gumbel(
 
     ``init``: one of :data:`ENTRY_INITS` (ignored with a ``warm_start``). ``time_limit_s`` (None: no limit): the run
     stops at its next look at the clock past that many seconds from the call and returns its best schedule so far;
-    when :func:`estimated_seconds` says the whole run would not fit, it runs in chunks of
-    :data:`LIMITED_CHUNK_STEPS` steps (a run estimated to fit is one call, as without a limit, and may overrun on a
-    loaded machine). The local search runs only if its estimate fits in the time left. ``info["time_limited"]``:
-    the run was chunked for the limit.
+    when :func:`estimated_seconds` puts its steps and local search above :data:`LIMITED_SHARE` of the limit, it runs
+    in chunks of :data:`LIMITED_CHUNK_STEPS` steps (any other run is one call, as without a limit: the same schedule,
+    and it may overrun on a loaded machine). The local search runs only if its estimate fits in the time left.
+    ``info["time_limited"]``: the run was chunked for the limit.
 
     Extra ``options`` (fields of :class:`GumbelConfig`: ``tau_start``, ``tau_end``, ``beta``, ``init_scale``,
     ``sampler``, ``restart_every``, ``cut_alpha``, ``particles``) pass through. The result is a
@@ -974,7 +978,7 @@ def solve_gumbel(
         stop = limit if stop is None else _Earliest(stop, limit)
         if chunk_steps == 0 and steps > 0:
             est = estimated_seconds(graph, hw.stages, steps, samples, local_search, 0, dense_max_nodes)
-            if est["start"] + est["steps"] + est["local_search"] > float(time_limit_s):
+            if est["steps"] + est["local_search"] > LIMITED_SHARE * float(time_limit_s):
                 chunk_steps, time_limited = min(LIMITED_CHUNK_STEPS, int(steps)), True
     chunked = {}
     if chunk_steps > 0 and steps > 0:
