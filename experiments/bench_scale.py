@@ -44,8 +44,12 @@ def graph_config(size: int, family: str) -> GeneratorConfig:
     return GeneratorConfig(**base)
 
 
-def _child(queue, cfg: dict, seed: int, name: str, hw: dict, objective: str, solver: str, options: dict) -> None:
-    """Run one method in this fresh process and put its record (or the error) on ``queue``."""
+def _child(queue, cfg: dict, seed: int, name: str, hw: dict, objective: str, solver: str, options: dict,
+           cache: str | None = None, warm: tuple = ()) -> None:
+    """Run one method in this fresh process and put its record (or the error) on ``queue``. ``cache``: the executable
+    cache folder (None: compiled in memory only, the cold first call); ``warm``: ``(seed, solvers)``, run each of
+    those solvers first, unrecorded, in a process of its own, on the graph of that seed (same size and family) with
+    this cache, so that the measured run is a user's later call on a warm cache."""
     import resource
 
     import numpy as np
@@ -55,8 +59,19 @@ def _child(queue, cfg: dict, seed: int, name: str, hw: dict, objective: str, sol
     from respect_jax.solvers import run_solver
 
     try:
-        if solver in ("policy", "auto"):
+        if cache is not None:
+            from respect_jax.compile_cache import enable_compilation_cache
+
+            enable_compilation_cache(cache)
+        if solver in ("policy", "auto") or warm:
             import respect_jax.policy.solver  # noqa: F401  (registers the learned solver)
+        if warm:  # the warm-up call: run and put nothing but a note on the queue
+            other = generate_numpy(GeneratorConfig(**cfg), np.random.default_rng(warm[0]), name=f"{name}_warmup")
+            for s in warm[1]:
+                run_solver(s, other, hardware_from_dict(hw), objective, 1.0,
+                           **(options if s == solver else {}))
+            queue.put({"status": "warm"})
+            return
         graph = generate_numpy(GeneratorConfig(**cfg), np.random.default_rng(seed), name=name)
         start = time.perf_counter()
         result = run_solver(solver, graph, hardware_from_dict(hw), objective, 1.0, **options)
@@ -73,11 +88,13 @@ def _child(queue, cfg: dict, seed: int, name: str, hw: dict, objective: str, sol
 
 
 def run_method(cfg: GeneratorConfig, seed: int, name: str, hw: dict, objective: str, solver: str, options: dict,
-               limit_s: float) -> dict:
-    """One method on one graph in a fresh process, killed after ``limit_s`` seconds."""
+               limit_s: float, cache: str | None = None, warm: tuple = ()) -> dict:
+    """One method on one graph in a fresh process, killed after ``limit_s`` seconds (``cache``, ``warm``:
+    :func:`_child`'s)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(queue, asdict(cfg), seed, name, hw, objective, solver, options))
+    proc = ctx.Process(target=_child, args=(queue, asdict(cfg), seed, name, hw, objective, solver, options, cache,
+                                            warm))
     start = time.perf_counter()
     proc.start()
     try:
@@ -150,6 +167,14 @@ def main() -> None:
     parser.add_argument("--hardware", default="coral_usb")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="output stem (writes .md, .json, .png)")
+    parser.add_argument("--warm-cache", default=None,
+                        help="executable cache folder: before each measured run, a process of its own runs "
+                             "--warm-solvers on a graph of another seed (same size and family) with this cache, and "
+                             "the measured run uses it too (a user's later call; method names get '_warm'); "
+                             "default: no cache, each run compiles what it needs (a cold first call)")
+    parser.add_argument("--warm-solvers", default="policy,auto",
+                        help="comma list of the solvers of the warm-up process (auto with the method's options)")
+    parser.add_argument("--warm-seed-offset", type=int, default=500, help="the warm-up graph's seed = seed + this")
     args = parser.parse_args()
     hw_base = yaml.safe_load((ROOT / "conf" / "hardware" / f"{args.hardware}.yaml").read_text())
     table = methods([float(b) for b in args.budgets.split(",")], args.reference_s)
@@ -171,9 +196,17 @@ def main() -> None:
                         group = []
                         for method in chosen:
                             solver, options, limit = table[method]
-                            rec = run_method(cfg, seed, name, hw, objective, solver, options, limit)
+                            label = method
+                            if args.warm_cache:
+                                warmup = run_method(cfg, seed, name, hw, objective, solver, options, 2 * limit,
+                                                    args.warm_cache,
+                                                    (seed + args.warm_seed_offset, args.warm_solvers.split(",")))
+                                if warmup["status"] != "warm":
+                                    print(f"{name} K={k} {objective} {method}: warm-up {warmup}", flush=True)
+                                label = f"{method}_warm"
+                            rec = run_method(cfg, seed, name, hw, objective, solver, options, limit, args.warm_cache)
                             rec.update(graph=name, size=size, family=family, stages=k, objective_name=objective,
-                                       method=method)
+                                       method=label)
                             group.append(rec)
                             print(f"{name} K={k} {objective} {method}: {rec['status']} "
                                   f"{rec.get('objective', float('nan')):.6g} {rec.get('time_s', 0):.1f}s "

@@ -1,4 +1,4 @@
-"""Choosing the latency rebalancing cycles (``ls_rebalance``, :mod:`respect_jax.policy.rebalance`) on validation graphs
+"""Choosing the latency rebalancing cycles (``ls_rebalance``, :mod:`respect_jax.solvers.rebalance`) on validation graphs
 only.
 
 For every case of ``--cases`` (JSON lines with ``path``, ``K``, optional ``sram`` (an ``sram_bytes`` override; null:

@@ -1,4 +1,4 @@
-"""Latency rebalancing (respect_jax/rebalance.py) against the loop reference evaluator and brute force."""
+"""Latency rebalancing (respect_jax/solvers/rebalance.py) against the loop reference evaluator and brute force."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from conftest import make_hw, random_graphs, random_valid_schedule
 
 from respect_jax.graphs.graph import has_unique_order
 from respect_jax.local_search import objectives_np, refine_boundaries
-from respect_jax.policy.rebalance import (
+from respect_jax.reference import reference_metrics, reference_objective
+from respect_jax.solvers.rebalance import (
     leximax_less,
     refine_leximax,
     resplit,
     stage_major_orders,
     stage_times_np,
 )
-from respect_jax.reference import reference_metrics, reference_objective
 
 
 def test_stage_times_equal_the_reference_evaluator():

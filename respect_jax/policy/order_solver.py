@@ -44,6 +44,7 @@ from respect_jax.policy.order import (
 )
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
+from respect_jax.solvers.rebalance import rebalance_many
 from respect_jax.solvers.stopping import Stopped
 
 DEFAULT_ORDER_CHECKPOINT = data_path("checkpoints", "order_policy")
@@ -82,14 +83,14 @@ def boundary_rounds(local_search: int, ls_moves: str, ls_boundaries: int | None)
     return int(ls_boundaries)
 
 
-#: cycles of :func:`_rebalance` after the re-cuts by objective (``ls_rebalance`` None), chosen on validation graphs only
-#: (``experiments/results/latency_rebalance_val.md``)
+#: cycles of :func:`~respect_jax.solvers.rebalance.rebalance_many` after the re-cuts by objective (``ls_rebalance``
+#: None), chosen on validation graphs only (``experiments/results/latency_rebalance_val.md``)
 REBALANCE_CYCLES = {"latency": 1, "paper": 0}
 
 
 def rebalance_cycles(objective: str, boundaries: int, ls_rebalance: int | None) -> int:
-    """Cycles of :func:`_rebalance`: ``ls_rebalance``, or when None :data:`REBALANCE_CYCLES` of the objective; always 0
-    without the re-cuts (``boundaries`` 0)."""
+    """Cycles of :func:`~respect_jax.solvers.rebalance.rebalance_many`: ``ls_rebalance``, or when None
+    :data:`REBALANCE_CYCLES` of the objective; always 0 without the re-cuts (``boundaries`` 0)."""
     if int(boundaries) <= 0:
         return 0
     return REBALANCE_CYCLES[objective] if ls_rebalance is None else int(ls_rebalance)
@@ -105,8 +106,8 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
     (:func:`respect_jax.local_search.refine_boundaries`, never worse) and, where they changed the schedule, the
     polish again. ``stop()`` (optional) is looked at before each of those steps (and between the re-cuts'
     boundaries): once True the steps left are skipped and ``info['stopped']`` names the first one skipped. Then
-    ``rebalance`` cycles of :func:`_rebalance` from that schedule (with the re-cuts only; ``info['rebalanced']``: the
-    cycles that improved it; never worse)."""
+    ``rebalance`` cycles of :func:`~respect_jax.solvers.rebalance.rebalance_many` from that schedule (with the
+    re-cuts only; ``info['rebalanced']``: the cycles that improved it; never worse)."""
     decoded = decode_many(graphs, hw, objective, lam, scores, int(samples), float(noise), [seed] * len(graphs))
     label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
     assignments = [assignment for assignment, _, _ in decoded]
@@ -137,7 +138,7 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
     cycles = [0] * len(graphs)
     more = int(rebalance)
     if int(local_search) > 0 and int(boundaries) > 0 and more > 0 and stopped is None:
-        assignments, cycles = _rebalance(graphs, hw, objective, lam, assignments, int(local_search), polish_options,
+        assignments, cycles = rebalance_many(graphs, hw, objective, lam, assignments, int(local_search), polish_options,
                                          int(boundaries), more, stop)
     out = []
     for assignment, (_, value, candidate), cut, cyc in zip(assignments, decoded, recut, cycles, strict=True):
@@ -150,69 +151,6 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
                 "candidate": candidate, "split_objective": value}
         out.append((assignment, info))
     return out
-
-
-def _rebalance_step(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray,
-                    boundaries: int) -> np.ndarray:
-    """One rebalancing step (no polish): ``boundaries`` rounds of re-cuts accepted by their sorted stage times
-    (``latency``: :func:`rebalance.refine_leximax`; ``paper``: by the objective,
-    :func:`respect_jax.local_search.refine_boundaries`), then :func:`rebalance.resplit`. Never worse."""
-    from respect_jax.policy.rebalance import refine_leximax, resplit
-
-    a = (refine_leximax(graph, hw, assignment, boundaries) if objective == "latency"
-         else refine_boundaries(graph, hw, objective, lam, assignment, boundaries))
-    return resplit(graph, hw, objective, lam, a)
-
-
-def _rebalance(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, assignments: list,
-               local_search: int, polish_options: dict, boundaries: int, cycles: int,
-               stop=None) -> tuple[list, list[int]]:
-    """(assignments, improving cycles per graph): up to ``cycles`` cycles per graph of ``boundaries`` rounds of
-    re-cuts accepted by their sorted stage times (``latency``: :func:`rebalance.refine_leximax`; ``paper``:
-    :func:`respect_jax.local_search.refine_boundaries`), the exact split of stage-major orders
-    (:func:`rebalance.resplit`) and the polish of what changed (all graphs' polishes together). A cycle is
-    kept when it lowers the objective, or under ``latency`` the sorted stage times (:func:`~rebalance.
-    leximax_less`); a graph stops at its first cycle that does neither. Never worse. ``stop()``: looked at before each
-    cycle."""
-    from respect_jax.local_search import objectives_np
-    from respect_jax.policy.rebalance import leximax_less, stage_times_np
-
-    def key(g: Graph, a: np.ndarray):
-        return (stage_times_np(g, a[None], hw)[0] if objective == "latency"
-                else float(objectives_np(g, a[None], hw, objective, lam)[0]))
-
-    def better(g: Graph, new, old) -> bool:
-        if objective == "latency":
-            return leximax_less(new, old)
-        return new < old * (1.0 - 1e-9)
-
-    out = list(assignments)
-    keys = [key(g, a) for g, a in zip(graphs, out, strict=True)]
-    improved = [0] * len(graphs)
-    active = list(range(len(graphs)))
-    for _ in range(int(cycles)):
-        if not active or (stop is not None and stop()):
-            break
-        moved, kept = {}, []
-        for i in active:
-            g = graphs[i]
-            a = _rebalance_step(g, hw, objective, lam, out[i], boundaries)
-            if not np.array_equal(a, out[i]):
-                moved[i] = a
-        if moved:
-            idx = list(moved)
-            again = polish_many([graphs[i] for i in idx], hw, objective, lam, [moved[i] for i in idx], local_search,
-                                **polish_options)
-            for i, a in zip(idx, again, strict=True):
-                new = key(graphs[i], a)
-                unpolished = key(graphs[i], moved[i])
-                if better(graphs[i], new, keys[i]) or better(graphs[i], unpolished, keys[i]):
-                    if not better(graphs[i], new, keys[i]):
-                        a, new = moved[i], unpolished
-                    out[i], keys[i], improved[i] = a, new, improved[i] + 1
-                    kept.append(i)
-        active = kept
-    return out, improved
 
 
 def _load(checkpoint: str | None):

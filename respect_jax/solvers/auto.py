@@ -38,6 +38,15 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    and the API do it). Running them beside the exact solver, not before it, keeps a cold JAX
    compilation from eating the exact solver's budget; the price is that the exact solver's hint is the
    contiguous split, not the members' schedules (which still win when they are better).
+3b. **The rebalancing of the contiguous line** (``rebalance``: cycles by objective, by default 8 under ``latency``
+   and none under ``paper``; graphs of at least ``rebalance_min_nodes`` nodes): before the contiguous split's
+   local search, the stage-boundary re-cuts and the rebalancing steps of :mod:`respect_jax.solvers.rebalance`
+   (leximax re-cuts, the exact re-split of stage-major orders: host NumPy, while the local search compiles in a
+   thread started after the split), then the local search, then cycles of re-cuts, re-splits and polish
+   (:func:`rebalance_until`: the order policy's decoding steps applied to the contiguous split), until
+   :data:`REBALANCE_SHARE` of the budget; each better schedule is offered as it comes
+   (``portfolio['contiguous+rebalance']``). The crossing bound then starts after this line, not beside it (both
+   are host Python work and share the interpreter).
 4. **Bound**: after the head start, the crossing bound of :mod:`respect_jax.solvers.bounds` (one downset per
    stage boundary: parametric minimum cuts first, then small CP-SAT problems where they pay) searches in a thread
    of its own until it settles, the deadline, or the exact solver's proof (``crossing_bound: false`` skips it).
@@ -62,7 +71,7 @@ import numpy as np
 
 from respect_jax.costs import OBJECTIVES, Hardware
 from respect_jax.graphs.graph import Graph, has_unique_order
-from respect_jax.local_search import polish
+from respect_jax.local_search import BOUNDARY_ROUNDS, compile_polish, polish, refine_boundaries
 from respect_jax.solvers.base import (
     OPTIMAL_RTOL,
     SolveResult,
@@ -74,6 +83,7 @@ from respect_jax.solvers.base import (
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
 from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
 from respect_jax.solvers.numpy_eval import objective_np
+from respect_jax.solvers.rebalance import rebalance_many, rebalance_step
 from respect_jax.solvers.stopping import Stopped, StopSignal
 
 #: Fast members accepted (``order_policy``: the order policy alone; ``policy`` runs it by default too).
@@ -114,6 +124,16 @@ CONTENTION = 2.0
 #: it gives up with its lower bound (when it proves the optimum nothing else runs after it). Its proofs on the
 #: generated validation graphs took at most 2.2 s of 10 at load ~8; the rest goes to the exact solver and bounds.
 LATTICE_SHARE = 0.3
+#: Cycles of the rebalancing of the contiguous split's polished schedule (:func:`rebalance_until`) by objective
+#: (``rebalance`` option): chosen on generated layered graphs of seeds of our own
+#: (``experiments/results/auto_rebalance_s26.md``).
+REBALANCE_CYCLES = {"latency": 8, "paper": 0}
+#: Smaller graphs are not rebalanced (``rebalance_min_nodes``): up to :data:`POLISH_CLOSURE_MAX_NODES` nodes the
+#: polish takes the precedence-closed moves, the exact solvers prove many such graphs, and the cold learned member
+#: that runs after the contiguous line won on the generated validation NAS graphs (150 nodes) in session 25.
+REBALANCE_MIN_NODES = 301
+#: Share of the budget after which the rebalancing stops (and the crossing bound, started after it, gets the rest).
+REBALANCE_SHARE = 0.6
 #: Members started early, in a thread of their own, right after the contiguous split (:func:`start_early`): the
 #: learned order policy, whose first call in a process compiles its forward pass and polish (1.6-3.5 s on a 150-node
 #: NAS graph, 3-14 s at 1,000-10,000 nodes on the 2-core CPU; 0.4-0.8 s with a warm persistent cache), so that its
@@ -252,6 +272,73 @@ def polish_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignm
     return best
 
 
+def rebalance_host(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, cycles: int,
+                   stop, offer=None) -> np.ndarray:
+    """int64[N]: ``assignment`` after the stage-boundary re-cuts (:func:`respect_jax.local_search.refine_boundaries`,
+    :data:`~respect_jax.local_search.BOUNDARY_ROUNDS` rounds) and up to ``cycles`` rebalancing steps
+    (:func:`respect_jax.solvers.rebalance.rebalance_step`: leximax re-cuts under ``latency``, the exact re-split of
+    stage-major orders) until one changes nothing or ``stop()``: host NumPy only, no compilation, so it runs while
+    the local search compiles. Each step's schedule is kept when it is not worse (a step that keeps the objective
+    lowers the sorted stage times) and passed to ``offer`` (optional). Never worse."""
+    best = np.asarray(assignment, np.int64)
+    value = objective_np(graph, best, hw, objective, lam)
+    if hw.stages < 2 or stop():
+        return best
+    current = refine_boundaries(graph, hw, objective, lam, best, BOUNDARY_ROUNDS, stop=stop)
+    for _ in range(int(cycles) + 1):
+        current_value = objective_np(graph, current, hw, objective, lam)
+        if current_value > value:
+            break
+        if not np.array_equal(current, best):
+            best, value = np.asarray(current, np.int64), current_value
+            if offer is not None:
+                offer(best)
+        if stop():
+            break
+        current = rebalance_step(graph, hw, objective, lam, best, BOUNDARY_ROUNDS)
+        if np.array_equal(current, best):
+            break
+    return best
+
+
+def rebalance_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int,
+                    cycles: int, stop, offer=None) -> tuple[np.ndarray, int]:
+    """(int64[N] schedule, improving cycles): the order policy's decoding steps after its polish, applied to
+    ``assignment``: the stage-boundary re-cuts (:func:`respect_jax.local_search.refine_boundaries`) and
+    :func:`polish_until` where they changed it, then up to ``cycles`` cycles of the rebalancing
+    (:func:`respect_jax.solvers.rebalance.rebalance_many`: leximax re-cuts under ``latency``, the exact re-split of
+    stage-major orders, ``moves`` single-node moves of polish). Stops at the first cycle that improves nothing or
+    once ``stop()``; each better schedule is passed to ``offer`` (optional) as it comes, so a caller that abandons
+    this at its deadline keeps them. Never worse."""
+    best = np.asarray(assignment, np.int64)
+    value = objective_np(graph, best, hw, objective, lam)
+
+    def keep(candidate: np.ndarray) -> None:
+        nonlocal best, value
+        candidate_value = objective_np(graph, candidate, hw, objective, lam)
+        if candidate_value <= value and not np.array_equal(candidate, best):
+            best, value = np.asarray(candidate, np.int64), candidate_value
+            if offer is not None:
+                offer(best)
+
+    if hw.stages < 2 or stop():
+        return best, 0
+    recut = refine_boundaries(graph, hw, objective, lam, best, BOUNDARY_ROUNDS, stop=stop)
+    if not np.array_equal(recut, best):
+        keep(polish_until(graph, hw, objective, lam, recut, moves, stop))
+    current, improved = best, 0
+    for _ in range(int(cycles)):
+        if stop():
+            break
+        (current,), (gain,) = rebalance_many([graph], hw, objective, lam, [current], int(moves), {"kind": "single"},
+                                             BOUNDARY_ROUNDS, 1, stop=stop)
+        if not gain:
+            break
+        improved += 1
+        keep(current)
+    return best, improved
+
+
 def _score(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray) -> float:
     """The member's objective in float64 NumPy (:mod:`respect_jax.solvers.numpy_eval`: no JAX compilation, so
     the first incumbent comes in milliseconds); ``run_solver`` re-scores the winner with the shared evaluator."""
@@ -308,6 +395,8 @@ def solve_auto(
     progress: bool = True,
     crossing_bound: bool = True,
     lattice_downsets: int = MAX_DOWNSETS,
+    rebalance: dict | None = None,
+    rebalance_min_nodes: int = REBALANCE_MIN_NODES,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -330,6 +419,10 @@ def solve_auto(
         lattice_downsets: after the contiguous split, the downset programme (:mod:`respect_jax.solvers.lattice`,
             :data:`LATTICE_SHARE` of the budget) keeping at most this many downsets per probe; a graph with a unique
             topological order is proven at once (the contiguous split is then optimal); 0: never.
+        rebalance: ``{objective: cycles}`` (missing objectives: :data:`REBALANCE_CYCLES`): after the contiguous
+            split's polish, the re-cuts and up to this many cycles of the rebalancing (:func:`rebalance_until`)
+            until :data:`REBALANCE_SHARE` of the budget; 0: none.
+        rebalance_min_nodes: no rebalancing on smaller graphs.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -340,6 +433,10 @@ def solve_auto(
     if unknown:
         raise ValueError(f"solver auto: unknown member(s) {', '.join(unknown)}; choose from {', '.join(FAST_MEMBERS)}")
     exact_name = choose_exact(exact)
+    rebalance = {**REBALANCE_CYCLES, **(rebalance or {})}
+    if set(rebalance) - set(OBJECTIVES) or any(int(c) < 0 for c in rebalance.values()):
+        raise ValueError(f"solver auto: rebalance must map objectives ({', '.join(OBJECTIVES)}) to cycles >= 0, "
+                         f"got {rebalance}")
     opts = {name: dict(o or {}) for name, o in (member_options or {}).items()}
     for name, o in opts.items():
         if name not in FAST_MEMBERS + EXACT:
@@ -416,6 +513,25 @@ def solve_auto(
 
     if "contiguous" in members:
         run_member("contiguous", {}, guarded=False)  # NumPy, O(K n log n): the incumbent every budget gets
+    cycles = int(rebalance[objective]) if "contiguous" in members and polish_moves > 0 else 0
+    if graph.num_nodes < int(rebalance_min_nodes) or has_unique_order(graph):
+        cycles = 0
+    if cycles > 0 and hw.stages > 1 and graph.num_nodes > POLISH_CLOSURE_MAX_NODES:
+        # the local search compiles (seconds at 1k-10k nodes) meanwhile: the contiguous line's polish waits less
+        warm = threading.Thread(target=compile_polish, args=(graph, hw, objective, lam, POLISH_CHUNK, "single"),
+                                name="auto-polish-compile", daemon=True)
+        warm.start()
+        jax_calls.append(warm)
+    rebalanced: dict = {}  # the contiguous line's rebalancing: its best objective and cycles
+
+    def rebalance_offer(a: np.ndarray) -> None:
+        rebalanced["objective"] = offer("contiguous+rebalance", a)
+
+    rebalance_end = start + REBALANCE_SHARE * float(time_budget_s)
+
+    def rebalance_stop() -> bool:
+        return signal() or time.perf_counter() >= rebalance_end
+
     early_stop = threading.Event()  # set when the downset programme proves the optimum: an early member stops
     early: dict[str, tuple[threading.Thread, dict, float]] = {}
 
@@ -566,9 +682,17 @@ def solve_auto(
         workers.append(thread)
         thread.join(timeout=max(min(float(head_start_s), deadline - time.perf_counter()), 0.0))
     # 3. the crossing bound in a thread until the deadline (or the exact solver's proof), searched up to the best
-    # objective so far
+    # objective so far; with the rebalancing on, once the contiguous line is done (its host work and the bound's
+    # share the interpreter: beside the bound the rebalancing ran 4x slower on a 10,000-node graph)
     bound_thread, bound_run = None, {}
-    if crossing_bound and best is not None and best_obj > bound * (1 + OPTIMAL_RTOL) and not exact_run.get("optimal"):
+
+    def start_bound() -> None:
+        nonlocal bound_thread
+        if bound_thread is not None or bound_run.get("started"):
+            return
+        bound_run["started"] = True
+        if not (crossing_bound and best is not None and best_obj > bound * (1 + OPTIMAL_RTOL) and not proved()):
+            return
         upper = best_obj
 
         def run_bound() -> None:
@@ -581,22 +705,58 @@ def solve_auto(
         bound_thread = threading.Thread(target=run_bound, name="auto-bound", daemon=True)
         bound_thread.start()
         workers.append(bound_thread)
+
+    if cycles <= 0:
+        start_bound()
+    def contiguous_line(split: np.ndarray, cycles: int) -> None:
+        """The contiguous split's local search (``contiguous+ls``) and, with ``cycles`` > 0, the rebalancing
+        (``contiguous+rebalance``): first on the host (:func:`rebalance_host`, while the local search compiles; the
+        polish then starts from its schedule), then with the polish in between (:func:`rebalance_until`), until the
+        deadline or a proof; every better schedule is offered as it comes."""
+        t0 = time.perf_counter()
+        start_from = split
+        if cycles > 0:
+            call = functools.partial(rebalance_host, graph, hw, objective, lam, split, cycles, rebalance_stop,
+                                     rebalance_offer)
+            done, out = run_until(call, deadline, "contiguous+rebalance", signal, workers)
+            if not done:
+                portfolio["contiguous+rebalance"] = {"stopped": "at the deadline (its schedules so far kept)"}
+                return
+            start_from = out
+        t1 = time.perf_counter()
+        call = functools.partial(polish_until, graph, hw, objective, lam, start_from, polish_moves, signal)
+        done, polished = run_until(call, deadline, "contiguous+ls", signal, workers)
+        if not done:
+            portfolio["contiguous+ls"] = {"abandoned": _late(t1, proved())}
+            if cycles > 0:
+                portfolio["contiguous+rebalance"] = {"time_s": t1 - t0}
+            return
+        value = offer("contiguous+ls", polished)
+        portfolio["contiguous+ls"] = {"objective": value, "time_s": time.perf_counter() - t1}
+        live.show("contiguous+ls", best_obj, winner, bound)
+        if cycles <= 0:
+            return
+        if proved() or best_obj <= bound * (1 + OPTIMAL_RTOL):
+            portfolio["contiguous+rebalance"] = {"time_s": t1 - t0}
+            return
+        call = functools.partial(rebalance_until, graph, hw, objective, lam, polished, polish_moves, cycles,
+                                 rebalance_stop, rebalance_offer)
+        done, out = run_until(call, deadline, "contiguous+rebalance", signal, workers)
+        entry = portfolio["contiguous+rebalance"] = {"time_s": time.perf_counter() - t0}
+        if done:
+            entry["cycles"] = out[1]
+        else:
+            entry["stopped"] = "at the deadline (its schedules so far kept)"
+        live.show("contiguous+rebalance", best_obj, winner, bound)
+
     # 4. the other fast members, concurrently (the local-search polish of the contiguous split first)
     for name in members:
         o = dict(opts.get(name, {}))
         reason = skip_reason(name, o)
         if name == "contiguous":
             if polish_moves > 0 and reason is None and best is not None:
-                t0 = time.perf_counter()
-                call = functools.partial(polish_until, graph, hw, objective, lam, schedules["contiguous"],
-                                         polish_moves, signal)
-                done, polished = run_until(call, deadline, "contiguous+ls", signal, workers)
-                if not done:
-                    portfolio["contiguous+ls"] = {"abandoned": _late(t0, proved())}
-                    continue
-                value = offer("contiguous+ls", polished)
-                portfolio["contiguous+ls"] = {"objective": value, "time_s": time.perf_counter() - t0}
-                live.show("contiguous+ls", best_obj, winner, bound)
+                contiguous_line(schedules["contiguous"], cycles)
+            start_bound()
             continue
         if name in early:  # running since the start (:func:`start_early`); collected at the end
             continue
@@ -604,6 +764,7 @@ def solve_auto(
             portfolio[name] = {"skipped": reason}
             continue
         run_member(name, o)
+    start_bound()  # when the contiguous line did not run
     # 5. wait for the exact solver and the bound until the deadline (or the proof), stop every worker, join them
     for t in (thread, bound_thread, *(e[0] for e in early.values())):
         if t is not None:
@@ -618,6 +779,8 @@ def solve_auto(
             abandon(t)
     for name in early:
         portfolio[name] = early_entry(name)
+    if "contiguous+rebalance" in portfolio and "objective" in rebalanced:  # its schedules offered as they came
+        portfolio["contiguous+rebalance"]["objective"] = rebalanced["objective"]
     if bound_thread is not None:
         if "error" in bound_run:
             raise bound_run["error"]

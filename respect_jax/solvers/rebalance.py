@@ -1,4 +1,5 @@
-"""Latency rebalancing after the stage-boundary re-cuts (host NumPy; ``solver=policy``'s default decoding).
+"""Latency rebalancing after the stage-boundary re-cuts (host NumPy; ``solver=policy``'s default decoding and, under
+``latency``, ``solver=auto``'s contiguous member: :mod:`respect_jax.solvers.auto`).
 
 Under ``latency`` the objective is the largest stage time ``max_k T_k``, and the re-cuts of
 :func:`respect_jax.local_search.refine_boundaries` take a re-split of two adjacent stages only when it lowers that
@@ -13,12 +14,14 @@ does not lower the maximum, so it is never taken. Two steps move such schedules 
   stage-major topological orders of the schedule (stage first, then SPEC position; stage first, then the longest path
   to a sink, longest first): the schedule is one of those splits, and the programme moves every boundary at once.
 
-``rebalance_cycles`` rounds of both, with the polish in between, run in
-:func:`respect_jax.policy.order_solver._decode`; chosen on validation graphs only
-(``experiments/results/latency_rebalance_val.md``).
+:func:`rebalance_many` runs cycles of both (:func:`rebalance_step`) with the polish in between; the order policy's
+decoding (:func:`respect_jax.policy.order_solver._decode`, ``ls_rebalance`` cycles, chosen on validation graphs only:
+``experiments/results/latency_rebalance_val.md``) and ``solver=auto`` (``rebalance`` cycles) call it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -31,6 +34,8 @@ from respect_jax.local_search import (
     _loads_np,
     boundary_candidates,
     objectives_np,
+    polish_many,
+    refine_boundaries,
 )
 from respect_jax.solvers.partitioners import contiguous_assignment, contiguous_search
 
@@ -132,3 +137,60 @@ def resplit(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: 
             best, value = cand, v
     return best
 
+
+def rebalance_step(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray,
+                   boundaries: int) -> np.ndarray:
+    """One rebalancing step (no polish): ``boundaries`` rounds of re-cuts accepted by their sorted stage times
+    (``latency``: :func:`refine_leximax`; ``paper``: by the objective,
+    :func:`respect_jax.local_search.refine_boundaries`), then :func:`resplit`. Never worse."""
+    a = (refine_leximax(graph, hw, assignment, boundaries) if objective == "latency"
+         else refine_boundaries(graph, hw, objective, lam, assignment, boundaries))
+    return resplit(graph, hw, objective, lam, a)
+
+
+def rebalance_many(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, assignments: list,
+                   local_search: int, polish_options: dict, boundaries: int, cycles: int,
+                   stop: Callable[[], bool] | None = None) -> tuple[list, list[int]]:
+    """(assignments, improving cycles per graph): up to ``cycles`` cycles per graph of ``boundaries`` rounds of
+    re-cuts accepted by their sorted stage times (``latency``: :func:`refine_leximax`; ``paper``:
+    :func:`respect_jax.local_search.refine_boundaries`), the exact split of stage-major orders
+    (:func:`resplit`) and the polish of what changed (all graphs' polishes together). A cycle is
+    kept when it lowers the objective, or under ``latency`` the sorted stage times (:func:`leximax_less`); a graph
+    stops at its first cycle that does neither. Never worse. ``stop()``: looked at before each cycle."""
+
+    def key(g: Graph, a: np.ndarray):
+        return (stage_times_np(g, a[None], hw)[0] if objective == "latency"
+                else float(objectives_np(g, a[None], hw, objective, lam)[0]))
+
+    def better(g: Graph, new, old) -> bool:
+        if objective == "latency":
+            return leximax_less(new, old)
+        return new < old * (1.0 - 1e-9)
+
+    out = list(assignments)
+    keys = [key(g, a) for g, a in zip(graphs, out, strict=True)]
+    improved = [0] * len(graphs)
+    active = list(range(len(graphs)))
+    for _ in range(int(cycles)):
+        if not active or (stop is not None and stop()):
+            break
+        moved, kept = {}, []
+        for i in active:
+            g = graphs[i]
+            a = rebalance_step(g, hw, objective, lam, out[i], boundaries)
+            if not np.array_equal(a, out[i]):
+                moved[i] = a
+        if moved:
+            idx = list(moved)
+            again = polish_many([graphs[i] for i in idx], hw, objective, lam, [moved[i] for i in idx], local_search,
+                                **polish_options)
+            for i, a in zip(idx, again, strict=True):
+                new = key(graphs[i], a)
+                unpolished = key(graphs[i], moved[i])
+                if better(graphs[i], new, keys[i]) or better(graphs[i], unpolished, keys[i]):
+                    if not better(graphs[i], new, keys[i]):
+                        a, new = moved[i], unpolished
+                    out[i], keys[i], improved[i] = a, new, improved[i] + 1
+                    kept.append(i)
+        active = kept
+    return out, improved
