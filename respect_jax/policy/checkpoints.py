@@ -163,9 +163,11 @@ def load_policy(path: str | Path, step: int | None = None) -> tuple[SchedulingPo
     """The trained policy of a run folder and its network document (hardware, objective, lam, step).
 
     ``path`` may be the run folder, its ``checkpoints`` folder or one step folder of it (that step
-    is then loaded).
+    is then loaded). The untrained network the parameters are restored into is built abstractly (``nnx.eval_shape``:
+    shapes only), so loading runs no random initialisation (one small compilation per parameter shape in a fresh
+    process), what ``solver=policy``'s step-policy checkpoints load through.
     """
-    return load_network(path, step, read_network, build_policy)
+    return load_network(path, step, read_network, lambda doc: nnx.eval_shape(lambda: build_policy(doc)))
 
 
 def load_network(

@@ -73,14 +73,12 @@ STEP_DEFAULT_SAMPLES = 64
 
 @functools.lru_cache(maxsize=8)
 def _load(checkpoint: str):
-    """(policy, network document) of a run folder. The untrained network the parameters are restored into is
-    built abstractly (``nnx.eval_shape``: shapes only), so loading runs no random initialisation (34 jitted
-    initialisers, over 1 s of a CPU command's start)."""
-    from flax import nnx
+    """(policy, network document) of a run folder (:func:`respect_jax.policy.checkpoints.load_policy`: built
+    abstractly, so loading runs no random initialisation: 34 jitted initialisers, over 1 s of a CPU command's
+    start)."""
+    from respect_jax.policy.checkpoints import load_policy
 
-    from respect_jax.policy.checkpoints import build_policy, load_network, read_network
-
-    return load_network(checkpoint, None, read_network, lambda doc: nnx.eval_shape(lambda: build_policy(doc)))
+    return load_policy(checkpoint)
 
 
 @functools.lru_cache(maxsize=32)
@@ -279,6 +277,8 @@ def _route(
     ls_escapes: int | None = None,
     ls_boundaries: int | None = None,
     ls_rebalance: int | None = None,
+    ls_window: int | None = None,
+    ls_window_limit: float | None = None,
     pair_escapes: int = 0,
     pair_candidates: int = 1,
     threads: int | None = None,
@@ -309,11 +309,14 @@ def _route(
             "ls_moves": ORDER_DEFAULT_LS_MOVES if ls_moves is None else ls_moves,
             "ls_screen": ORDER_DEFAULT_LS_SCREEN if ls_screen is None else int(ls_screen),
             "ls_escapes": ORDER_DEFAULT_LS_ESCAPES if ls_escapes is None else int(ls_escapes),
-            "ls_boundaries": ls_boundaries, "ls_rebalance": ls_rebalance,
+            "ls_boundaries": ls_boundaries, "ls_rebalance": ls_rebalance, "ls_window": ls_window,
+            "ls_window_limit": ls_window_limit,
             **({} if threads is None else {"threads": threads})}
-    if any(x is not None for x in (ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance, threads)):
-        raise ValueError("ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance and threads need an "
-                         "order-policy checkpoint; the step policy takes local_search and pair_escapes")
+    if any(x is not None for x in (ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance, ls_window,
+                                   ls_window_limit, threads)):
+        raise ValueError("ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance, ls_window, ls_window_limit "
+                         "and threads need an order-policy checkpoint; the step policy takes local_search and "
+                         "pair_escapes")
     local_search = 0 if local_search is None else local_search
     return solve_step_policy, {
         "checkpoint": str(path), "decoding": decoding or "greedy",
