@@ -239,8 +239,8 @@ def test_registered_solver_and_warm_start():
 
 def test_contiguous_start_and_auto_init():
     """``init="contiguous"`` starts from the exact contiguous split (with no steps and no local search the result is
-    that split's objective); ``init="auto"`` takes the compiler split on the dense path and the contiguous split on
-    the sparse one (above ``dense_max_nodes`` padded nodes)."""
+    that split's objective); ``init="auto"`` takes the compiler split up to ``AUTO_CONTIGUOUS_MIN_NODES`` nodes and
+    the contiguous split above (the threshold lowered here to the test graph's size)."""
     graph = random_graphs(1, seed=21, min_nodes=40, max_nodes=60)[0]  # padded to 64 nodes
     hw = make_hw(4)
     none = dict(steps=0, samples=1, local_search=0)
@@ -252,8 +252,10 @@ def test_contiguous_start_and_auto_init():
         assert np.isclose(got["objective"], cont, rtol=1e-5) and got["info"]["init"] == "contiguous"
         dense = run_solver("gumbel", graph, hw, objective, init="auto", **none)
         assert dense["info"]["init"] == "compiler" and np.isclose(dense["objective"], comp, rtol=1e-5)
-        sparse = run_solver("gumbel", graph, hw, objective, init="auto", dense_max_nodes=32, **none)
-        assert sparse["info"]["init"] == "contiguous" and np.isclose(sparse["objective"], cont, rtol=1e-5)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(gumbel, "AUTO_CONTIGUOUS_MIN_NODES", graph.num_nodes - 1)
+            big = run_solver("gumbel", graph, hw, objective, init="auto", **none)
+        assert big["info"]["init"] == "contiguous" and np.isclose(big["objective"], cont, rtol=1e-5)
     with pytest.raises(ValueError, match="unknown init"):
         run_solver("gumbel", graph, hw, "paper", init="nope")
 
