@@ -397,6 +397,7 @@ def solve_auto(
     lattice_downsets: int = MAX_DOWNSETS,
     rebalance: dict | None = None,
     rebalance_min_nodes: int = REBALANCE_MIN_NODES,
+    warm_polish: bool | None = None,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -423,6 +424,9 @@ def solve_auto(
             split's polish, the re-cuts and up to this many cycles of the rebalancing (:func:`rebalance_until`)
             until :data:`REBALANCE_SHARE` of the budget; 0: none.
         rebalance_min_nodes: no rebalancing on smaller graphs.
+        warm_polish: compile the contiguous line's single-node polish in a thread right after the split (graphs of
+            more than :data:`POLISH_CLOSURE_MAX_NODES` nodes), beside the downset programme and the exact solver's
+            head start; None: when the line is rebalanced.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -516,7 +520,9 @@ def solve_auto(
     cycles = int(rebalance[objective]) if "contiguous" in members and polish_moves > 0 else 0
     if graph.num_nodes < int(rebalance_min_nodes) or has_unique_order(graph):
         cycles = 0
-    if cycles > 0 and hw.stages > 1 and graph.num_nodes > POLISH_CLOSURE_MAX_NODES:
+    warm_up = cycles > 0 if warm_polish is None else bool(warm_polish)
+    if (warm_up and "contiguous" in members and polish_moves > 0 and hw.stages > 1
+            and graph.num_nodes > POLISH_CLOSURE_MAX_NODES and not has_unique_order(graph)):
         # the local search compiles (seconds at 1k-10k nodes) meanwhile: the contiguous line's polish waits less
         warm = threading.Thread(target=compile_polish, args=(graph, hw, objective, lam, POLISH_CHUNK, "single"),
                                 name="auto-polish-compile", daemon=True)
