@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from respect_jax.costs import evaluate_assignment
 from respect_jax.env import SchedulingEnv
-from respect_jax.graphs import GeneratorConfig, make_jax_generator, pad_graph, stack_graphs, to_original_order
+from respect_jax.graphs import GeneratorConfig, generate_numpy, pad_graph, stack_graphs, to_original_order
 from respect_jax.policy.config import PolicyConfig
 from respect_jax.policy.decoding import MULTI_STRATEGIES, Decoding, make_decoder
 from respect_jax.policy.features import features, graph_statics
@@ -34,7 +34,7 @@ from respect_jax.policy.state import (
     stage_sums_before,
     step_quantities,
 )
-from respect_jax.reference import reference_metrics
+from respect_jax.reference import reference_metrics, reference_objective
 
 SMALL = dict(width=16, decoder_width=16, layers=1, decoder_layers=1, heads=2)
 SHAPE = (32, 256, 8)  # one padded bucket for the random graphs of these tests
@@ -45,8 +45,12 @@ def small_policy(seed: int = 0, **overrides) -> SchedulingPolicy:
 
 
 def generated(mode: str, count: int, seed: int, lo: int = 5, hi: int = 30):
-    gen = make_jax_generator(GeneratorConfig(mode=mode, min_nodes=lo, max_nodes=hi))
-    return jax.vmap(gen)(jax.random.split(jax.random.PRNGKey(seed), count))
+    """``count`` graphs of ``mode`` drawn with NumPy, padded to :data:`SHAPE` (one bucket for every test here: the same
+    compiled programs where the network and batch agree, and no generator to compile; the JAX generator has its own
+    tests)."""
+    rng = np.random.default_rng(seed)
+    cfg = GeneratorConfig(mode=mode, min_nodes=lo, max_nodes=hi)
+    return stack_graphs([generate_numpy(cfg, rng, name=f"{mode}{i}") for i in range(count)], SHAPE)
 
 
 @pytest.mark.parametrize(
@@ -167,8 +171,8 @@ def test_dense_and_segment_aggregation_agree(encoder):
     """Both message-passing implementations (adjacency matmuls, jraph segment ops) give the same embeddings."""
     graphs = generated("respect", 3, seed=5)
     model = small_policy(encoder=encoder, layers=2)
-    h_dense, g_dense = model.encode(graphs, aggregation="dense")
-    h_seg, g_seg = model.encode(graphs, aggregation="segment")
+    h_dense, g_dense = nnx.jit(lambda m, x: m.encode(x, aggregation="dense"))(model, graphs)
+    h_seg, g_seg = nnx.jit(lambda m, x: m.encode(x, aggregation="segment"))(model, graphs)
     np.testing.assert_allclose(h_dense, h_seg, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(g_dense, g_seg, rtol=1e-4, atol=1e-5)
 
@@ -184,8 +188,13 @@ def test_decoders_encode_with_segment_ops_and_schedule_like_the_dense_encoder():
     model = small_policy(layers=2, cut_heads=2, aggregation="dense")
     run, params = make_decoder(model, hw, "paper", 1.0, Decoding("greedy"))
     out = run(params, graphs, jax.random.PRNGKey(0))
-    h, g = model.encode(graphs, aggregation="dense")
-    dense = rollout(model, graphs, h, g, hw, "paper", 1.0, jax.random.PRNGKey(0), 1, True)[:, 0]
+
+    @nnx.jit
+    def dense_greedy(m, graphs):
+        h, g = m.encode(graphs, aggregation="dense")
+        return rollout(m, graphs, h, g, hw, "paper", 1.0, jax.random.PRNGKey(0), 1, True)[:, 0]
+
+    dense = dense_greedy(model, graphs)
     np.testing.assert_array_equal(out.stage, dense)
     obj, valid = schedule_objectives(graphs, dense[:, None], hw, "paper", 1.0)
     assert bool(jnp.all(valid))
@@ -223,7 +232,8 @@ def decoder_for(k: int, strategy: str, objective: str):
 @settings(max_examples=16, deadline=None)
 @given(seed=st.integers(0, 10_000), combo=st.sampled_from(COMBOS))
 def test_every_decoding_strategy_yields_valid_schedules(seed, combo):
-    """Property: any graph, K, strategy: a valid schedule whose objective is the shared evaluator's."""
+    """Property: any graph, K, strategy: a valid schedule whose objective is the NumPy reference evaluator's (plain
+    loops; the shared JAX evaluator equals it in test_costs and compiles once per graph bucket and K)."""
     k, strategy, objective = combo
     graphs = random_graphs(4, seed=seed, min_nodes=1, max_nodes=30)
     batch = stack_graphs(graphs, SHAPE)
@@ -236,9 +246,8 @@ def test_every_decoding_strategy_yields_valid_schedules(seed, combo):
         assert assignment.min() >= 0 and assignment.max() < k
         for u, v in graph.edges:
             assert assignment[u] <= assignment[v]
-        ref = evaluate_assignment(graph, assignment, hw, objective)
-        assert ref["valid"]
-        assert float(out.objective[i]) == pytest.approx(ref["objective"], rel=1e-5)
+        assert reference_metrics(graph, assignment, hw)["valid"]
+        assert float(out.objective[i]) == pytest.approx(reference_objective(graph, assignment, hw, objective), rel=1e-5)
 
 
 def test_beam_of_width_one_is_greedy_decoding():
@@ -559,7 +568,8 @@ def test_hardware_inputs_added_with_zero_weights_keep_the_logits():
     graphs = generated("dnn", 3, seed=8, lo=10, hi=20)
     hw = make_hw(5, sram_bytes=3e5)
     stage = jnp.zeros(graphs.params.shape, jnp.int32)[:, None]
-    logits = lambda m: np.asarray(m.teacher_logits(graphs, *m.encode(graphs), stage, hw, "paper", 1.0))
+    program = nnx.jit(lambda m: m.teacher_logits(graphs, *m.encode(graphs), stage, hw, "paper", 1.0))
+    logits = lambda m: np.asarray(program(m))  # one compiled program per network structure (v1, v2)
     np.testing.assert_allclose(logits(v2), logits(v1), rtol=1e-6, atol=1e-6)
     other = small_policy(4, feature_version=2)
     assert np.max(np.abs(logits(other) - logits(v1))) > 1e-3
