@@ -27,8 +27,9 @@ def run(cmd, cwd, env=None):
 
 def run_in_process(cmd, cwd, monkeypatch, capfd) -> subprocess.CompletedProcess:
     """``cmd`` run by the command's ``main()`` in this process, from ``cwd``, as :func:`run` runs its console script in
-    a new one: exit status (from SystemExit) and stdout/stderr (file descriptors 1 and 2). For the user-error tests: a
-    new Python process per error costs seconds; one case per command still runs the console script (``SUBPROCESS``).
+    a new one: exit status (from SystemExit) and stdout/stderr (file descriptors 1 and 2). For the user-error tests and
+    the longest runs (a folder of graphs, the policy and many-graphs benchmarks): a new Python process costs seconds;
+    one case per command still runs the console script (``SUBPROCESS``, test_bench_runs_small_and_writes_results).
     The command's JAX cache setting is not applied (it would re-point this worker's JAX cache; the setting has its own
     test, in processes of their own) and the error hooks a reported user error replaces are restored afterwards."""
     import threading
@@ -245,7 +246,10 @@ def write_graphs(folder: Path, count: int, seed: int) -> list[Path]:
     return paths
 
 
-def test_schedule_folder_writes_one_result_per_graph(tmp_path):
+def test_schedule_folder_writes_one_result_per_graph(tmp_path, monkeypatch, capfd):
+    """The commands run in this process (:func:`run_in_process`: the same main(), files and stderr as the console
+    script; a new Python process per command cost seconds each, and the console script has its own tests)."""
+    run = lambda cmd, cwd: run_in_process(cmd, cwd, monkeypatch, capfd)  # noqa: E731
     paths = write_graphs(tmp_path / "graphs", 3, seed=5)
     out = tmp_path / "out"
     step = ROOT / "data" / "checkpoints" / "respect_k4_paper_cut"  # a step policy trained for K=4 and paper
@@ -354,9 +358,11 @@ def test_bench_runs_small_and_writes_results(tmp_path):
     assert "ratio" in (tmp_path / "bench_env.md").read_text()
 
 
-def test_bench_many_writes_graphs_per_second_with_compile_apart(tmp_path):
+def test_bench_many_writes_graphs_per_second_with_compile_apart(tmp_path, monkeypatch, capfd):
+    """In this process (:func:`run_in_process`; test_bench_runs_small_and_writes_results runs the console script)."""
     args = ["benchmarks=[many]", "many.graphs=6", "many.nodes=20", "many.batch_size=4", "many.repeats=1",
             "~many.decodings.greedy_ls", "out_name=bench_many", f"out_dir={tmp_path}"]
+    run = lambda cmd, cwd: run_in_process(cmd, cwd, monkeypatch, capfd)  # noqa: E731
     proc = run(["respect-bench", *args], tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "bench_many.json").read_text())
@@ -386,8 +392,9 @@ POLICY_ARGS = [
 ]
 
 
-def test_bench_policy_writes_speed_figures(tmp_path):
-    proc = run(["respect-bench", *POLICY_ARGS, f"out_dir={tmp_path}"], tmp_path)
+def test_bench_policy_writes_speed_figures(tmp_path, monkeypatch, capfd):
+    """In this process (:func:`run_in_process`; test_bench_runs_small_and_writes_results runs the console script)."""
+    proc = run_in_process(["respect-bench", *POLICY_ARGS, f"out_dir={tmp_path}"], tmp_path, monkeypatch, capfd)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bench_policy_speed.json", "bench_policy_speed.md"]
     result = json.loads((tmp_path / "bench_policy_speed.json").read_text())
