@@ -79,14 +79,15 @@ def test_resuming_a_run_folder_with_another_network_is_refused(tmp_path):
     """A run folder resumes only with the network that wrote its checkpoints (a sweep sharing one run_dir, a
     changed width): one clear error, and network.json keeps describing the checkpoints."""
     hw = make_hw(3)
-    buckets = labelled_batches([(8, 20)], 8, seed=1)
-    tcfg = TrainConfig(steps=2, batch_size=4, steps_per_epoch=1, checkpoint_every=1, eval_every=2, eval_graphs=0)
+    # the first bucket and the update epoch of test_update_step_compiles_once_per_bucket: the same compiled program
+    buckets = labelled_batches([(8, 20)], 12, seed=0)
+    tcfg = TrainConfig(steps=2, batch_size=8, steps_per_epoch=2, checkpoint_every=2, eval_every=2, eval_graphs=0)
     Trainer(TINY, hw, "paper", 1.0, AlgorithmConfig("imitation"), tcfg, datasets=buckets).fit(
         tmp_path, progress=False, log=lambda _: None
     )
     before = (tmp_path / "network.json").read_text()
     wider = PolicyConfig(width=32, decoder_width=16, layers=1, decoder_layers=1, heads=2)
-    longer = TrainConfig(steps=4, batch_size=4, steps_per_epoch=1, checkpoint_every=1, eval_every=4, eval_graphs=0)
+    longer = TrainConfig(steps=4, batch_size=8, steps_per_epoch=2, checkpoint_every=2, eval_every=4, eval_graphs=0)
     with pytest.raises(ValueError, match="holds checkpoints of another network \\(policy differ"):
         Trainer(wider, hw, "paper", 1.0, AlgorithmConfig("imitation"), longer, datasets=buckets).fit(
             tmp_path, progress=False, log=lambda _: None
@@ -95,16 +96,16 @@ def test_resuming_a_run_folder_with_another_network_is_refused(tmp_path):
     # a damaged metrics line is named, and the folder (config.yaml, metrics.jsonl) is left as it was
     metrics = tmp_path / "metrics.jsonl"
     good = metrics.read_text()
-    metrics.write_text(good + '{"step": 3, "loss": \n')
+    metrics.write_text(good + '{"step": 4, "loss": \n')
     snapshot = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     same = Trainer(TINY, hw, "paper", 1.0, AlgorithmConfig("imitation"), longer, datasets=buckets)
-    with pytest.raises(ValueError, match=r"metrics\.jsonl:3: not a JSON metrics record"):
+    with pytest.raises(ValueError, match=r"metrics\.jsonl:2: not a JSON metrics record"):
         same.fit(tmp_path, progress=False, log=lambda _: None, resolved_config="changed: true\n")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == snapshot
-    metrics.write_text(good + '{"step": 3, "lo')  # a write cut by a kill: dropped, the run resumes
+    metrics.write_text(good + '{"step": 4, "lo')  # a write cut by a kill: dropped, the run resumes
     resumed = same.fit(tmp_path, progress=False, log=lambda _: None, resolved_config="train:\n  lr: 0.001\n")
     assert int(resumed.state.step) == 4
-    assert [json.loads(x)["step"] for x in metrics.read_text().splitlines()] == [1, 2, 3, 4]
+    assert [json.loads(x)["step"] for x in metrics.read_text().splitlines()] == [2, 4]
     # resuming (here: a finished run) with another config keeps the run's config.yaml and says so
     notes = []
     same.fit(tmp_path, progress=False, log=notes.append, resolved_config="train:\n  lr: 0.05\n")
@@ -712,19 +713,21 @@ def test_per_graph_hardware_in_training_equals_the_numpy_reference():
     for b, g in enumerate(as_graph):
         for s in range(2):
             stage[b, s, : g.num_nodes] = random_valid_schedule(g, 3, rng)
-    for objective in ("paper", "latency"):
-        obj, valid = schedule_objectives(graphs, jnp.asarray(stage), hw, objective, 0.5)
+    for objective in ("paper", "latency"):  # compiled programs, not op by op (hundreds of small compilations)
+        obj, valid = jax.jit(lambda gr, st, h, o=objective: schedule_objectives(gr, st, h, o, 0.5))(
+            graphs, jnp.asarray(stage), hw
+        )
         assert bool(np.all(valid))
         for b, g in enumerate(as_graph):
             for s in range(2):
                 want = reference_objective(g, stage[b, s, : g.num_nodes], hw_of[b], objective, 0.5)
                 np.testing.assert_allclose(float(obj[b, s]), want, rtol=2e-5)
         model = SchedulingPolicy(dataclasses.replace(TINY, feature_version=2), rngs=nnx.Rngs(0))
-        h, g_emb = model.encode(graphs)
         si = SelfImprovementConfig(samples=4, local_search=10)
-        out = jax.device_get(
-            self_improvement_targets(model, graphs, h, g_emb, jax.random.PRNGKey(2), hw, objective, 0.5, si)
+        targets = nnx.jit(
+            lambda m, gr, k, h, o=objective, si=si: self_improvement_targets(m, gr, *m.encode(gr), k, h, o, 0.5, si)
         )
+        out = jax.device_get(targets(model, graphs, jax.random.PRNGKey(2), hw))
         for b, g in enumerate(as_graph):
             target = out["target"][b, : g.num_nodes]
             want = reference_objective(g, target, hw_of[b], objective, 0.5)
