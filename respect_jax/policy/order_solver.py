@@ -46,6 +46,7 @@ from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
 from respect_jax.solvers.rebalance import rebalance_many
 from respect_jax.solvers.stopping import Stopped
+from respect_jax.solvers.window import load_cp_sat, window_needed, window_search
 
 DEFAULT_ORDER_CHECKPOINT = data_path("checkpoints", "order_policy")
 _compiled_shapes: set[tuple] = set()
@@ -53,7 +54,8 @@ _compiled_shapes: set[tuple] = set()
 
 def _checked(objective: str, samples: int, noise: float, local_search: int, ls_moves: str = "closure",
              ls_screen: int = 0, ls_escapes: int = 0, ls_boundaries: int | None = None,
-             ls_rebalance: int | None = None) -> None:
+             ls_rebalance: int | None = None, ls_window: int | None = None,
+             ls_window_limit: float | None = None) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if int(samples) < 0:
@@ -70,6 +72,12 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
         raise ValueError(f"ls_boundaries must be >= 0 (or null), got {ls_boundaries}")
     if ls_rebalance is not None and int(ls_rebalance) < 0:
         raise ValueError(f"ls_rebalance must be >= 0 (or null), got {ls_rebalance}")
+    if ls_window is not None and (isinstance(ls_window, bool) or int(ls_window) < 0):
+        raise ValueError(f"ls_window must be an integer >= 0 (or null), got {ls_window!r}")
+    if ls_window is not None and int(ls_window) > 0 and objective != "latency":
+        raise ValueError(f"ls_window re-solves windows of stages under the latency objective only, got {objective!r}")
+    if ls_window_limit is not None and not float(ls_window_limit) > 0:
+        raise ValueError(f"ls_window_limit must be > 0 (or null), got {ls_window_limit!r}")
 
 
 def boundary_rounds(local_search: int, ls_moves: str, ls_boundaries: int | None) -> int:
@@ -96,9 +104,25 @@ def rebalance_cycles(objective: str, boundaries: int, ls_rebalance: int | None) 
     return REBALANCE_CYCLES[objective] if ls_rebalance is None else int(ls_rebalance)
 
 
+#: window re-solves (:func:`respect_jax.solvers.window.window_search`) after the rebalancing (``ls_window`` None) and
+#: their deterministic CP-SAT limit each (``ls_window_limit`` None), chosen on validation graphs only
+#: (``experiments/results/latency_window_val.md``)
+WINDOW_SOLVES = {"latency": 3, "paper": 0}
+WINDOW_LIMIT = 0.2
+
+
+def window_solves(objective: str, rebalance: int, ls_window: int | None) -> int:
+    """Window re-solves: ``ls_window``, or when None :data:`WINDOW_SOLVES` of the objective; always 0 without the
+    rebalancing (``rebalance`` 0) and under ``paper``."""
+    if int(rebalance) <= 0 or objective != "latency":
+        return 0
+    return WINDOW_SOLVES[objective] if ls_window is None else int(ls_window)
+
+
 def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float,
             seed: int, local_search: int, polish_options: dict, boundaries: int = 0,
-            stop: Callable[[], bool] | None = None, rebalance: int = 0) -> list[tuple[np.ndarray, dict]]:
+            stop: Callable[[], bool] | None = None, rebalance: int = 0, window: int = 0,
+            window_limit: float = WINDOW_LIMIT) -> list[tuple[np.ndarray, dict]]:
     """Per graph (int64[n] assignment, info entries): the best split of its sampled orders (every graph's orders
     split together: :func:`respect_jax.policy.order.decode_many`), then ``local_search`` hill-climbing moves on it
     (:func:`respect_jax.local_search.polish_many` with ``polish_options``: kind, screen, escapes; each graph's own
@@ -107,7 +131,10 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
     polish again. ``stop()`` (optional) is looked at before each of those steps (and between the re-cuts'
     boundaries): once True the steps left are skipped and ``info['stopped']`` names the first one skipped. Then
     ``rebalance`` cycles of :func:`~respect_jax.solvers.rebalance.rebalance_many` from that schedule (with the
-    re-cuts only; ``info['rebalanced']``: the cycles that improved it; never worse)."""
+    re-cuts only; ``info['rebalanced']``: the cycles that improved it; never worse), then under ``latency`` up to
+    ``window`` exact re-solves of 2-3 adjacent stages around the bottleneck (:func:`respect_jax.solvers.window.
+    window_search`, CP-SAT with the deterministic limit ``window_limit`` each; ``info['windowed']``: the re-solves
+    kept; never worse)."""
     decoded = decode_many(graphs, hw, objective, lam, scores, int(samples), float(noise), [seed] * len(graphs))
     label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
     assignments = [assignment for assignment, _, _ in decoded]
@@ -140,14 +167,28 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
     if int(local_search) > 0 and int(boundaries) > 0 and more > 0 and stopped is None:
         assignments, cycles = rebalance_many(graphs, hw, objective, lam, assignments, int(local_search), polish_options,
                                          int(boundaries), more, stop)
+    windowed, window_load_s = [0] * len(graphs), 0.0
+    solves = int(window) if objective == "latency" and more > 0 else 0
+    if int(local_search) > 0 and int(boundaries) > 0 and solves > 0 and stopped is None:
+        for i, g in enumerate(graphs):
+            if stop is not None and stop():
+                stopped = "window"
+                break
+            if window_needed(g, hw, assignments[i]):
+                window_load_s += load_cp_sat()  # one-off import, reported as set-up (load_s)
+                assignments[i], windowed[i] = window_search(g, hw, assignments[i], solves, float(window_limit))
     out = []
-    for assignment, (_, value, candidate), cut, cyc in zip(assignments, decoded, recut, cycles, strict=True):
+    for assignment, (_, value, candidate), cut, cyc, win in zip(assignments, decoded, recut, cycles, windowed,
+                                                                 strict=True):
         info = {"decoding": label, "samples": int(samples), "noise": float(noise), "local_search": int(local_search),
                 **({f"ls_{k}": v for k, v in polish_options.items()} if int(local_search) > 0 else {}),
                 **({"ls_boundaries": int(boundaries), "recut": cut} if int(boundaries) > 0 else {}),
                 **({"ls_rebalance": int(rebalance), "rebalanced": cyc} if int(rebalance) > 0 and int(boundaries) > 0
                    and int(local_search) > 0 else {}),
+                **({"ls_window": solves, "windowed": win} if solves > 0 and int(boundaries) > 0
+                   and int(local_search) > 0 else {}),
                 **({"stopped": stopped} if stopped else {}),
+                **({"window_load_s": window_load_s} if window_load_s else {}),
                 "candidate": candidate, "split_objective": value}
         out.append((assignment, info))
     return out
@@ -234,6 +275,8 @@ def solve_order_policy(
     ls_escapes: int = 0,
     ls_boundaries: int | None = None,
     ls_rebalance: int | None = None,
+    ls_window: int | None = None,
+    ls_window_limit: float | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> SolveResult:
     """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality).
@@ -242,9 +285,12 @@ def solve_order_policy(
     and between the decoding's steps (:func:`_decode`); once True, the schedule so far is returned (``info['stopped']``
     names the first step skipped, the polish's compilation included); True before the forward pass raises
     :class:`~respect_jax.solvers.stopping.Stopped`. A compiled call in progress is never interrupted."""
-    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance)
+    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
+             ls_window, ls_window_limit)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
+    window = window_solves(objective, rebalance, ls_window)
+    window_limit = WINDOW_LIMIT if ls_window_limit is None else float(ls_window_limit)
     polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
     path, model, doc, load_s = _load(checkpoint)
     if stop is not None and stop():
@@ -254,7 +300,8 @@ def solve_order_policy(
     if stop is None or not stop():
         compile_s += _warm_polish([graph], hw, objective, lam, local_search, polish_options)
     ((assignment, decoded),) = _decode([graph], hw, objective, lam, [scores], samples, noise, seed, local_search,
-                                          polish_options, boundaries, stop, rebalance)
+                                          polish_options, boundaries, stop, rebalance, window, window_limit)
+    load_s += decoded.pop("window_load_s", 0.0)
     info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
             "bucket": shape, "trained": doc.get("best")}
     return SolveResult(assignment=assignment, optimal=None, gap=None, info=info)
@@ -299,6 +346,8 @@ def _many(
     ls_escapes: int = 0,
     ls_boundaries: int | None = None,
     ls_rebalance: int | None = None,
+    ls_window: int | None = None,
+    ls_window_limit: float | None = None,
     threads: int | None = None,
 ) -> list[SolveResult]:
     """Every graph of ``graphs``: one forward pass per batch of ``batch_size`` graphs of a size bucket (all
@@ -313,9 +362,12 @@ def _many(
     threads = MANY_THREADS if threads is None else int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance)
+    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
+             ls_window, ls_window_limit)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
+    window = window_solves(objective, rebalance, ls_window)
+    window_limit = WINDOW_LIMIT if ls_window_limit is None else float(ls_window_limit)
     polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
     path, model, doc, load_s = _load(checkpoint)
     plan = forward_plan(graphs, int(batch_size))
@@ -341,7 +393,8 @@ def _many(
             idx += chunk
             scores += [batch_scores[row, : graphs[i].num_nodes] for row, i in enumerate(chunk)]
         return idx, _decode([graphs[i] for i in idx], hw, objective, lam, scores, samples, noise, seed, local_search,
-                            polish_options, boundaries, rebalance=rebalance)
+                            polish_options, boundaries, rebalance=rebalance, window=window,
+                            window_limit=window_limit)
 
     units = _decode_units(pending, int(samples) + 1)
     if threads == 1 or len(units) == 1:

@@ -1,0 +1,243 @@
+"""Window re-solves under ``latency``: a large-neighbourhood step with an exact sub-solver (CP-SAT).
+
+A schedule's stages ``first .. last`` (a window of adjacent stages) are re-solved exactly while every node outside them
+keeps its stage. Under the cost model the stage times outside the window do not depend on how the window's nodes are
+split among its stages (a tensor produced inside the window and read after it enters every later stage up to its last
+reader whatever its stage inside; one produced before it and read inside enters the window's first stage in any case),
+so minimising the largest stage time of the window is exact for the window. The sub-problem is a CP-SAT model
+(thresholds ``z[u, j] = [s(u) > first + j]``, precedence inside the window, the window's stage times with their SRAM
+spill and incoming tensors, minimise their maximum), warm-started from the current schedule, one worker, a
+*deterministic* time limit (the same answer on a loaded machine).
+
+:func:`window_search` applies it from a schedule (``solver=policy``'s default decoding after the latency rebalancing):
+windows of two, then three adjacent stages containing the bottleneck stage (the one with the smaller sum of stage times
+first), a re-solve kept when the stage times sorted in decreasing order get lexicographically smaller
+(:func:`~respect_jax.solvers.rebalance.leximax_less`: never worse), up to ``solves`` re-solves; skipped where it cannot
+gain (a graph with a single topological order, a schedule at the analytic lower bound, a window at its floor) and on
+windows of more than :data:`WINDOW_MAX_NODES` nodes (time). Chosen on validation graphs only
+(``experiments/results/latency_window_val.md``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from respect_jax.costs import Hardware
+from respect_jax.graphs.graph import Graph, has_unique_order
+from respect_jax.solvers.bounds import latency_lower_bound
+from respect_jax.solvers.rebalance import leximax_less, stage_times_np
+
+#: integer units per largest stage time of the start (CP-SAT takes integer coefficients; the result is re-scored in
+#: float64, so rounding only decides which schedules the sub-solver prefers, never whether one is kept)
+WINDOW_SCALE = 1e7
+#: stages per window of :func:`window_search`, tried in this order around the bottleneck
+WINDOW_WIDTHS = (2, 3)
+#: windows of :func:`window_search` holding more nodes than this are skipped (CP-SAT's set-up and search time grow
+#: with the window; chosen on validation graphs only)
+WINDOW_MAX_NODES = 300
+
+
+def _last_stage(graph: Graph, s: np.ndarray, k: int) -> np.ndarray:
+    """int64[N]: the stage of each node's latest successor under ``s`` (``k - 1`` for a sink)."""
+    last = np.full(graph.num_nodes, -1, np.int64)
+    if graph.num_edges:
+        np.maximum.at(last, graph.edges[:, 0], s[graph.edges[:, 1]])
+    return np.where(last < 0, k - 1, last)
+
+
+def window_resolve(graph: Graph, hw: Hardware, assignment: np.ndarray, first: int, last: int,
+                   deterministic_limit: float = 0.2, wall_limit: float = 5.0) -> np.ndarray:
+    """int64[N]: ``assignment`` (a valid ``latency`` schedule by node id) with the nodes on stages ``first .. last``
+    re-split among those stages by CP-SAT to minimise the largest of their stage times; the other nodes keep their
+    stage. The best schedule CP-SAT finds within ``deterministic_limit`` (its deterministic time units; one worker, a
+    fixed seed) or ``wall_limit`` seconds (a safety cap), started from ``assignment``; ``assignment`` itself when none
+    is found or the window holds fewer than two nodes. Valid whenever ``assignment`` is; not necessarily better (the
+    caller compares)."""
+    from ortools.sat.python import cp_model  # imported when a window is solved, not with the registry
+
+    s = np.asarray(assignment, np.int64)
+    k, first, last = int(hw.stages), int(first), int(last)
+    if not 0 <= first < last < k:
+        raise ValueError(f"window stages must satisfy 0 <= first < last < K = {k}, got {first}..{last}")
+    width = last - first + 1
+    inside = (s >= first) & (s <= last)
+    nodes = np.flatnonzero(inside)
+    if len(nodes) < 2:
+        return s.copy()
+    edges = graph.edges if graph.num_edges else np.zeros((0, 2), np.int64)
+    succ: list[list[int]] = [[] for _ in range(graph.num_nodes)]
+    for u, v in edges.tolist():
+        succ[u].append(v)
+    out = float(hw.act_bytes) * graph.output_size.astype(np.float64)
+    lst = _last_stage(graph, s, k)
+    sink = np.array([not succ[u] for u in range(graph.num_nodes)])
+    later = sink | (lst > last)  # read after the window (or a sink: read at the end): enters every stage past s(u)
+    unit = float(stage_times_np(graph, s[None], hw)[0].max()) / WINDOW_SCALE
+
+    def coef(x: float) -> int:
+        return int(round(x / unit))
+
+    m = cp_model.CpModel()
+    z = {u: [m.new_bool_var(f"z{u}_{j}") for j in range(width - 1)] for u in nodes.tolist()}
+    for u in nodes.tolist():
+        for j in range(width - 2):
+            m.add_implication(z[u][j + 1], z[u][j])
+        for j in range(width - 1):
+            m.add_hint(z[u][j], bool(s[u] > first + j))
+    for u, v in edges.tolist():
+        if inside[u] and inside[v]:
+            for j in range(width - 1):
+                m.add_implication(z[u][j], z[v][j])
+    # incoming tensors of window stage first + j (j >= 1) that depend on the split: (bytes, literal) terms
+    in_const = np.zeros(width)
+    in_terms: list[list] = [[] for _ in range(width)]
+    varying = np.zeros(graph.num_nodes, bool)
+    for u in np.flatnonzero(out > 0).tolist():
+        if inside[u]:
+            varying[u] = True
+            for j in range(1, width):
+                if later[u]:  # enters stage first + j iff s(u) < first + j
+                    in_terms[j].append((out[u], z[u][j - 1].Not()))
+                else:  # iff s(u) < first + j <= last(u): y >= z[v][j-1] - z[u][j-1] for each reader v
+                    y = m.new_bool_var(f"y{u}_{j}")
+                    for v in succ[u]:
+                        m.add_bool_or([y, z[v][j - 1].Not(), z[u][j - 1]])
+                    in_terms[j].append((out[u], y))
+        elif s[u] < first and not later[u] and any(inside[v] for v in succ[u]):
+            varying[u] = True  # enters the first window stage always, a later one iff a reader is there
+            in_const[0] += out[u]
+            for j in range(1, width):
+                y = m.new_bool_var(f"y{u}_{j}")
+                for v in succ[u]:
+                    if inside[v]:
+                        m.add_implication(z[v][j - 1], y)
+                in_terms[j].append((out[u], y))
+    for u in np.flatnonzero(~varying & (out > 0)).tolist():
+        for j in range(width):
+            if s[u] < first + j <= lst[u]:
+                in_const[j] += out[u]
+    macs = graph.macs.astype(np.float64) / float(hw.macs_per_s)
+    mem = float(hw.param_bytes) * graph.params.astype(np.float64)
+    top = m.new_int_var(0, coef(1e3 * unit * WINDOW_SCALE), "t")
+    for j in range(width):
+        # node u is on stage first + j iff z[u][j-1] (true for j = 0) and not z[u][j] (false for j = width - 1)
+        const_t = float(hw.stage_overhead_s) + in_const[j] / float(hw.link_bw)
+        const_m = 0.0
+        lin_t, lin_m = [], []
+        for u in nodes.tolist():
+            if j == 0:
+                const_t += macs[u]
+                const_m += mem[u]
+            else:
+                lin_t.append((macs[u], z[u][j - 1]))
+                lin_m.append((mem[u], z[u][j - 1]))
+            if j < width - 1:
+                lin_t.append((-macs[u], z[u][j]))
+                lin_m.append((-mem[u], z[u][j]))
+        lin_t += [(b / float(hw.link_bw), lit) for b, lit in in_terms[j]]
+        expr = sum(coef(c) * lit for c, lit in lin_t if coef(c))
+        if const_m + sum(max(0.0, c) for c, _ in lin_m) > float(hw.sram_bytes):  # the stage may spill
+            spill = m.new_int_var(0, coef(1e3 * unit * WINDOW_SCALE), f"spill{j}")
+            rate = float(hw.host_bw)
+            m.add(spill >= sum(coef(c / rate) * lit for c, lit in lin_m if coef(c / rate))
+                  + coef((const_m - float(hw.sram_bytes)) / rate))
+            expr = expr + spill
+        m.add(top >= expr + coef(const_t))
+    m.minimize(top)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.linearization_level = 0
+    solver.parameters.max_deterministic_time = float(deterministic_limit)
+    solver.parameters.max_time_in_seconds = float(wall_limit)
+    status = solver.solve(m)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return s.copy()
+    new = s.copy()
+    for u in nodes.tolist():
+        new[u] = first + sum(int(solver.value(x)) for x in z[u])
+    return new
+
+
+def load_cp_sat() -> float:
+    """Seconds spent importing CP-SAT's Python module now (0 once imported): one-off set-up, reported apart from the
+    scheduling time by the callers."""
+    import sys
+    import time
+
+    if "ortools.sat.python.cp_model" in sys.modules:
+        return 0.0
+    start = time.perf_counter()
+    from ortools.sat.python import cp_model  # noqa: F401
+
+    return time.perf_counter() - start
+
+
+def window_needed(graph: Graph, hw: Hardware, assignment: np.ndarray) -> bool:
+    """Whether :func:`window_search` may gain: the graph has more than one topological order (with one, the decoding's
+    exact split of it is optimal already), at least two stages and nodes, and the schedule's largest stage time is
+    above the analytic lower bound (:func:`~respect_jax.solvers.bounds.latency_lower_bound`)."""
+    s = np.asarray(assignment, np.int64)
+    if int(hw.stages) < 2 or graph.num_nodes < 2 or has_unique_order(graph):
+        return False
+    return float(stage_times_np(graph, s[None], hw)[0].max()) > latency_lower_bound(graph, hw) * (1.0 + 1e-9)
+
+
+def window_floor(graph: Graph, hw: Hardware, assignment: np.ndarray, first: int, last: int) -> float:
+    """A lower bound on the largest stage time of stages ``first .. last`` over every re-split of their nodes among
+    them (the others fixed): the largest single node's time there, and the mean of the window's stage times without
+    their incoming tensors (overhead, MACs / rate, and the spill of the window's parameters beyond its SRAM)."""
+    s = np.asarray(assignment, np.int64)
+    inside = (s >= int(first)) & (s <= int(last))
+    width = int(last) - int(first) + 1
+    macs = graph.macs.astype(np.float64)[inside] / float(hw.macs_per_s)
+    mem = float(hw.param_bytes) * graph.params.astype(np.float64)[inside]
+    node = (macs + np.maximum(mem - float(hw.sram_bytes), 0.0) / float(hw.host_bw)).max(initial=0.0)
+    mean = (macs.sum() + max(mem.sum() - width * float(hw.sram_bytes), 0.0) / float(hw.host_bw)) / width
+    return float(hw.stage_overhead_s) + max(float(node), float(mean))
+
+
+def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: int,
+                  deterministic_limit: float = 0.2, widths: tuple[int, ...] | None = None,
+                  max_nodes: int | None = None) -> tuple[np.ndarray, int]:
+    """(int64[N] schedule, re-solves kept): up to ``solves`` :func:`window_resolve` calls from ``assignment`` (a valid
+    ``latency`` schedule) on windows of adjacent stages that contain the current bottleneck stage: those of
+    ``widths[0]`` stages first (None: :data:`WINDOW_WIDTHS`; the window with the smaller sum of stage times first),
+    then those of the next width;
+    a re-solve is kept when the stage times sorted in decreasing order get lexicographically smaller
+    (:func:`leximax_less`), and the search moves on to the new bottleneck. Stops when every window of the bottleneck
+    has been tried without gain. Skipped where it cannot gain: a schedule at the analytic lower bound
+    (:func:`~respect_jax.solvers.bounds.latency_lower_bound`), a window whose largest stage time is at
+    :func:`window_floor` or one holding more than ``max_nodes`` nodes (None: :data:`WINDOW_MAX_NODES`) (neither
+    counted as a re-solve). Never worse."""
+    s = np.asarray(assignment, np.int64).copy()
+    k = int(hw.stages)
+    if int(solves) <= 0 or not window_needed(graph, hw, s):
+        return s, 0
+    current = stage_times_np(graph, s[None], hw)[0]
+    used = kept = 0
+    while used < int(solves):
+        bottleneck = int(np.argmax(current))
+        windows: list[tuple[int, int]] = []
+        for width in dict.fromkeys(min(max(2, int(w)), k) for w in (WINDOW_WIDTHS if widths is None else widths)):
+            ws = [(a, a + width - 1) for a in range(max(0, bottleneck - width + 1), min(bottleneck, k - width) + 1)]
+            ws.sort(key=lambda w: (float(current[w[0]:w[1] + 1].sum()), w[0]))
+            windows += [w for w in ws if w not in windows]
+        moved = False
+        for first, last in windows:
+            if used >= int(solves):
+                break
+            if int(np.sum((s >= first) & (s <= last))) > (WINDOW_MAX_NODES if max_nodes is None else int(max_nodes)):
+                continue
+            if float(current[first:last + 1].max()) <= window_floor(graph, hw, s, first, last) * (1.0 + 1e-9):
+                continue
+            new = window_resolve(graph, hw, s, first, last, deterministic_limit)
+            used += 1
+            times = stage_times_np(graph, new[None], hw)[0]
+            if leximax_less(times, current):
+                s, current, moved = new, times, True
+                kept += 1
+                break
+        if not moved:
+            break
+    return s, kept
