@@ -42,7 +42,7 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    and none under ``paper``; graphs of at least ``rebalance_min_nodes`` nodes): before the contiguous split's
    local search, the stage-boundary re-cuts and the rebalancing steps of :mod:`respect_jax.solvers.rebalance`
    (leximax re-cuts, the exact re-split of stage-major orders: host NumPy, while the local search compiles in a
-   thread started after the split), then the local search, then cycles of re-cuts, re-splits and polish
+   thread started with the early members), then the local search, then cycles of re-cuts, re-splits and polish
    (:func:`rebalance_until`: the order policy's decoding steps applied to the contiguous split), until
    :data:`REBALANCE_SHARE` of the budget; each better schedule is offered as it comes
    (``portfolio['contiguous+rebalance']``). The crossing bound then starts after this line, not beside it (both
@@ -424,9 +424,10 @@ def solve_auto(
             split's polish, the re-cuts and up to this many cycles of the rebalancing (:func:`rebalance_until`)
             until :data:`REBALANCE_SHARE` of the budget; 0: none.
         rebalance_min_nodes: no rebalancing on smaller graphs.
-        warm_polish: compile the contiguous line's single-node polish in a thread right after the split (graphs of
-            more than :data:`POLISH_CLOSURE_MAX_NODES` nodes), beside the downset programme and the exact solver's
-            head start; None: when the line is rebalanced.
+        warm_polish: compile the contiguous line's single-node polish in a thread (graphs of more than
+            :data:`POLISH_CLOSURE_MAX_NODES` nodes), from :data:`EARLY_AFTER_S` into the downset programme unless it
+            has proven the optimum by then, beside it and the exact solver's head start; None: when the line is
+            rebalanced.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -521,9 +522,16 @@ def solve_auto(
     if graph.num_nodes < int(rebalance_min_nodes) or has_unique_order(graph):
         cycles = 0
     warm_up = cycles > 0 if warm_polish is None else bool(warm_polish)
-    if (warm_up and "contiguous" in members and polish_moves > 0 and hw.stages > 1
-            and graph.num_nodes > POLISH_CLOSURE_MAX_NODES and not has_unique_order(graph)):
-        # the local search compiles (seconds at 1k-10k nodes) meanwhile: the contiguous line's polish waits less
+    warm_up = bool(warm_up and "contiguous" in members and polish_moves > 0 and hw.stages > 1
+                   and graph.num_nodes > POLISH_CLOSURE_MAX_NODES and not has_unique_order(graph))
+
+    def start_warm() -> None:
+        """The contiguous line's polish compiles (seconds at 1k-10k nodes) from now on, in a thread: its polish then
+        waits less. Started with the early members, i.e. not on a graph the downset programme proves at once."""
+        nonlocal warm_up
+        if not warm_up:
+            return
+        warm_up = False
         warm = threading.Thread(target=compile_polish, args=(graph, hw, objective, lam, POLISH_CHUNK, "single"),
                                 name="auto-polish-compile", daemon=True)
         warm.start()
@@ -631,6 +639,7 @@ def solve_auto(
             lattice_thread.join(timeout=EARLY_AFTER_S)
             if lattice_thread.is_alive() or "value" not in lattice_run.get("found", {}):
                 start_early()
+                start_warm()
             lattice_thread.join()
             if "error" in lattice_run:
                 raise lattice_run["error"]
@@ -651,6 +660,7 @@ def solve_auto(
         live.show("lattice", best_obj, winner, bound)
     elif not unique:
         start_early()
+        start_warm()
     # 2. the exact solver in a thread until the deadline or a proof, hinted with the best schedule so far
     thread = None
     if exact_name is None:
