@@ -78,17 +78,25 @@ def compare(cases: list[dict], cycles: list[int], objective: str) -> list[dict]:
     return records
 
 
-def summary(records: list[dict], cycles: list[int]) -> str:
-    lines = ["| cycles | cases | mean gap % | max gap % | cases > 2 % | improved | worse | median s | max s |",
+def column_summary(records: list[dict], columns: list, prefix: str, label: str) -> str:
+    """Markdown table: per column ``c`` (the record keys ``f"{prefix}{c}"`` and ``f"time_{prefix}{c}_s"``), the mean and
+    max gap to ``reference``, cases above 2 %, cases better / worse than the first column, median and max time."""
+    lines = [f"| {label} | cases | mean gap % | max gap % | cases > 2 % | improved | worse | median s | max s |",
              "|---" * 9 + "|"]
-    for c in cycles:
-        gaps = np.array([100 * (r[f"c{c}"] / r["reference"] - 1) for r in records])
-        t = np.array([r[f"time_c{c}_s"] for r in records])
-        better = sum(r[f"c{c}"] < r[f"c{cycles[0]}"] * (1 - 1e-9) for r in records)
-        worse = sum(r[f"c{c}"] > r[f"c{cycles[0]}"] * (1 + 1e-9) for r in records)
+    base = f"{prefix}{columns[0]}"
+    for c in columns:
+        key = f"{prefix}{c}"
+        gaps = np.array([100 * (r[key] / r["reference"] - 1) for r in records])
+        t = np.array([r[f"time_{key}_s"] for r in records])
+        better = sum(r[key] < r[base] * (1 - 1e-9) for r in records)
+        worse = sum(r[key] > r[base] * (1 + 1e-9) for r in records)
         lines.append(f"| {c} | {len(records)} | {gaps.mean():.3f} | {gaps.max():.3f} | {int(np.sum(gaps > 2))} | "
                      f"{better} | {worse} | {np.median(t):.3f} | {t.max():.3f} |")
     return "\n".join(lines) + "\n"
+
+
+def summary(records: list[dict], cycles: list[int]) -> str:
+    return column_summary(records, cycles, "c", "cycles")
 
 
 def main() -> None:

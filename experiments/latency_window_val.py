@@ -23,13 +23,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
 
 import respect_jax.policy.solver  # noqa: E402,F401  (registers solver=policy)
 from respect_jax.api import hardware  # noqa: E402
 from respect_jax.cli.common import machine_description  # noqa: E402
 from respect_jax.graphs.graph import load_graph  # noqa: E402
 from respect_jax.solvers import run_solver  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "experiments"))
+from latency_rebalance_val import column_summary  # noqa: E402
 
 
 def _hw(k: int, sram):
@@ -65,17 +67,7 @@ def compare(cases: list[dict], windows: list[str], objective: str) -> list[dict]
 
 
 def summary(records: list[dict], windows: list[str]) -> str:
-    lines = ["| ls_window:limit | cases | mean gap % | max gap % | cases > 2 % | improved | worse | median s | max s |",
-             "|---" * 9 + "|"]
-    for s in windows:
-        gaps = np.array([100 * (r[f"w{s}"] / r["reference"] - 1) for r in records])
-        t = np.array([r[f"time_w{s}_s"] for r in records])
-        base = f"w{windows[0]}"
-        better = sum(r[f"w{s}"] < r[base] * (1 - 1e-9) for r in records)
-        worse = sum(r[f"w{s}"] > r[base] * (1 + 1e-9) for r in records)
-        lines.append(f"| {s} | {len(records)} | {gaps.mean():.3f} | {gaps.max():.3f} | {int(np.sum(gaps > 2))} | "
-                     f"{better} | {worse} | {np.median(t):.3f} | {t.max():.3f} |")
-    return "\n".join(lines) + "\n"
+    return column_summary(records, windows, "w", "ls_window:limit")
 
 
 def main() -> None:
