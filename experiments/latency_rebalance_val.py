@@ -121,12 +121,16 @@ def main() -> None:
     cases = [json.loads(line) for path in args.cases for line in Path(path).read_text().splitlines() if line.strip()]
     cases = [c for c in cases if c.get("objective_name", "latency") == args.objective]
     records = compare(cases, args.cycles, args.objective)
-    out = Path(args.out)
-    command = "python experiments/latency_rebalance_val.py " + " ".join(sys.argv[1:])
+    write_report(Path(args.out), "latency_rebalance_val.py", records, summary(records, args.cycles),
+                 "Latency rebalancing on validation")
+
+
+def write_report(out: Path, script: str, records: list[dict], text: str, title: str) -> None:
+    """``out``.json (the command, the machine, the records) and ``out``.md (the title, the command, ``text``)."""
+    command = f"python experiments/{script} " + " ".join(sys.argv[1:])
     doc = {"command": command, "machine": machine_description(load_average=True), "records": records}
     out.with_suffix(".json").write_text(json.dumps(doc, indent=1))
-    text = summary(records, args.cycles)
-    out.with_suffix(".md").write_text(f"# Latency rebalancing on validation\n\n`{command}`\n\n{text}")
+    out.with_suffix(".md").write_text(f"# {title}\n\n`{command}`\n\n{text}")
     print(text)
 
 

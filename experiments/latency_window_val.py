@@ -26,12 +26,11 @@ sys.path.insert(0, str(ROOT))
 
 import respect_jax.policy.solver  # noqa: E402,F401  (registers solver=policy)
 from respect_jax.api import hardware  # noqa: E402
-from respect_jax.cli.common import machine_description  # noqa: E402
 from respect_jax.graphs.graph import load_graph  # noqa: E402
 from respect_jax.solvers import run_solver  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "experiments"))
-from latency_rebalance_val import column_summary  # noqa: E402
+from latency_rebalance_val import column_summary, write_report  # noqa: E402
 
 
 def _hw(k: int, sram):
@@ -94,13 +93,8 @@ def main() -> None:
     paths = list(dict.fromkeys(p for g in args.graphs for p in sorted(glob.glob(g))))
     cases += [{"path": p, "K": int(k), "sram": None} for p in paths for k in args.stages.split(",")]
     records = compare(cases, args.windows, args.objective)
-    out = Path(args.out)
-    command = "python experiments/latency_window_val.py " + " ".join(sys.argv[1:])
-    doc = {"command": command, "machine": machine_description(load_average=True), "records": records}
-    out.with_suffix(".json").write_text(json.dumps(doc, indent=1))
-    text = summary(records, args.windows)
-    out.with_suffix(".md").write_text(f"# Window re-solves on validation\n\n`{command}`\n\n{text}")
-    print(text)
+    write_report(Path(args.out), "latency_window_val.py", records, summary(records, args.windows),
+                 "Window re-solves on validation")
 
 
 if __name__ == "__main__":
