@@ -809,6 +809,12 @@ def persistent_cache_on() -> bool:
     return bool(jax.config.jax_enable_compilation_cache and jax.config.jax_compilation_cache_dir)
 
 
+def _program_start_s() -> float:
+    """Seconds to compile (or load from the persistent cache) one programme not yet run in this process: half of
+    :data:`START_S_COLD` / :data:`START_S_CACHED` (measured for the chunk and local-search programmes together)."""
+    return (START_S_CACHED if persistent_cache_on() else START_S_COLD) / 2
+
+
 def estimated_seconds(graph: Graph, stages: int, steps: int, samples: int, local_search: int,
                       chunk_steps: int = 0, dense_max_nodes: int = DENSE_MAX_NODES) -> dict:
     """What a :func:`solve_gumbel` run of ``graph`` is expected to cost on this CPU, alone (seconds).
@@ -826,7 +832,7 @@ def estimated_seconds(graph: Graph, stages: int, steps: int, samples: int, local
     key = _program_key(batch, stages, config.static(), chunk_steps > 0)
     ls_key = _program_key(batch, stages, replace(config, steps=0, local_search=int(local_search)).static(), True)
     missing = (key not in _COMPILED) + (local_search > 0 and ls_key not in _COMPILED)
-    per_program = (START_S_CACHED if persistent_cache_on() else START_S_COLD) / 2
+    per_program = _program_start_s()
     return {
         "start": missing * per_program,
         "chunk": step_s * samples * unit * chunk,
@@ -882,7 +888,7 @@ def _solve_chunked(batch, hw, objective, lam, key, config, chunks, warm, stop) -
     step_s, move_s, unit = _unit_costs(n_pad, k, config.dense_max_nodes)
     ls_est = move_s * local_search * unit
     if local_search > 0 and _program_key(batch, k, ls_cfg.static(), True) not in _COMPILED:
-        ls_est += (START_S_CACHED if persistent_cache_on() else START_S_COLD) / 2  # its compilation
+        ls_est += _program_start_s()  # its compilation
     step_est = step_s * config.samples * unit * config.steps
     best, value, ran, last_s, slow = warm, None, 0, 0.0, 1.0
     for i in range(chunks):
