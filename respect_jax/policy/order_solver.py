@@ -168,7 +168,7 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
         assignments, cycles = rebalance_many(graphs, hw, objective, lam, assignments, int(local_search), polish_options,
                                          int(boundaries), more, stop)
     windowed, window_load_s = [0] * len(graphs), 0.0
-    solves = int(window) if objective == "latency" and more > 0 else 0
+    solves = int(window)  # window_solves(): 0 under paper and without the rebalancing
     if int(local_search) > 0 and int(boundaries) > 0 and solves > 0 and stopped is None:
         for i, g in enumerate(graphs):
             if stop is not None and stop():
