@@ -295,7 +295,7 @@ def test_schedule_folder_writes_one_result_per_graph(tmp_path, monkeypatch, capf
         ("empty", [], "holds no .json graph files"),
         ("broken", [], "broken.json: not valid JSON"),
         ("graphs", ["out=r.json"], "set out_dir= (one RESULT.json per graph), not out="),
-        ("graphs", ["batch_size=0"], "batch_size must be an integer >= 1, got 0"),
+        ("graphs", ["batch_size=0"], "batch_size must be an integer >= 1 or null (the solver's own), got 0"),
         ("glob", [], "matches no files"),
     ],
 )

@@ -257,6 +257,20 @@ def test_run_solver_many_documents_are_the_one_graph_documents(graphs):
         assert doc["metrics"].keys() == alone["metrics"].keys()
 
 
+def test_batch_size_none_is_the_order_policys_own_default(graphs, monkeypatch):
+    """run_solver_many without batch_size (respect-schedule's default, batch_size=null) batches the order policy's
+    forward passes by its own MANY_BATCH_SIZE; an explicit one is passed through; the schedules are the same."""
+    from respect_jax.policy import order_solver
+
+    seen, real = [], order_solver.forward_plan
+    monkeypatch.setattr(order_solver, "forward_plan", lambda gs, size: seen.append(size) or real(gs, size))
+    hw = make_hw(3)
+    default = run_solver_many("policy", graphs, hw, "paper", 1.0, decoding="greedy")
+    explicit = run_solver_many("policy", graphs, hw, "paper", 1.0, batch_size=3, decoding="greedy")
+    assert seen == [order_solver.MANY_BATCH_SIZE, 3] and order_solver.MANY_BATCH_SIZE == 32
+    assert [d["assignment"] for d in default] == [d["assignment"] for d in explicit]
+
+
 # ----------------------------------------------------------------------------- sampled orders
 
 

@@ -58,14 +58,15 @@ def schedule(cfg: DictConfig) -> dict:
 
 def schedule_many(cfg: DictConfig, files: list[Path]) -> list[dict]:
     """The RESULT.json document of every graph file (in order): a learned solver in batches of
-    ``batch_size`` graphs per size bucket, any other solver one graph at a time."""
+    ``batch_size`` graphs per size bucket (null: the solver's own default), any other solver one graph at a time."""
     from respect_jax.solvers.base import run_solver_many
 
     hw, objective, lam, options = _problem(cfg)
-    if not isinstance(cfg.batch_size, int) or isinstance(cfg.batch_size, bool) or cfg.batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {cfg.batch_size!r}")
+    batch_size = cfg.batch_size
+    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
+        raise ValueError(f"batch_size must be an integer >= 1 or null (the solver's own), got {batch_size!r}")
     graphs = [load_graph(f) for f in files]
-    return run_solver_many(cfg.solver.name, graphs, hw, objective, lam, batch_size=cfg.batch_size, **options)
+    return run_solver_many(cfg.solver.name, graphs, hw, objective, lam, batch_size=batch_size, **options)
 
 
 def plot_wanted(cfg: DictConfig, where: Path | None, what: str) -> bool:

@@ -312,6 +312,11 @@ def solve_order_policy(
 #: batch's NumPy work. Never changes a schedule (every graph's decoding is its own).
 MANY_THREADS = max(1, min(4, os.cpu_count() or 1))
 
+#: graphs per compiled forward call of the batched form by default: small batches let the first batches' orders,
+#: splits and local search run while later forward passes compute (on the 2-core CPU 16-32 rows schedule many
+#: 200-node graphs fastest; 256 rows, one call for all, ran at about 0.5-0.7x: ``experiments/results/bench_many_*``)
+MANY_BATCH_SIZE = 32
+
 
 #: sampled orders decoded together at least (:func:`_decode_units`): a vectorised split pass costs about as much for
 #: 32 rows as for a few hundred, so greedy decodings of many graphs are split in one pass, not one per forward batch
@@ -335,7 +340,7 @@ def _many(
     hw: Hardware,
     objective: str = "paper",
     lam: float = 1.0,
-    batch_size: int = 256,
+    batch_size: int = MANY_BATCH_SIZE,
     checkpoint: str | None = None,
     samples: int = 16,
     noise: float = 0.1,

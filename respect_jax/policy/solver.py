@@ -340,10 +340,12 @@ def solve_policy(graph: Graph, hw: Hardware, objective: str = "paper", lam: floa
 
 
 def _many_policy(graphs: Sequence[Graph], hw: Hardware, objective: str = "paper", lam: float = 1.0,
-                 batch_size: int = 256, **options) -> list[SolveResult]:
-    """Every graph of ``graphs`` in batches of one size bucket (the family's ``many`` form)."""
+                 batch_size: int | None = None, **options) -> list[SolveResult]:
+    """Every graph of ``graphs`` in batches of one size bucket (the family's ``many`` form; ``batch_size`` None: the
+    family's own default)."""
     solve, routed = _route(**options)
-    results = solve.many(graphs, hw, objective, lam, batch_size=batch_size, **routed)
+    batching = {} if batch_size is None else {"batch_size": batch_size}
+    results = solve.many(graphs, hw, objective, lam, **batching, **routed)
     for result in results:
         result.info["family"] = _family(solve)
     return results

@@ -158,23 +158,24 @@ def run_solver_many(
     hw: Hardware,
     objective: str = "paper",
     lam: float = 1.0,
-    batch_size: int = 256,
+    batch_size: int | None = None,
     **options,
 ) -> list[dict]:
     """:func:`run_solver` on every graph of ``graphs``: one RESULT document per graph, in order.
 
     A solver with a batched form (its ``many`` attribute: ``many(graphs, hw, objective, lam,
     batch_size=..., **options) -> list[SolveResult]``, each with ``info.schedule_s``, its share of the
-    batch's wall time) schedules ``batch_size`` graphs of a size bucket per call, and its
-    ``solve_time_s`` is that share (set-up excluded, reported in ``info``); the others run one graph
-    at a time.
+    batch's wall time) schedules ``batch_size`` graphs of a size bucket per call (None: the solver's own
+    default), and its ``solve_time_s`` is that share (set-up excluded, reported in ``info``); the others run
+    one graph at a time.
     """
     solver = get_solver(name)
     check_solver_options(name, options)
     many = getattr(solver, "many", None)
     if many is None:
         return [run_solver(name, graph, hw, objective, lam, **options) for graph in graphs]
-    results = many(graphs, hw, objective, lam, batch_size=batch_size, **options)
+    batching = {} if batch_size is None else {"batch_size": batch_size}
+    results = many(graphs, hw, objective, lam, **batching, **options)
     metrics = evaluate_many(graphs, [r.assignment for r in results], hw, objective, lam)
     hardware = hw.to_dict()  # once: a dataclass walk per document cost ~1 ms each
     return [
