@@ -278,6 +278,21 @@ QUERY_SHARE = 0.25
 EXACT_MAX_NODES = 1500
 
 
+def _hull_edge(points: set, lo: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The edge ``(a, b)`` of the lower convex hull of ``points`` (``(w, c)`` pairs, one at w = 0 and one at the
+    largest w) with ``a_w < lo <= b_w``."""
+    hull: list = []
+    for p in sorted(points):
+        if hull and hull[-1][0] == p[0]:
+            continue  # the same weight: the lower crossing came first
+        while len(hull) >= 2 and ((hull[-1][1] - hull[-2][1]) * (p[0] - hull[-2][0])
+                                  >= (p[1] - hull[-2][1]) * (hull[-1][0] - hull[-2][0])):
+            hull.pop()  # hull[-1] lies on or above the line from hull[-2] to p
+        hull.append(p)
+    i = next(i for i in range(1, len(hull)) if hull[i][0] >= lo)
+    return hull[i - 1], hull[i]
+
+
 class HullCrossing:
     """A lower bound on ``h(windows)`` by parametric minimum cuts, no CP-SAT: the *hull* (Lagrangian) bound.
 
@@ -324,6 +339,7 @@ class HullCrossing:
         self._arcs = self._flow.add_arcs_with_capacity(tail, head, np.zeros(len(tail), np.int64))
         self.cuts = 0
         self._cache: dict = {}
+        self._known: dict = {}
 
     def cross(self, member: np.ndarray) -> int:
         """``cross(D)`` of the set ``member`` (bool[N]): its nodes with a consumer outside, or graph outputs."""
@@ -354,7 +370,14 @@ class HullCrossing:
         return value, member
 
     def least_crossing_above(self, j: int, lo: int) -> float:
-        """A lower bound on the least ``cross(D)`` of a downset with ``weights[j](D) >= lo`` (``inf``: none)."""
+        """A lower bound on the least ``cross(D)`` of a downset with ``weights[j](D) >= lo`` (``inf``: none).
+
+        The breakpoint search keeps what it learns across queries (per weight vector): the downsets found (their
+        points ``(w(D), cross(D))``), the hull edges proven (no downset below them) and every cut's line ``cross(D)
+        >= value + mu w(D)`` (valid for every downset). A query refines only the edge of the known points' lower hull
+        over ``lo`` until that edge is proven (at most :data:`HULL_MAX_CUTS` new cuts, the deadline), and returns the
+        best line at ``lo``: the same value as a fresh search, so a later query at a lo of a proven edge costs no cut.
+        """
         if lo <= 0:
             return 0.0
         if lo > self.totals[j]:
@@ -362,25 +385,33 @@ class HullCrossing:
         if (j, lo) in self._cache:
             return self._cache[j, lo]
         w = self.weights[j]
-        below = (0.0, 0.0)  # (cross, weight) of a downset under lo: the empty one
-        above = (float(self.cross(np.ones(self.n, bool))), float(self.totals[j]))  # every node
-        best = 0.0
+        if j not in self._known:  # points: the empty downset and every node; lines: (mu, value) of each cut
+            self._known[j] = {"points": {(0.0, 0.0), (float(self.totals[j]), float(self.cross(np.ones(self.n, bool))))},
+                              "proven": set(), "lines": []}
+        known = self._known[j]
+        proven = False
         for _ in range(HULL_MAX_CUTS):
+            a, b = _hull_edge(known["points"], lo)
+            if (a, b) in known["proven"]:
+                proven = True
+                break
             if self.deadline is not None and self.deadline.left() <= 0:
-                break  # every value found so far is a valid (weaker) bound
-            mu = max((above[0] - below[0]) / (above[1] - below[1]), 0.0)
+                break  # every line found so far is a valid (weaker) bound
+            mu = max((b[1] - a[1]) / (b[0] - a[0]), 0.0)
             value, member = self.least_cost(mu, w)
-            found = value + mu * lo
-            best = max(best, found - 1e-12 * abs(found))  # float rounding of the last two operations
-            point = (float(self.cross(member)), float(w[member].sum()))
-            line = below[0] - mu * below[1]
-            if point[0] - mu * point[1] >= line - 1e-9 * max(1.0, abs(line)):
-                break  # no downset below both lines: the hull's value at lo
-            if point[1] < lo:
-                below = point
-            else:
-                above = point
-        self._cache[j, lo] = best
+            known["lines"].append((mu, value))
+            point = (float(w[member].sum()), float(self.cross(member)))
+            line = a[1] - mu * a[0]
+            if point[1] - mu * point[0] >= line - 1e-9 * max(1.0, abs(line)):
+                known["proven"].add((a, b))  # no downset below the edge: the hull's value at lo
+                proven = True
+                break
+            known["points"].add(point)
+        mus, values = np.array(known["lines"] or [(0.0, 0.0)]).T
+        found = float((values + mus * lo).max())
+        best = max(found - 1e-12 * abs(found), 0.0)  # float rounding of the last two operations
+        if proven:
+            self._cache[j, lo] = best
         return best
 
     def __call__(self, windows: list[tuple[int, int]]) -> float:
