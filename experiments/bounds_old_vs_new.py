@@ -153,6 +153,10 @@ def main() -> None:
           r["new_cuts"], r["old_calls"], r["new_calls"], r["old_s"], r["new_s"], r["load"]] for r in records])
     head = (f"Crossing bound only, `{args.old}` vs the working tree, {args.limit:g} s each, upper = the contiguous "
             f"split, `{args.hardware}`; certified gap (upper - bound) / upper.\n\n")
+    if args.auto is not None:
+        head = (f"`solver=auto`, {args.auto:g} s, with the crossing bound of `{args.old}` vs the working tree's, one "
+                f"fresh process per run (no executable cache), `{args.hardware}`; auto's certified gap ('s': wall "
+                f"time of the run_solver call).\n\n")
     Path(f"{args.out}.md").write_text(head + summary + "\n\n" + detail + "\n")
 
 
