@@ -3,9 +3,10 @@
 
 Cases: ``--cases`` (JSON lines of ``experiments/latency_rebalance_val.py oracle``: ``path``, ``K``, ``sram``, the
 MILP's ``milp`` value as a reference) and / or ``--graphs`` globs at ``--stages`` (no reference: the least column).
-Columns: ``--windows`` entries ``SOLVES:LIMIT`` (``0:0``: session 25's default, the window step off) run as
-``ls_window=SOLVES, ls_window_limit=LIMIT``; each case's objective, gap to the least of the reference and every column,
-``solve_time_s`` (compilation excluded; a warm-up call per graph and K first). Refuses the bundled models (the test
+Columns: ``--windows`` entries ``SOLVES:LIMIT`` or ``SOLVES:LIMIT:FREE`` (``0:0``: session 25's default, the window
+step off) run as ``ls_window=SOLVES, ls_window_limit=LIMIT`` (and ``ls_window_free=FREE``; without it the default);
+each case's objective, gap to the least of the reference and every column, ``solve_time_s`` (compilation excluded; a
+warm-up call per graph and K first). Refuses the bundled models (the test
 set).
 
     .venv/bin/python experiments/latency_window_val.py --cases experiments/results/latency_rebalance_oracle.jsonl \\
@@ -37,9 +38,11 @@ def _hw(k: int, sram):
     return hardware("coral_usb", stages=k, **({"sram_bytes": float(sram)} if sram else {}))
 
 
-def _parse(spec: str) -> tuple[int, float]:
-    solves, limit = spec.split(":")
-    return int(solves), float(limit)
+def _parse(spec: str) -> dict:
+    """``SOLVES:LIMIT[:FREE]`` -> the policy's options."""
+    solves, limit, *free = spec.split(":")
+    return {"ls_window": int(solves)} | ({"ls_window_limit": float(limit)} if int(solves) > 0 else {}) | (
+        {"ls_window_free": float(free[0])} if free else {})
 
 
 def compare(cases: list[dict], windows: list[str], objective: str) -> list[dict]:
@@ -52,8 +55,7 @@ def compare(cases: list[dict], windows: list[str], objective: str) -> list[dict]
         rec = {"graph": graph.name, "path": case["path"], "n": graph.num_nodes, "K": case["K"],
                "sram": case.get("sram"), "milp": case.get("milp"), "optimal": case.get("optimal")}
         for spec in windows:
-            solves, limit = _parse(spec)
-            opts = {"ls_window": solves} | ({"ls_window_limit": limit} if solves > 0 else {})
+            opts = _parse(spec)
             r = run_solver("policy", graph, hw, objective, 1.0, **opts)
             rec[f"w{spec}"], rec[f"time_w{spec}_s"] = r["objective"], r["solve_time_s"]
             rec[f"kept_w{spec}"] = r["info"].get("windowed", 0)

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from conftest import make_hw, random_graphs, random_valid_schedule
 
+import respect_jax.solvers.window as window
 from respect_jax.graphs.graph import Graph, has_unique_order
 from respect_jax.reference import reference_metrics
 from respect_jax.solvers.rebalance import leximax_less, stage_times_np
-from respect_jax.solvers.window import window_floor, window_resolve, window_search
+from respect_jax.solvers.window import window_floor, window_free_share, window_resolve, window_search
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,6 +73,9 @@ def test_window_resolve_is_exact_against_brute_force_and_keeps_the_other_stages(
         best, worst = brute_window(graph, hw, s, first, last)
         assert float(np.max(times[first:last + 1])) == pytest.approx(best, rel=1e-6)
         assert window_floor(graph, hw, s, first, last) <= best * (1 + 1e-9)
+        info: dict = {}
+        again = window_resolve(graph, hw, s, first, last, deterministic_limit=10.0, info=info)
+        assert info == {"optimal": True} and np.array_equal(again, new)  # proven, and deterministic
         strictly += best < worst * (1 - 1e-6)
     assert strictly >= 5  # the windows had something to choose
 
@@ -85,7 +89,7 @@ def test_window_search_is_valid_never_worse_and_exact_when_the_window_is_everyth
     for graph in branchy:
         hw = make_hw(2)
         s = random_valid_schedule(graph, 2, rng)
-        out, kept = window_search(graph, hw, s, solves=2, deterministic_limit=10.0, widths=(2,))
+        out, kept = window_search(graph, hw, s, solves=2, deterministic_limit=10.0, widths=(2,), min_free=0.0)
         best, _ = brute_window(graph, hw, np.zeros(graph.num_nodes, np.int64), 0, 1)
         assert float(stage_times_np(graph, out[None], hw)[0].max()) == pytest.approx(best, rel=1e-6)
     better = 0
@@ -94,7 +98,7 @@ def test_window_search_is_valid_never_worse_and_exact_when_the_window_is_everyth
     for graph in graphs:
         hw = make_hw(4)
         s = random_valid_schedule(graph, 4, rng)
-        out, kept = window_search(graph, hw, s, solves=3, deterministic_limit=1.0)
+        out, kept = window_search(graph, hw, s, solves=3, deterministic_limit=1.0, min_free=0.0)
         assert np.all(out[graph.edges[:, 0]] <= out[graph.edges[:, 1]])
         before, after = stage_times_np(graph, s[None], hw)[0], stage_times_np(graph, out[None], hw)[0]
         assert after.max() <= before.max() * (1 + 1e-12)
@@ -112,6 +116,116 @@ def test_window_search_is_valid_never_worse_and_exact_when_the_window_is_everyth
         s = random_valid_schedule(graph, 4, rng)
         out, kept = window_search(graph, make_hw(4), s, solves=3, deterministic_limit=1.0, max_nodes=1)
         assert kept == 0 and np.array_equal(out, s)
+
+
+def _free_share_reference(graph, s: np.ndarray, first: int, last: int) -> float:
+    """The free share from the transitive closure of the WHOLE graph (boolean matrix squaring), not the window's."""
+    n = graph.num_nodes
+    reach = np.eye(n, dtype=bool)
+    reach[graph.edges[:, 0], graph.edges[:, 1]] = True
+    for _ in range(int(np.ceil(np.log2(max(n, 2)))) + 1):
+        reach = reach | ((reach.astype(np.int64) @ reach.astype(np.int64)) > 0)
+    nodes = np.flatnonzero((s >= first) & (s <= last))
+    if len(nodes) < 2:
+        return 0.0
+    sub = reach[np.ix_(nodes, nodes)]
+    return float(np.mean([not np.all(sub[i] | sub[:, i]) for i in range(len(nodes))]))
+
+
+def test_window_free_share_against_the_whole_graph_closure_and_hand_cases():
+    """The share of window nodes with a parallel node in the window equals the one from the whole graph's transitive
+    closure (a path between window nodes never leaves the window); a chain has 0, a diamond's two middle nodes of
+    four 0.5, two unconnected nodes 1."""
+    rng = np.random.default_rng(7)
+    for graph in random_graphs(10, seed=51, min_nodes=8, max_nodes=40):
+        for k in (2, 3, 5):
+            s = random_valid_schedule(graph, k, rng)
+            for first in range(k - 1):
+                for last in range(first + 1, min(first + 3, k)):
+                    assert window_free_share(graph, s, first, last) == pytest.approx(
+                        _free_share_reference(graph, s, first, last), abs=1e-12)
+    ones = dict(params=np.ones(4), output_size=np.ones(4), macs=np.ones(4))
+    chain = Graph(name="c", edges=np.array([(0, 1), (1, 2), (2, 3)]), **ones)
+    diamond = Graph(name="d", edges=np.array([(0, 1), (0, 2), (1, 3), (2, 3)]), **ones)
+    assert window_free_share(chain, np.array([0, 0, 1, 1]), 0, 1) == 0.0
+    assert window_free_share(diamond, np.array([0, 0, 1, 1]), 0, 1) == 0.5
+    assert window_free_share(diamond, np.array([0, 1, 1, 2]), 1, 2) == pytest.approx(2 / 3)  # {1, 2, 3}
+    two = Graph(name="t", edges=np.zeros((0, 2), np.int64), params=np.ones(2), output_size=np.ones(2), macs=np.ones(2))
+    assert window_free_share(two, np.array([0, 1]), 0, 1) == 1.0
+
+
+def _residual_like(blocks: int = 8) -> Graph:
+    """A chain of residual blocks, each main path of 5 nodes with an identity skip into its add, and every fourth
+    block a downsampling one whose skip has 2 nodes (a 1x1 conv and its batch norm): the one freedom of order, as in
+    a ResNet."""
+    edges, n = [], 1
+    for b in range(blocks):
+        x, main = n - 1, list(range(n, n + 5))
+        edges += [(x, main[0])] + [(main[i], main[i + 1]) for i in range(4)]
+        n += 5
+        if b % 4 == 0:
+            edges += [(x, n), (n, n + 1), (n + 1, n + 2)]
+            n += 2
+        else:
+            edges.append((x, n))
+        edges.append((main[-1], n))
+        n += 1
+    sizes = np.linspace(1.0, 2.0, n)
+    return Graph(name="res", edges=np.array(edges), params=1e5 * sizes, output_size=1e4 * sizes[::-1],
+                 macs=1e7 * sizes)
+
+
+def test_window_search_skips_windows_with_little_freedom_of_order(monkeypatch):
+    """The gate checked directly: every window handed to the re-solve has a free share >= min_free; on a
+    residual-like chain (free share ~0.2) the default skips every window (no CP-SAT call, the schedule unchanged) while
+    min_free = 0 re-solves; min_free > 1 skips everything."""
+    calls = []
+
+    def counted(graph, hw, s, first, last, *args, **kwargs):
+        calls.append(window_free_share(graph, s, first, last))
+        return window_resolve(graph, hw, s, first, last, *args, **kwargs)
+
+    monkeypatch.setattr(window, "window_resolve", counted)
+    graph = _residual_like()
+    assert not has_unique_order(graph)
+    hw = make_hw(3)
+    s = np.minimum(np.arange(graph.num_nodes) * 3 // graph.num_nodes, 2)  # stage by id: ids are topological here
+    s[-3:] = 2
+    assert np.all(s[graph.edges[:, 0]] <= s[graph.edges[:, 1]])
+    shares = [window_free_share(graph, s, a, b) for a, b in [(0, 1), (1, 2), (0, 2)]]
+    assert 0 < max(shares) < window.WINDOW_MIN_FREE
+    out, kept = window_search(graph, hw, s, solves=3, deterministic_limit=1.0)
+    assert calls == [] and kept == 0 and np.array_equal(out, s)
+    window_search(graph, hw, s, solves=3, deterministic_limit=1.0, min_free=0.0)
+    assert len(calls) >= 1
+    rng = np.random.default_rng(9)
+    seen = []
+
+    def logged(graph, hw, s, first, last, *args, **kwargs):
+        seen.append((first, last, np.asarray(s).tobytes()))
+        return counted(graph, hw, s, first, last, *args, **kwargs)
+
+    monkeypatch.setattr(window, "window_resolve", logged)
+    for graph in [g for g in random_graphs(8, seed=53, min_nodes=15, max_nodes=30) if not has_unique_order(g)]:
+        s = random_valid_schedule(graph, 4, rng)
+        for min_free in (0.0, 0.3, 0.6, 0.9):
+            calls.clear()
+            seen.clear()
+            window_search(graph, make_hw(4), s, solves=6, deterministic_limit=10.0, min_free=min_free)
+            assert all(share >= min_free for share in calls)
+            # never the same window twice from the same schedule (a kept window proven optimal is not re-solved)
+            assert len(set(seen)) == len(seen)
+        calls.clear()
+        out, kept = window_search(graph, make_hw(4), s, solves=3, min_free=1.01)
+        assert calls == [] and kept == 0 and np.array_equal(out, s)
+    kept_once = 0
+    for graph in [g for g in random_graphs(8, seed=41, min_nodes=6, max_nodes=11) if not has_unique_order(g)]:
+        seen.clear()  # K = 2: one window, the whole problem; once proven optimal nothing is left to re-solve
+        out, kept = window_search(graph, make_hw(2), random_valid_schedule(graph, 2, rng), solves=3,
+                                  deterministic_limit=10.0, widths=(2,), min_free=0.0)
+        assert len(seen) == 1 and kept <= 1
+        kept_once += kept
+    assert kept_once >= 2
 
 
 def test_window_resolve_rejects_a_bad_window():
@@ -152,7 +266,8 @@ def test_window_in_the_decoding_off_restores_session_25_and_on_improves():
     assert out["objective"] < off["objective"] * (1 - 1e-3)
     assert "ls_window" not in run_solver("policy", graph, hw, "paper", 1.0)["info"]
     for bad, match in [({"ls_window": -1}, "ls_window must be"), ({"ls_window_limit": 0.0}, "ls_window_limit"),
-                       ({"ls_window": True}, "ls_window must be")]:
+                       ({"ls_window": True}, "ls_window must be"), ({"ls_window_free": 1.5}, "ls_window_free"),
+                       ({"ls_window_free": -0.1}, "ls_window_free")]:
         with pytest.raises(ValueError, match=match) as err:
             run_solver("policy", graph, hw, "latency", 1.0, **bad)
         assert "\n" not in str(err.value)

@@ -13,9 +13,12 @@ spill and incoming tensors, minimise their maximum), warm-started from the curre
 windows of two, then three adjacent stages containing the bottleneck stage (the one with the smaller sum of stage times
 first), a re-solve kept when the stage times sorted in decreasing order get lexicographically smaller
 (:func:`~respect_jax.solvers.rebalance.leximax_less`: never worse), up to ``solves`` re-solves; skipped where it cannot
-gain (a graph with a single topological order, a schedule at the analytic lower bound, a window at its floor) and on
-windows of more than :data:`WINDOW_MAX_NODES` nodes (time). Chosen on validation graphs only
-(``experiments/results/latency_window_val.md``).
+gain (a graph with a single topological order, a schedule at the analytic lower bound, a window at its floor), on
+windows of more than :data:`WINDOW_MAX_NODES` nodes (time) and on windows with little freedom of order: fewer than
+:data:`WINDOW_MIN_FREE` of their nodes have a node of the window that is neither their ancestor nor their descendant
+(:func:`window_free_share`; residual networks, whose orders differ only in a downsampling block's shortcut, never gained
+there on validation and paid 0.1-0.7 s per graph). Chosen on validation graphs only
+(``experiments/results/latency_window_val.md``, ``latency_window_free_val.md``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ WINDOW_WIDTHS = (2, 3)
 #: windows of :func:`window_search` holding more nodes than this are skipped (CP-SAT's set-up and search time grow
 #: with the window; chosen on validation graphs only)
 WINDOW_MAX_NODES = 300
+#: windows of :func:`window_search` where a smaller share of the nodes is free (:func:`window_free_share`) are skipped:
+#: on validation every re-solve that gained had a share >= 0.81, every window of the residual-network graphs <= 0.24
+WINDOW_MIN_FREE = 0.5
 
 
 def _last_stage(graph: Graph, s: np.ndarray, k: int) -> np.ndarray:
@@ -46,13 +52,14 @@ def _last_stage(graph: Graph, s: np.ndarray, k: int) -> np.ndarray:
 
 
 def window_resolve(graph: Graph, hw: Hardware, assignment: np.ndarray, first: int, last: int,
-                   deterministic_limit: float = 0.2, wall_limit: float = 5.0) -> np.ndarray:
+                   deterministic_limit: float = 0.2, wall_limit: float = 5.0, info: dict | None = None) -> np.ndarray:
     """int64[N]: ``assignment`` (a valid ``latency`` schedule by node id) with the nodes on stages ``first .. last``
     re-split among those stages by CP-SAT to minimise the largest of their stage times; the other nodes keep their
     stage. The best schedule CP-SAT finds within ``deterministic_limit`` (its deterministic time units; one worker, a
     fixed seed) or ``wall_limit`` seconds (a safety cap), started from ``assignment``; ``assignment`` itself when none
     is found or the window holds fewer than two nodes. Valid whenever ``assignment`` is; not necessarily better (the
-    caller compares)."""
+    caller compares). ``info`` (optional): gets ``optimal``, whether the returned split is proven to minimise the
+    window's largest stage time (CP-SAT's status, or a window of fewer than two nodes)."""
     from ortools.sat.python import cp_model  # imported when a window is solved, not with the registry
 
     s = np.asarray(assignment, np.int64)
@@ -62,6 +69,8 @@ def window_resolve(graph: Graph, hw: Hardware, assignment: np.ndarray, first: in
     width = last - first + 1
     inside = (s >= first) & (s <= last)
     nodes = np.flatnonzero(inside)
+    if info is not None:
+        info["optimal"] = len(nodes) < 2
     if len(nodes) < 2:
         return s.copy()
     edges = graph.edges if graph.num_edges else np.zeros((0, 2), np.int64)
@@ -151,6 +160,8 @@ def window_resolve(graph: Graph, hw: Hardware, assignment: np.ndarray, first: in
     solver.parameters.max_deterministic_time = float(deterministic_limit)
     solver.parameters.max_time_in_seconds = float(wall_limit)
     status = solver.solve(m)
+    if info is not None:
+        info["optimal"] = status == cp_model.OPTIMAL
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return s.copy()
     new = s.copy()
@@ -183,6 +194,40 @@ def window_needed(graph: Graph, hw: Hardware, assignment: np.ndarray) -> bool:
     return float(stage_times_np(graph, s[None], hw)[0].max()) > latency_lower_bound(graph, hw) * (1.0 + 1e-9)
 
 
+def window_free_share(graph: Graph, assignment: np.ndarray, first: int, last: int) -> float:
+    """The share of the nodes on stages ``first .. last`` under ``assignment`` (valid: stages never decrease along an
+    edge) that are *free*: some other node of the window is neither their ancestor nor their descendant, so the
+    window's schedules may order them differently. 0 when the window's nodes have a single order (a chain), 1 when
+    every node has a parallel one (0 for fewer than two nodes). A path between two window nodes never leaves the
+    window (its stages lie between theirs), so reachability is computed on the window's sub-graph."""
+    s = np.asarray(assignment, np.int64)
+    nodes = np.flatnonzero((s >= int(first)) & (s <= int(last)))
+    n = len(nodes)
+    if n < 2:
+        return 0.0
+    local = np.full(graph.num_nodes, -1, np.int64)
+    local[nodes] = np.arange(n)
+    edges = graph.edges if graph.num_edges else np.zeros((0, 2), np.int64)
+    inner = edges[(local[edges[:, 0]] >= 0) & (local[edges[:, 1]] >= 0)]
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indeg = np.zeros(n, np.int64)
+    for u, v in local[inner].tolist():
+        succ[u].append(v)
+        indeg[v] += 1
+    order = [u for u in range(n) if indeg[u] == 0]
+    for u in order:  # Kahn's order (the list grows while it is walked)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                order.append(v)
+    reach = np.eye(n, dtype=bool)  # reach[u, v]: v is u or a descendant of u
+    for u in reversed(order):
+        for v in succ[u]:
+            reach[u] |= reach[v]
+    comparable = reach | reach.T
+    return float(np.mean(~comparable.all(axis=1)))
+
+
 def window_floor(graph: Graph, hw: Hardware, assignment: np.ndarray, first: int, last: int) -> float:
     """A lower bound on the largest stage time of stages ``first .. last`` over every re-split of their nodes among
     them (the others fixed): the largest single node's time there, and the mean of the window's stage times without
@@ -199,7 +244,7 @@ def window_floor(graph: Graph, hw: Hardware, assignment: np.ndarray, first: int,
 
 def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: int,
                   deterministic_limit: float = 0.2, widths: tuple[int, ...] | None = None,
-                  max_nodes: int | None = None) -> tuple[np.ndarray, int]:
+                  max_nodes: int | None = None, min_free: float | None = None) -> tuple[np.ndarray, int]:
     """(int64[N] schedule, re-solves kept): up to ``solves`` :func:`window_resolve` calls from ``assignment`` (a valid
     ``latency`` schedule) on windows of adjacent stages that contain the current bottleneck stage: those of
     ``widths[0]`` stages first (None: :data:`WINDOW_WIDTHS`; the window with the smaller sum of stage times first),
@@ -208,14 +253,17 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
     (:func:`leximax_less`), and the search moves on to the new bottleneck. Stops when every window of the bottleneck
     has been tried without gain. Skipped where it cannot gain: a schedule at the analytic lower bound
     (:func:`~respect_jax.solvers.bounds.latency_lower_bound`), a window whose largest stage time is at
-    :func:`window_floor` or one holding more than ``max_nodes`` nodes (None: :data:`WINDOW_MAX_NODES`) (neither
-    counted as a re-solve). Never worse."""
+    :func:`window_floor`, one holding more than ``max_nodes`` nodes (None: :data:`WINDOW_MAX_NODES`) and one whose
+    :func:`window_free_share` is below ``min_free`` (None: :data:`WINDOW_MIN_FREE`; 0: never skipped for it) (none
+    counted as a re-solve), and the window just kept when CP-SAT proved its split optimal (the same sub-problem, its
+    largest stage time cannot drop). Never worse."""
     s = np.asarray(assignment, np.int64).copy()
     k = int(hw.stages)
     if int(solves) <= 0 or not window_needed(graph, hw, s):
         return s, 0
     current = stage_times_np(graph, s[None], hw)[0]
     used = kept = 0
+    proven: tuple[int, int] | None = None  # the window kept last, when CP-SAT proved its split optimal
     while used < int(solves):
         bottleneck = int(np.argmax(current))
         windows: list[tuple[int, int]] = []
@@ -227,15 +275,21 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
         for first, last in windows:
             if used >= int(solves):
                 break
+            if (first, last) == proven:  # re-solved to proven optimality just now: the same sub-problem again
+                continue
             if int(np.sum((s >= first) & (s <= last))) > (WINDOW_MAX_NODES if max_nodes is None else int(max_nodes)):
                 continue
             if float(current[first:last + 1].max()) <= window_floor(graph, hw, s, first, last) * (1.0 + 1e-9):
                 continue
-            new = window_resolve(graph, hw, s, first, last, deterministic_limit)
+            if window_free_share(graph, s, first, last) < (WINDOW_MIN_FREE if min_free is None else float(min_free)):
+                continue
+            info: dict = {}
+            new = window_resolve(graph, hw, s, first, last, deterministic_limit, info=info)
             used += 1
             times = stage_times_np(graph, new[None], hw)[0]
             if leximax_less(times, current):
                 s, current, moved = new, times, True
+                proven = (first, last) if info["optimal"] else None
                 kept += 1
                 break
         if not moved:
