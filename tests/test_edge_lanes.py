@@ -81,3 +81,20 @@ def test_lanes_equal_the_reference_with_many_workers():
         ref = ReferenceSimulator(scn.params).run(tr, policy)
         for f in FIELDS:
             assert np.array_equal(np.asarray(getattr(out, f))[i, 0], ref[f]), f"{policy}: {f} differs"
+
+
+def test_lanes_counts_only_and_odd_slot_count():
+    """The counts-only call (what experiments/edge_speed.py times) on a scenario whose tables are read with selects
+    (``small``: every table <= SELECT_MAX entries) and an odd number of query slots (the scan is unrolled by 2): its
+    counts equal the scan simulator's."""
+    scn = load_preset("small", horizon_s=0.3)
+    traces = eval_traces(scn, "overload", jax.random.key(11), 4)
+    traces = jax.tree.map(lambda x: x[:, : x.shape[1] - 1 + x.shape[1] % 2], traces)  # an odd Q
+    assert traces.time_us.shape[1] % 2 == 1 and bool(np.all(~np.asarray(traces.valid)[:, -1]))
+    index = jnp.arange(len(POLICIES))
+    sims, _ = _scan(scn.params, traces, index)
+    for i, policy in enumerate(POLICIES):
+        counts, out = jax.jit(lambda t, p=policy: simulate_lanes(scn.params, t, LANE_POLICIES[p]))(traces)
+        assert out is None
+        assert np.array_equal(np.asarray(counts), np.asarray(sims.counts)[i]), policy
+    assert int(np.asarray(sims.counts).sum()) == len(POLICIES) * int(np.asarray(traces.valid).sum()) > 0

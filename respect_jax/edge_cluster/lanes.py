@@ -7,13 +7,17 @@ SIMD lane) and one ``lax.scan`` over the Q query slots advances all B traces tog
 
 * state: ``busy`` i32[K, B], ``hol`` and ``vclock`` i32[S, B], ``counts`` i32[A, 5, B];
 * a reduction over sites or workers is an elementwise min / sum of K (or S) rows of B lanes;
-* table look-ups by the query's source, app, site or variant are per-lane gathers from small constant tables
-  (fused by XLA into the step's loops), per-site values of the chosen site are one-hot selects over S rows;
+* table look-ups by the query's source, app, site or variant are chains of selects over the table's entries when it
+  has at most :data:`SELECT_MAX` of them (elementwise: XLA CPU fuses and vectorises them, where a per-lane gather
+  runs one scalar load per lane), gathers from larger tables; per-site values of the chosen site are one-hot
+  selects over S rows;
 * each site's worker times are kept *sorted* (its slots in ``EdgeParams.slot_site`` order): the worker that
   frees first is the site's first slot, and serving a query removes that time and inserts its finish with one
   shifted min / max (no arg-min). Which worker runs a query is not part of its :class:`Outcome`, and the site's
   multiset of worker times is the same as the simulator's, so every outcome is identical (tested against
-  :func:`~respect_jax.edge_cluster.simulator.simulate` and the Python reference on every preset).
+  :func:`~respect_jax.edge_cluster.simulator.simulate` and the Python reference on every preset);
+* the scan is unrolled by 2 (:data:`UNROLL`): the sorted-times update reads a shifted copy of ``busy``, so a single
+  step cannot update it in place and XLA copies it back every step; two steps per iteration alternate buffers.
 
 Only the static rules run here (:data:`LANE_POLICIES`, each the lanes form of the rule of the same name in
 :mod:`.policies`); agents, which need the history ring, use :mod:`.simulator`.
@@ -42,6 +46,10 @@ from respect_jax.edge_cluster.types import (
 )
 
 _BIG = 2**31 - 1
+SELECT_MAX = 32
+"""A table of at most this many entries is read per lane with a chain of selects, a larger one with a gather."""
+UNROLL = 2
+"""Query slots per iteration of the scan (see the module docstring)."""
 
 LanePolicy = Callable[[EdgeParams, dict, Trace], jax.Array]
 """``(params, state, query) -> action i32[B]`` with the state's arrays [..., B] and the query's fields [B] ([S, B])."""
@@ -65,6 +73,22 @@ def _materialize_query(query: Trace) -> Trace:
     s = query.net_pct.shape[0]
     rows = materialize(*flat, *query.net_pct, *query.slow_pct)
     return Trace(*rows[:6], valid=rows[6], net_pct=jnp.stack(rows[7:7 + s]), slow_pct=jnp.stack(rows[7 + s:]))
+
+
+def _select(index: jax.Array, values: list) -> jax.Array:
+    """``values[index]`` per lane (``index`` i32[B] in ``[0, len(values))``) by a chain of selects."""
+    out = values[0]
+    for i in range(1, len(values)):
+        out = jnp.where(index == i, values[i], out)
+    return out
+
+
+def _lookup(table: jax.Array, index: jax.Array) -> jax.Array:
+    """``table.reshape(-1)[index]`` per lane (i32[B] -> [B]): selects over a small table, a gather over a large one."""
+    flat = table.reshape(-1)
+    if flat.shape[0] <= SELECT_MAX:
+        return _select(index, [flat[i] for i in range(flat.shape[0])])
+    return jnp.take(flat, index)
 
 
 def _first_argmin0(x: jax.Array) -> jax.Array:
@@ -117,7 +141,7 @@ def _most_accurate_table(params: EdgeParams) -> jax.Array:
 def _table_policy(table_of: Callable[[EdgeParams], jax.Array]) -> LanePolicy:
     def policy(params: EdgeParams, state: dict, query: Trace) -> jax.Array:
         table = state["tables"][table_of.__name__]
-        return jnp.take(table.reshape(-1), query.source * params.num_apps + query.app)
+        return _lookup(table, query.source * params.num_apps + query.app)
 
     policy.table = table_of
     return policy
@@ -125,6 +149,8 @@ def _table_policy(table_of: Callable[[EdgeParams], jax.Array]) -> LanePolicy:
 
 def _rtt_rows(params: EdgeParams, query: Trace) -> jax.Array:
     """i32[S, B] nominal RTT from each lane's source to every site."""
+    if params.rtt_us.size <= SELECT_MAX:
+        return jnp.stack([_lookup(params.rtt_us[:, s], query.source) for s in range(params.num_sites)])
     return jnp.take(params.rtt_us.T, query.source, axis=1)
 
 
@@ -138,10 +164,10 @@ def fastest_expected(params: EdgeParams, state: dict, query: Trace) -> jax.Array
     rtt = _rtt_rows(params, query)  # [S, B]
     wait = jnp.maximum(state["vclock"] - (query.time_us[None, :] + jax.lax.div(rtt, 2)), 0)
     cheapest = state["tables"]["cheapest"]  # [S, A]
-    index = jnp.arange(params.num_sites, dtype=jnp.int32)[:, None] * params.num_apps + query.app[None, :]
-    proc = jnp.take(state["tables"]["cheapest_proc"].reshape(-1), index)  # [S, B]; _BIG if the app has none
+    proc = jnp.stack([_lookup(state["tables"]["cheapest_proc"][s], query.app)
+                      for s in range(params.num_sites)])  # [S, B]; _BIG if the app has none
     site = _first_argmin0(jnp.where(proc < _BIG, rtt + wait + proc, _BIG))
-    return site * params.num_variants + jnp.take(cheapest.reshape(-1), site * params.num_apps + query.app)
+    return site * params.num_variants + _lookup(cheapest, site * params.num_apps + query.app)
 
 
 def least_loaded(params: EdgeParams, state: dict, query: Trace) -> jax.Array:
@@ -149,7 +175,7 @@ def least_loaded(params: EdgeParams, state: dict, query: Trace) -> jax.Array:
     backlog = jnp.maximum(state["vclock"] - query.time_us[None, :], 0)  # [S, B]
     tied = backlog == jnp.min(backlog, axis=0, keepdims=True)
     site = _first_argmin0(jnp.where(tied, _rtt_rows(params, query), _BIG))
-    variant = jnp.take(state["tables"]["cheapest"].reshape(-1), site * params.num_apps + query.app)
+    variant = _lookup(state["tables"]["cheapest"], site * params.num_apps + query.app)
     return site * params.num_variants + variant
 
 
@@ -198,7 +224,7 @@ def dispatch_lanes(params: EdgeParams, state: dict, query: Trace, action: jax.Ar
     :func:`respect_jax.edge_cluster.simulator.dispatch`, lane by lane. Returns the new state and Outcome [B]."""
     s_count, v_count = params.num_sites, params.num_variants
     action = jnp.clip(action.astype(jnp.int32), 0, s_count * v_count - 1)
-    site, variant = action // v_count, action % v_count
+    site, variant = jax.lax.div(action, v_count), jax.lax.rem(action, v_count)  # action >= 0: no floor corrections
     n, app, t, valid = query.source, query.app, query.time_us, query.valid
     s_hot = jnp.arange(s_count, dtype=jnp.int32)[:, None] == site[None, :]  # [S, B]
 
@@ -206,14 +232,14 @@ def dispatch_lanes(params: EdgeParams, state: dict, query: Trace, action: jax.Ar
         return jnp.sum(jnp.where(s_hot, x, 0), axis=0, dtype=x.dtype)
 
     path = n * s_count + site
-    rtt = jnp.take(params.rtt_us.reshape(-1), path)
+    rtt = _lookup(params.rtt_us, path)
     net_f = pick(query.net_pct)
-    jit = jax.lax.div(jnp.take(params.jitter_us.reshape(-1), path) * net_f, 100)
+    jit = jax.lax.div(_lookup(params.jitter_us, path) * net_f, 100)
     net = jax.lax.div(rtt * net_f, 100) + jax.lax.div(jit * query.jitter_pct, 100)
     up = jax.lax.div(net, 2)
     down = net - up
     t_site = t + up
-    nominal = jnp.take(params.proc_us.reshape(-1), action)
+    nominal = _lookup(params.proc_us, action)
     slowed = jax.lax.div(nominal * pick(query.slow_pct), 100)
     svc = jnp.maximum(jax.lax.div(slowed * query.service_pct, 100), 1)
 
@@ -221,22 +247,21 @@ def dispatch_lanes(params: EdgeParams, state: dict, query: Trace, action: jax.Ar
     free_first = pick(jnp.take(state["busy"], first_slot, axis=0))  # the site's earliest free worker
     hol_s = pick(state["hol"])
     start = jnp.maximum(jnp.maximum(t_site, hol_s), free_first)
-    deadline = jnp.take(params.deadline_us, app)
+    deadline = _lookup(params.deadline_us, app)
     deadline_abs = t + deadline
-    wait_limit = t_site + jnp.take(params.max_wait_us, site)
+    wait_limit = t_site + _lookup(params.max_wait_us, site)
     limit = jnp.minimum(wait_limit, deadline_abs)
     removed = start > limit
     finish = start + svc
     response = finish + down
-    accurate = jnp.take(params.accuracy_pm, variant) >= jnp.take(params.min_accuracy_pm, app)
+    accurate = _lookup(params.accuracy_pm, variant) >= _lookup(params.min_accuracy_pm, app)
     served_code = jnp.where(response > deadline_abs, LATE, jnp.where(accurate, SUCCESS, LOW_ACCURACY))
     removed_code = jnp.where(deadline_abs <= wait_limit, EXPIRED, DROPPED)
     code = jnp.where(valid, jnp.where(removed, removed_code, served_code), INVALID).astype(jnp.int32)
     done = jnp.where(removed, limit, finish)
     resolve = jnp.where(removed, limit, response)
     hol_new = jnp.where(removed, jnp.maximum(hol_s, limit), start)
-    vclock_new = jnp.maximum(pick(state["vclock"]), t + jax.lax.div(rtt, 2)) + jnp.take(params.fluid_us.reshape(-1),
-                                                                                          action)
+    vclock_new = jnp.maximum(pick(state["vclock"]), t + jax.lax.div(rtt, 2)) + _lookup(params.fluid_us, action)
     vclock_new = jnp.minimum(vclock_new, t + BACKLOG_CAP_US)
     code, start, done, resolve, hol_new, vclock_new, removed, finish, site, variant = materialize(
         code, start, done, resolve, hol_new, vclock_new, removed, finish, site, variant)
@@ -302,7 +327,7 @@ def simulate_lanes(params: EdgeParams, traces: Trace, policy: LanePolicy, outcom
         st, out = dispatch_lanes(params, st, query, action)
         return st, (out if outcomes else None)
 
-    final, out = jax.lax.scan(body, state, lanes)
+    final, out = jax.lax.scan(body, state, lanes, unroll=UNROLL)
     counts = jnp.moveaxis(final["counts"], -1, 0)
     if outcomes:
         out = jax.tree.map(lambda x: x.T, out)
