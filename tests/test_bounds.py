@@ -309,3 +309,38 @@ def test_hull_crossing_past_its_deadline_is_still_a_lower_bound():
     for lo in range(1, int(graph.params.sum()) + 1):
         assert 0.0 <= hull.least_crossing_above(0, lo) <= _hull_at(points, lo) + 1e-9
     assert hull.cuts == 0
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_paper_chain_runs_again_on_finer_buckets_and_stays_below_the_optimum(k, monkeypatch):
+    """``paper``: a chain relaxation that settles with time left runs again with ``CHAIN_REFINE_FACTOR`` times the
+    buckets (8, then 24 per boundary); every pass stays at or below the brute-force optimum, and the bound is never
+    below the single pass's (refinement off: ``CHAIN_REFINE_MAX_PER_BOUNDARY`` = 8)."""
+    from respect_jax.solvers import bounds
+
+    passes = []
+    chain = bounds._paper_chain_bound
+
+    def spy(*args, **kwargs):
+        found = chain(*args, **kwargs)
+        passes.append((args[-1] if len(args) > 7 else kwargs.get("per_boundary"), found["bound"]))
+        return found
+
+    monkeypatch.setattr(bounds, "_paper_chain_bound", spy)
+    hw = make_hw(k)
+    for graph in tiny_graphs() + list(EDGE_CASES.values()):
+        best = brute_force(graph, hw, lam=0.7)["paper"]
+        upper = 4 * best  # above the optimum: no cap hides a bug
+        values = []
+        for refine_max in (bounds.CHAIN_BUCKETS_PER_BOUNDARY, bounds.CHAIN_REFINE_MAX_PER_BOUNDARY):
+            monkeypatch.setattr(bounds, "CHAIN_REFINE_MAX_PER_BOUNDARY", refine_max)
+            passes.clear()
+            found = crossing_lower_bound(graph, hw, "paper", 0.7, upper, time_limit_s=30.0)
+            assert found["bound"] <= best * (1 + RTOL) + 1e-15, graph.name
+            assert all(value <= best * (1 + RTOL) + 1e-15 for _, value in passes), graph.name
+            values.append(found["bound"])
+            if found["bound"] < upper:
+                want = [8] if refine_max == 8 else [8, 24]
+                assert [p for p, _ in passes] == want, graph.name
+        single, refined = values
+        assert refined >= single * (1 - 1e-12), graph.name
