@@ -16,8 +16,11 @@ SIMD lane) and one ``lax.scan`` over the Q query slots advances all B traces tog
   shifted min / max (no arg-min). Which worker runs a query is not part of its :class:`Outcome`, and the site's
   multiset of worker times is the same as the simulator's, so every outcome is identical (tested against
   :func:`~respect_jax.edge_cluster.simulator.simulate` and the Python reference on every preset);
-* the scan is unrolled by 2 (:data:`UNROLL`): the sorted-times update reads a shifted copy of ``busy``, so a single
-  step cannot update it in place and XLA copies it back every step; two steps per iteration alternate buffers.
+* a step is split in two: :func:`resolve_lanes` computes each lane's outcome and a few per-lane values (its site,
+  finish time, the site's new head-of-line and virtual-clock times, app and code), :func:`apply_lanes` updates the
+  [K, B], [S, B] and [A, 5, B] state from them. The scan applies slot ``q - 1``'s update at the start of slot ``q``'s
+  step, so those values cross the loop boundary: XLA computes each of them once, where inside one step it fuses
+  the whole per-lane chain into every row of the [K, B] update (or needs :func:`materialize`'s extra copies).
 
 Only the static rules run here (:data:`LANE_POLICIES`, each the lanes form of the rule of the same name in
 :mod:`.policies`); agents, which need the history ring, use :mod:`.simulator`.
@@ -48,8 +51,6 @@ from respect_jax.edge_cluster.types import (
 _BIG = 2**31 - 1
 SELECT_MAX = 32
 """A table of at most this many entries is read per lane with a chain of selects, a larger one with a gather."""
-UNROLL = 2
-"""Query slots per iteration of the scan (see the module docstring)."""
 
 LanePolicy = Callable[[EdgeParams, dict, Trace], jax.Array]
 """``(params, state, query) -> action i32[B]`` with the state's arrays [..., B] and the query's fields [B] ([S, B])."""
@@ -219,9 +220,10 @@ def init_lanes(params: EdgeParams, batch: int) -> dict:
             "vclock": jnp.zeros((s, batch), jnp.int32), "counts": jnp.zeros((a, len(OUTCOMES), batch), jnp.int32)}
 
 
-def dispatch_lanes(params: EdgeParams, state: dict, query: Trace, action: jax.Array) -> tuple[dict, Outcome]:
-    """Send each lane's query to its ``action`` (i32[B]); the dynamics of
-    :func:`respect_jax.edge_cluster.simulator.dispatch`, lane by lane. Returns the new state and Outcome [B]."""
+def resolve_lanes(params: EdgeParams, state: dict, query: Trace, action: jax.Array) -> tuple[dict, Outcome]:
+    """Resolve each lane's query sent to its ``action`` (i32[B]): the dynamics of
+    :func:`respect_jax.edge_cluster.simulator.dispatch`, lane by lane, without the state update (:func:`apply_lanes`).
+    Returns the pending update (a dict of [B]) and the Outcome [B]."""
     s_count, v_count = params.num_sites, params.num_variants
     action = jnp.clip(action.astype(jnp.int32), 0, s_count * v_count - 1)
     site, variant = jax.lax.div(action, v_count), jax.lax.rem(action, v_count)  # action >= 0: no floor corrections
@@ -263,25 +265,6 @@ def dispatch_lanes(params: EdgeParams, state: dict, query: Trace, action: jax.Ar
     hol_new = jnp.where(removed, jnp.maximum(hol_s, limit), start)
     vclock_new = jnp.maximum(pick(state["vclock"]), t + jax.lax.div(rtt, 2)) + _lookup(params.fluid_us, action)
     vclock_new = jnp.minimum(vclock_new, t + BACKLOG_CAP_US)
-    code, start, done, resolve, hol_new, vclock_new, removed, finish, site, variant = materialize(
-        code, start, done, resolve, hol_new, vclock_new, removed, finish, site, variant)
-
-    site_hot = s_hot & valid[None, :]
-    busy = state["busy"]
-    # serve: the site's sorted worker times lose their first (the worker taking the query) and gain ``finish``
-    last_of_site = state["tables"]["last_of_site"]  # bool[K]
-    after = jnp.where(last_of_site[:, None], NEVER, jnp.concatenate([busy[1:], busy[:1]], axis=0))
-    served_slot = (params.slot_site[:, None] == site[None, :]) & (valid & ~removed)[None, :]  # [K, B]
-    busy = jnp.where(served_slot, jnp.minimum(after, jnp.maximum(busy, finish[None, :])), busy)
-    code_hot = jnp.arange(len(OUTCOMES), dtype=jnp.int32)[:, None] == code[None, :]  # [5, B]
-    app_hot = jnp.arange(params.num_apps, dtype=jnp.int32)[:, None] == app[None, :]  # [A, B]
-    new = {
-        **state,
-        "busy": busy,
-        "hol": jnp.where(site_hot, hol_new[None, :], state["hol"]),
-        "vclock": jnp.where(site_hot, vclock_new[None, :], state["vclock"]),
-        "counts": state["counts"] + (app_hot[:, None, :] & code_hot[None, :, :]).astype(jnp.int32),
-    }
     outcome = Outcome(
         code=code,
         site=jnp.where(valid, site, -1),
@@ -290,7 +273,38 @@ def dispatch_lanes(params: EdgeParams, state: dict, query: Trace, action: jax.Ar
         done_us=jnp.where(valid, done, -1),
         resolve_us=jnp.where(valid, resolve, -1),
     )
-    return new, outcome
+    pending = {"site": jnp.where(valid, site, -1), "finish": jnp.where(valid & ~removed, finish, -NEVER),
+               "hol": hol_new, "vclock": vclock_new,
+               "key": jnp.where(valid, app * len(OUTCOMES) + code, -1)}
+    return pending, outcome
+
+
+def apply_lanes(params: EdgeParams, state: dict, pending: dict) -> dict:
+    """The state after the queries of :func:`resolve_lanes` (``pending``: their site, -1 for padding, finish time,
+    -NEVER if not served, the site's new head-of-line and virtual-clock times, app * 5 + code, -1 for padding)."""
+    site = pending["site"]
+    site_hot = jnp.arange(params.num_sites, dtype=jnp.int32)[:, None] == site[None, :]  # [S, B]; none for padding
+    busy = state["busy"]
+    # serve: the site's sorted worker times lose their first (the worker taking the query) and gain ``finish``;
+    # every other slot (finish -NEVER) keeps its time, as min(next, max(time, -NEVER)) = time on sorted times
+    last_of_site = state["tables"]["last_of_site"]  # bool[K]
+    after = jnp.where(last_of_site[:, None], NEVER, jnp.concatenate([busy[1:], busy[:1]], axis=0))
+    finish = jnp.where(params.slot_site[:, None] == site[None, :], pending["finish"][None, :], -NEVER)  # [K, B]
+    a5 = params.num_apps * len(OUTCOMES)
+    key_hot = jnp.arange(a5, dtype=jnp.int32).reshape(params.num_apps, len(OUTCOMES))[:, :, None] == pending["key"]
+    return {
+        **state,
+        "busy": jnp.minimum(after, jnp.maximum(busy, finish)),
+        "hol": jnp.where(site_hot, pending["hol"][None, :], state["hol"]),
+        "vclock": jnp.where(site_hot, pending["vclock"][None, :], state["vclock"]),
+        "counts": state["counts"] + key_hot.astype(jnp.int32),
+    }
+
+
+def no_update(batch: int) -> dict:
+    """The pending update of :func:`apply_lanes` that changes nothing (every lane padding)."""
+    none = jnp.full((batch,), -1, jnp.int32)
+    return {"site": none, "finish": jnp.full((batch,), -NEVER, jnp.int32), "hol": none, "vclock": none, "key": none}
 
 
 def to_lanes(traces: Trace) -> Trace:
@@ -321,13 +335,16 @@ def simulate_lanes(params: EdgeParams, traces: Trace, policy: LanePolicy, outcom
               "last_of_site": jnp.concatenate([is_first[1:], jnp.ones((1,), bool)])}
     state = {**init_lanes(params, batch), "tables": tables}
 
-    def body(st, query):
+    def body(carry, query):
+        st, pending = carry
+        st = apply_lanes(params, st, pending)  # the previous slot's update (see the module docstring)
         query = _materialize_query(query)
         (action,) = materialize(policy(params, st, query))
-        st, out = dispatch_lanes(params, st, query, action)
-        return st, (out if outcomes else None)
+        pending, out = resolve_lanes(params, st, query, action)
+        return (st, pending), (out if outcomes else None)
 
-    final, out = jax.lax.scan(body, state, lanes, unroll=UNROLL)
+    (final, pending), out = jax.lax.scan(body, (state, no_update(batch)), lanes)
+    final = apply_lanes(params, final, pending)
     counts = jnp.moveaxis(final["counts"], -1, 0)
     if outcomes:
         out = jax.tree.map(lambda x: x.T, out)
