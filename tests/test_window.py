@@ -265,9 +265,16 @@ def test_window_in_the_decoding_off_restores_session_25_and_on_improves():
     assert metrics["valid"] and metrics["objective"] == pytest.approx(out["objective"], rel=1e-6)
     assert out["objective"] < off["objective"] * (1 - 1e-3)
     assert "ls_window" not in run_solver("policy", graph, hw, "paper", 1.0)["info"]
+    # the window options reach the search: no window holds <= 2 nodes, and 2-stage windows alone do less here
+    capped = run_solver("policy", graph, hw, "latency", 1.0, ls_window_max_nodes=2)
+    assert capped["info"]["windowed"] == 0 and capped["objective"] == pytest.approx(off["objective"], rel=1e-9)
+    wide = run_solver("policy", graph, hw, "latency", 1.0, ls_window=5, ls_window_widths=[2, 3, 4],
+                      ls_window_max_nodes=450)
+    assert wide["objective"] <= out["objective"] * (1 + 1e-9)
     for bad, match in [({"ls_window": -1}, "ls_window must be"), ({"ls_window_limit": 0.0}, "ls_window_limit"),
                        ({"ls_window": True}, "ls_window must be"), ({"ls_window_free": 1.5}, "ls_window_free"),
-                       ({"ls_window_free": -0.1}, "ls_window_free")]:
+                       ({"ls_window_free": -0.1}, "ls_window_free"), ({"ls_window_widths": [1, 2]}, "ls_window_widths"),
+                       ({"ls_window_widths": 3}, "ls_window_widths"), ({"ls_window_max_nodes": 1}, "ls_window_max")]:
         with pytest.raises(ValueError, match=match) as err:
             run_solver("policy", graph, hw, "latency", 1.0, **bad)
         assert "\n" not in str(err.value)

@@ -55,7 +55,8 @@ _compiled_shapes: set[tuple] = set()
 def _checked(objective: str, samples: int, noise: float, local_search: int, ls_moves: str = "closure",
              ls_screen: int = 0, ls_escapes: int = 0, ls_boundaries: int | None = None,
              ls_rebalance: int | None = None, ls_window: int | None = None,
-             ls_window_limit: float | None = None, ls_window_free: float | None = None) -> None:
+             ls_window_limit: float | None = None, ls_window_free: float | None = None,
+             ls_window_widths: Sequence[int] | None = None, ls_window_max_nodes: int | None = None) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if int(samples) < 0:
@@ -80,6 +81,11 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
         raise ValueError(f"ls_window_limit must be > 0 (or null), got {ls_window_limit!r}")
     if ls_window_free is not None and not 0.0 <= float(ls_window_free) <= 1.0:
         raise ValueError(f"ls_window_free must be in [0, 1] (or null), got {ls_window_free!r}")
+    if ls_window_widths is not None and (isinstance(ls_window_widths, (str, int)) or not len(ls_window_widths)
+                                         or any(isinstance(w, bool) or int(w) < 2 for w in ls_window_widths)):
+        raise ValueError(f"ls_window_widths must be a list of stage counts >= 2 (or null), got {ls_window_widths!r}")
+    if ls_window_max_nodes is not None and (isinstance(ls_window_max_nodes, bool) or int(ls_window_max_nodes) < 2):
+        raise ValueError(f"ls_window_max_nodes must be an integer >= 2 (or null), got {ls_window_max_nodes!r}")
 
 
 def boundary_rounds(local_search: int, ls_moves: str, ls_boundaries: int | None) -> int:
@@ -113,6 +119,11 @@ WINDOW_SOLVES = {"latency": 3, "paper": 0}
 WINDOW_LIMIT = 0.2
 
 
+def _widths(widths: Sequence[int] | None) -> tuple[int, ...] | None:
+    """``ls_window_widths`` (a list from a config) as :func:`~respect_jax.solvers.window.window_search` takes it."""
+    return None if widths is None else tuple(int(w) for w in widths)
+
+
 def window_solves(objective: str, rebalance: int, ls_window: int | None) -> int:
     """Window re-solves: ``ls_window``, or when None :data:`WINDOW_SOLVES` of the objective; always 0 without the
     rebalancing (``rebalance`` 0) and under ``paper``."""
@@ -124,7 +135,9 @@ def window_solves(objective: str, rebalance: int, ls_window: int | None) -> int:
 def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float,
             seed: int, local_search: int, polish_options: dict, boundaries: int = 0,
             stop: Callable[[], bool] | None = None, rebalance: int = 0, window: int = 0,
-            window_limit: float = WINDOW_LIMIT, window_free: float | None = None) -> list[tuple[np.ndarray, dict]]:
+            window_limit: float = WINDOW_LIMIT, window_free: float | None = None,
+            window_widths: Sequence[int] | None = None,
+            window_max_nodes: int | None = None) -> list[tuple[np.ndarray, dict]]:
     """Per graph (int64[n] assignment, info entries): the best split of its sampled orders (every graph's orders
     split together: :func:`respect_jax.policy.order.decode_many`), then ``local_search`` hill-climbing moves on it
     (:func:`respect_jax.local_search.polish_many` with ``polish_options``: kind, screen, escapes; each graph's own
@@ -136,7 +149,8 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
     re-cuts only; ``info['rebalanced']``: the cycles that improved it; never worse), then under ``latency`` up to
     ``window`` exact re-solves of 2-3 adjacent stages around the bottleneck (:func:`respect_jax.solvers.window.
     window_search`, CP-SAT with the deterministic limit ``window_limit`` each, windows with a free share below
-    ``window_free`` skipped (None: the module's default); ``info['windowed']``: the re-solves
+    ``window_free`` skipped, of ``window_widths`` stages, at most ``window_max_nodes`` nodes (None: the module's
+    defaults); ``info['windowed']``: the re-solves
     kept; never worse)."""
     decoded = decode_many(graphs, hw, objective, lam, scores, int(samples), float(noise), [seed] * len(graphs))
     label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
@@ -180,7 +194,8 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
             if window_needed(g, hw, assignments[i]):
                 window_load_s += load_cp_sat()  # one-off import, reported as set-up (load_s)
                 assignments[i], windowed[i] = window_search(g, hw, assignments[i], solves, float(window_limit),
-                                                            min_free=window_free)
+                                                            widths=_widths(window_widths),
+                                                            max_nodes=window_max_nodes, min_free=window_free)
     out = []
     for assignment, (_, value, candidate), cut, cyc, win in zip(assignments, decoded, recut, cycles, windowed,
                                                                  strict=True):
@@ -282,6 +297,8 @@ def solve_order_policy(
     ls_window: int | None = None,
     ls_window_limit: float | None = None,
     ls_window_free: float | None = None,
+    ls_window_widths: Sequence[int] | None = None,
+    ls_window_max_nodes: int | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> SolveResult:
     """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality).
@@ -291,7 +308,7 @@ def solve_order_policy(
     names the first step skipped, the polish's compilation included); True before the forward pass raises
     :class:`~respect_jax.solvers.stopping.Stopped`. A compiled call in progress is never interrupted."""
     _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
-             ls_window, ls_window_limit, ls_window_free)
+             ls_window, ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
     window = window_solves(objective, rebalance, ls_window)
@@ -306,7 +323,7 @@ def solve_order_policy(
         compile_s += _warm_polish([graph], hw, objective, lam, local_search, polish_options)
     ((assignment, decoded),) = _decode([graph], hw, objective, lam, [scores], samples, noise, seed, local_search,
                                           polish_options, boundaries, stop, rebalance, window, window_limit,
-                                          ls_window_free)
+                                          ls_window_free, ls_window_widths, ls_window_max_nodes)
     load_s += decoded.pop("window_load_s", 0.0)
     info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
             "bucket": shape, "trained": doc.get("best")}
@@ -360,6 +377,8 @@ def _many(
     ls_window: int | None = None,
     ls_window_limit: float | None = None,
     ls_window_free: float | None = None,
+    ls_window_widths: Sequence[int] | None = None,
+    ls_window_max_nodes: int | None = None,
     threads: int | None = None,
 ) -> list[SolveResult]:
     """Every graph of ``graphs``: one forward pass per batch of ``batch_size`` graphs of a size bucket (all
@@ -375,7 +394,7 @@ def _many(
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
-             ls_window, ls_window_limit, ls_window_free)
+             ls_window, ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
     window = window_solves(objective, rebalance, ls_window)
@@ -406,7 +425,8 @@ def _many(
             scores += [batch_scores[row, : graphs[i].num_nodes] for row, i in enumerate(chunk)]
         return idx, _decode([graphs[i] for i in idx], hw, objective, lam, scores, samples, noise, seed, local_search,
                             polish_options, boundaries, rebalance=rebalance, window=window,
-                            window_limit=window_limit, window_free=ls_window_free)
+                            window_limit=window_limit, window_free=ls_window_free,
+                            window_widths=ls_window_widths, window_max_nodes=ls_window_max_nodes)
 
     units = _decode_units(pending, int(samples) + 1)
     if threads == 1 or len(units) == 1:
