@@ -68,12 +68,12 @@ def materialize(*xs: jax.Array) -> tuple[jax.Array, ...]:
     return tuple(summed[i].astype(x.dtype) for i, x in enumerate(xs))
 
 
-def _materialize_query(query: Trace) -> Trace:
-    """The step's query fields read once from the scan's inputs (not re-sliced inside every fused loop)."""
-    flat = [query.time_us, query.source, query.app, query.jitter_pct, query.service_pct, query.rand, query.valid]
-    s = query.net_pct.shape[0]
-    rows = materialize(*flat, *query.net_pct, *query.slow_pct)
-    return Trace(*rows[:6], valid=rows[6], net_pct=jnp.stack(rows[7:7 + s]), slow_pct=jnp.stack(rows[7 + s:]))
+def _query_of(rows: jax.Array) -> Trace:
+    """The step's query (fields [B], per-site fields [S, B]) from its rows of the :func:`to_lanes` layout (i32[F, B]),
+    read once (not re-sliced inside every fused loop)."""
+    (rows,) = materialize(rows)
+    s = (rows.shape[0] - 7) // 2
+    return Trace(*rows[:6], valid=rows[6] != 0, net_pct=rows[7:7 + s], slow_pct=rows[7 + s:])
 
 
 def _select(index: jax.Array, values: list) -> jax.Array:
@@ -307,25 +307,31 @@ def no_update(batch: int) -> dict:
     return {"site": none, "finish": jnp.full((batch,), -NEVER, jnp.int32), "hol": none, "vclock": none, "key": none}
 
 
-def to_lanes(traces: Trace) -> Trace:
-    """Trace [B, Q] (or [B, Q, S]) -> the scan's inputs: fields [Q, B], per-site fields [Q, S, B]."""
-    return jax.tree.map(lambda x: jnp.moveaxis(x, 0, -1), traces)
+def to_lanes(traces: Trace) -> jax.Array:
+    """Trace [B, Q] (per-site fields [B, Q, S]) -> the scan's input i32[Q, F, B], F = 7 + 2S: the rows of a query slot
+    are time_us, source, app, jitter_pct, service_pct, rand, valid, net_pct[S], slow_pct[S] (one contiguous block per
+    slot: each step reads one slice, where separate field arrays cost one slice kernel per field)."""
+    s = traces.net_pct.shape[-1]
+    rows = [traces.time_us, traces.source, traces.app, traces.jitter_pct, traces.service_pct, traces.rand,
+            traces.valid.astype(jnp.int32)]
+    rows += [traces.net_pct[..., i] for i in range(s)] + [traces.slow_pct[..., i] for i in range(s)]
+    return jnp.stack([jnp.moveaxis(r.astype(jnp.int32), 0, -1) for r in rows], axis=1)
 
 
-def simulate_lanes(params: EdgeParams, traces: Trace, policy: LanePolicy, outcomes: bool = False,
+def simulate_lanes(params: EdgeParams, traces: Trace | jax.Array, policy: LanePolicy, outcomes: bool = False,
                    laid_out: bool = False) -> tuple[jax.Array, Outcome | None]:
     """Run a lanes policy over a batch of traces of one scenario.
 
     Args:
         params: one scenario (shared by every lane); traces: Trace [B, Q]; policy: a :data:`LANE_POLICIES` entry;
         outcomes: also return the per-query outcomes; laid_out: ``traces`` are already in the scan's layout
-        (:func:`to_lanes`: fields [Q, B], per-site fields [Q, S, B]), e.g. converted once for repeated runs.
+        (:func:`to_lanes`: i32[Q, F, B]), e.g. converted once for repeated runs.
     Returns:
         counts i32[B, A, 5] (as ``SimState.counts`` of :func:`~respect_jax.edge_cluster.simulator.simulate`) and,
         with ``outcomes``, the Outcome [B, Q] (else None).
     """
     lanes = traces if laid_out else to_lanes(traces)
-    batch = lanes.time_us.shape[-1]
+    batch = lanes.shape[-1]
     slot_site = params.slot_site
     k = slot_site.shape[0]
     is_first = jnp.concatenate([jnp.ones((1,), bool), slot_site[1:] != slot_site[:-1]])
@@ -338,7 +344,7 @@ def simulate_lanes(params: EdgeParams, traces: Trace, policy: LanePolicy, outcom
     def body(carry, query):
         st, pending = carry
         st = apply_lanes(params, st, pending)  # the previous slot's update (see the module docstring)
-        query = _materialize_query(query)
+        query = _query_of(query)
         (action,) = materialize(policy(params, st, query))
         pending, out = resolve_lanes(params, st, query, action)
         return (st, pending), (out if outcomes else None)
