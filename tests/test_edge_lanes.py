@@ -98,3 +98,18 @@ def test_lanes_counts_only_and_odd_slot_count():
         assert out is None
         assert np.array_equal(np.asarray(counts), np.asarray(sims.counts)[i]), policy
     assert int(np.asarray(sims.counts).sum()) == len(POLICIES) * int(np.asarray(traces.valid).sum()) > 0
+
+
+def test_lanes_in_chunks_equal_the_scan_simulator():
+    """A batch laid out in chunks of 2 lanes (3 traces: chunks of 2 and 1, each its own scan): the same per-query
+    outcomes and counts as the scan simulator, in trace order."""
+    scn = preset("isp_failure")
+    traces = eval_traces(scn, "high", jax.random.key(13), 3)
+    chunks = to_lanes(traces, chunk=2)
+    assert [c.shape[-1] for c in chunks] == [2, 1]
+    index = jnp.arange(len(POLICIES))
+    counts, out = _lanes(scn.params, chunks, index, laid_out=True)
+    sims, ref = _scan(scn.params, traces, index)
+    for f in FIELDS:
+        assert np.array_equal(np.asarray(getattr(out, f)), np.asarray(getattr(ref, f))), f
+    assert np.array_equal(np.asarray(counts), np.asarray(sims.counts))

@@ -51,6 +51,9 @@ from respect_jax.edge_cluster.types import (
 _BIG = 2**31 - 1
 SELECT_MAX = 32
 """A table of at most this many entries is read per lane with a chain of selects, a larger one with a gather."""
+LANE_CHUNK = 1024
+"""Lanes per scan (:func:`to_lanes`): a larger batch runs as several scans, whose per-step state and intermediates
+stay in the core's cache (small, closest: 51 M queries per CPU-second at B = 4,096 in one scan, 59 M at 1,024)."""
 
 LanePolicy = Callable[[EdgeParams, dict, Trace], jax.Array]
 """``(params, state, query) -> action i32[B]`` with the state's arrays [..., B] and the query's fields [B] ([S, B])."""
@@ -307,31 +310,32 @@ def no_update(batch: int) -> dict:
     return {"site": none, "finish": jnp.full((batch,), -NEVER, jnp.int32), "hol": none, "vclock": none, "key": none}
 
 
-def to_lanes(traces: Trace) -> jax.Array:
-    """Trace [B, Q] (per-site fields [B, Q, S]) -> the scan's input i32[Q, F, B], F = 7 + 2S: the rows of a query slot
-    are time_us, source, app, jitter_pct, service_pct, rand, valid, net_pct[S], slow_pct[S] (one contiguous block per
-    slot: each step reads one slice, where separate field arrays cost one slice kernel per field)."""
+def to_lanes(traces: Trace, chunk: int = LANE_CHUNK) -> tuple[jax.Array, ...]:
+    """Trace [B, Q] (per-site fields [B, Q, S]) -> the scan's inputs: chunks of at most ``chunk`` lanes, each
+    i32[Q, F, b], F = 7 + 2S. The rows of a query slot are time_us, source, app, jitter_pct, service_pct, rand, valid,
+    net_pct[S], slow_pct[S] (one contiguous block per slot: each step reads one slice, where separate field arrays
+    cost one slice kernel per field); :func:`simulate_lanes` runs the chunks one after another."""
     s = traces.net_pct.shape[-1]
     rows = [traces.time_us, traces.source, traces.app, traces.jitter_pct, traces.service_pct, traces.rand,
             traces.valid.astype(jnp.int32)]
     rows += [traces.net_pct[..., i] for i in range(s)] + [traces.slow_pct[..., i] for i in range(s)]
-    return jnp.stack([jnp.moveaxis(r.astype(jnp.int32), 0, -1) for r in rows], axis=1)
+    full = jnp.stack([jnp.moveaxis(r.astype(jnp.int32), 0, -1) for r in rows], axis=1)
+    return tuple(full[..., i:i + chunk] for i in range(0, full.shape[-1], chunk))
 
 
-def simulate_lanes(params: EdgeParams, traces: Trace | jax.Array, policy: LanePolicy, outcomes: bool = False,
-                   laid_out: bool = False) -> tuple[jax.Array, Outcome | None]:
+def simulate_lanes(params: EdgeParams, traces: Trace | tuple[jax.Array, ...], policy: LanePolicy,
+                   outcomes: bool = False, laid_out: bool = False) -> tuple[jax.Array, Outcome | None]:
     """Run a lanes policy over a batch of traces of one scenario.
 
     Args:
         params: one scenario (shared by every lane); traces: Trace [B, Q]; policy: a :data:`LANE_POLICIES` entry;
         outcomes: also return the per-query outcomes; laid_out: ``traces`` are already in the scan's layout
-        (:func:`to_lanes`: i32[Q, F, B]), e.g. converted once for repeated runs.
+        (:func:`to_lanes`: chunks i32[Q, F, b]), e.g. converted once for repeated runs.
     Returns:
         counts i32[B, A, 5] (as ``SimState.counts`` of :func:`~respect_jax.edge_cluster.simulator.simulate`) and,
         with ``outcomes``, the Outcome [B, Q] (else None).
     """
-    lanes = traces if laid_out else to_lanes(traces)
-    batch = lanes.shape[-1]
+    chunks = traces if laid_out else to_lanes(traces)
     slot_site = params.slot_site
     k = slot_site.shape[0]
     is_first = jnp.concatenate([jnp.ones((1,), bool), slot_site[1:] != slot_site[:-1]])
@@ -339,7 +343,6 @@ def simulate_lanes(params: EdgeParams, traces: Trace | jax.Array, policy: LanePo
                                    jnp.arange(k), k), axis=1)  # [S]
     tables = {**_tables(params), "first_slot": first_slot,
               "last_of_site": jnp.concatenate([is_first[1:], jnp.ones((1,), bool)])}
-    state = {**init_lanes(params, batch), "tables": tables}
 
     def body(carry, query):
         st, pending = carry
@@ -349,9 +352,12 @@ def simulate_lanes(params: EdgeParams, traces: Trace | jax.Array, policy: LanePo
         pending, out = resolve_lanes(params, st, query, action)
         return (st, pending), (out if outcomes else None)
 
-    (final, pending), out = jax.lax.scan(body, (state, no_update(batch)), lanes)
-    final = apply_lanes(params, final, pending)
-    counts = jnp.moveaxis(final["counts"], -1, 0)
-    if outcomes:
-        out = jax.tree.map(lambda x: x.T, out)
-    return counts, out
+    counts, outs = [], []
+    for lanes in chunks:
+        batch = lanes.shape[-1]
+        state = {**init_lanes(params, batch), "tables": tables}
+        (final, pending), out = jax.lax.scan(body, (state, no_update(batch)), lanes)
+        counts.append(jnp.moveaxis(apply_lanes(params, final, pending)["counts"], -1, 0))
+        outs.append(out)
+    out = jax.tree.map(lambda *xs: jnp.concatenate([x.T for x in xs]), *outs) if outcomes else None
+    return jnp.concatenate(counts), out
