@@ -336,8 +336,9 @@ def solve_order_policy(
 MANY_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 #: graphs per compiled forward call of the batched form by default: small batches let the first batches' orders,
-#: splits and local search run while later forward passes compute (on the 2-core CPU 16-32 rows schedule many
-#: 200-node graphs fastest; 256 rows, one call for all, ran at about 0.5-0.7x: ``experiments/results/bench_many_*``)
+#: splits and local search run while later forward passes compute. On the 2-core CPU, 128 generated 100-400-node
+#: architectures, greedy and default decoding: 16 or 64 rows 0.80-1.13x of 32, 256 rows (one call for all)
+#: 0.74-1.08x of 32, slowest on the largest graphs (``experiments/results/bench_many_batch.md``)
 MANY_BATCH_SIZE = 32
 
 
