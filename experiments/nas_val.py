@@ -53,13 +53,19 @@ GRAPHS = (
 
 def build() -> list[Path]:
     """Write the :data:`GRAPHS` (SPEC JSON, ids in SPEC order) and return their paths."""
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    return write_family_graphs(GRAPHS, OUT_DIR)
+
+
+def write_family_graphs(graphs, out_dir: Path) -> list[Path]:
+    """One generated architecture per ``(stem, family, min nodes, max nodes, seed)`` of ``graphs``, of that family
+    alone (no hybrid), named ``val_<stem>``, written to ``<out_dir>/<stem>.json`` (ids in SPEC order)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for stem, family, lo, hi, seed in GRAPHS:
+    for stem, family, lo, hi, seed in graphs:
         weights = tuple(1.0 if f.name == family else 0.0 for f in FAMILIES)
         graph = generate_arch_numpy(lo, hi, np.random.default_rng(seed), name=f"val_{stem}",
                                     arch=ArchConfig(family_weights=weights, p_hybrid=0.0))
-        path = OUT_DIR / f"{stem}.json"
+        path = out_dir / f"{stem}.json"
         save_graph(relabel_spec_order(graph), path)
         paths.append(path)
         print(f"{path}: {graph.num_nodes} nodes, {graph.num_edges} edges", flush=True)

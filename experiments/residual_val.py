@@ -20,11 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-
-from respect_jax.graphs.architectures import FAMILIES, ArchConfig, generate_arch_numpy  # noqa: E402
-from respect_jax.graphs.generators import relabel_spec_order  # noqa: E402
-from respect_jax.graphs.graph import save_graph  # noqa: E402
+from nas_val import write_family_graphs  # noqa: E402
 
 OUT_DIR = ROOT / "data" / "models_val" / "residual_generated"
 #: (family, seed); every graph has 300-800 nodes
@@ -36,17 +32,7 @@ GRAPHS = (
 
 def build() -> list[Path]:
     """Write the :data:`GRAPHS` (SPEC JSON, ids in SPEC order) and return their paths."""
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for family, seed in GRAPHS:
-        weights = tuple(1.0 if f.name == family else 0.0 for f in FAMILIES)
-        graph = generate_arch_numpy(300, 800, np.random.default_rng(seed), name=f"val_{family}_{seed}",
-                                    arch=ArchConfig(family_weights=weights, p_hybrid=0.0))
-        path = OUT_DIR / f"{family}_{seed}.json"
-        save_graph(relabel_spec_order(graph), path)
-        paths.append(path)
-        print(f"{path}: {graph.num_nodes} nodes, {graph.num_edges} edges", flush=True)
-    return paths
+    return write_family_graphs([(f"{family}_{seed}", family, 300, 800, seed) for family, seed in GRAPHS], OUT_DIR)
 
 
 def main() -> None:
