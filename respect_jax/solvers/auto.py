@@ -38,6 +38,12 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    and the API do it). Running them beside the exact solver, not before it, keeps a cold JAX
    compilation from eating the exact solver's budget; the price is that the exact solver's hint is the
    contiguous split, not the members' schedules (which still win when they are better).
+1a. **Live-byte orders** (``orders``: sink weights by objective, by default three under ``latency`` and none under
+   ``paper``; graphs of at least ``orders_min_nodes`` nodes): the exact contiguous splits of the list orders of
+   :func:`respect_jax.solvers.orders.live_order` (few live bytes at each prefix: on random layered graphs the SPEC
+   order's prefixes keep many tensors live, and their transfers dominate its split's stage times), host Python,
+   0.05-0.3 s each at 10,000 nodes (``portfolio['orders']``); the best of them starts the contiguous line (3b.)
+   when it beats the SPEC split.
 3b. **The rebalancing of the contiguous line** (``rebalance``: cycles by objective, by default 8 under ``latency``
    and none under ``paper``; graphs of at least ``rebalance_min_nodes`` nodes): before the contiguous split's
    local search, the stage-boundary re-cuts and the rebalancing steps of :mod:`respect_jax.solvers.rebalance`
@@ -83,6 +89,7 @@ from respect_jax.solvers.base import (
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
 from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
 from respect_jax.solvers.numpy_eval import objective_np
+from respect_jax.solvers.orders import SINK_WEIGHTS, best_live_split
 from respect_jax.solvers.rebalance import rebalance_many, rebalance_step
 from respect_jax.solvers.stopping import Stopped, StopSignal
 
@@ -132,6 +139,21 @@ REBALANCE_CYCLES = {"latency": 8, "paper": 0}
 #: polish takes the precedence-closed moves, the exact solvers prove many such graphs, and the cold learned member
 #: that runs after the contiguous line won on the generated validation NAS graphs (150 nodes) in session 25.
 REBALANCE_MIN_NODES = 301
+#: Sink weights of the live-byte orders (:func:`respect_jax.solvers.orders.best_live_split`) whose exact contiguous
+#: splits auto tries after the SPEC order's, by objective (``orders`` option; graphs of at least ``orders_min_nodes``
+#: nodes); the best of them and the SPEC split starts the contiguous line. Chosen on generated layered graphs of seeds
+#: of our own (``experiments/results/auto_orders_val_s28.md``).
+ORDER_SINK_WEIGHTS = {"latency": list(SINK_WEIGHTS), "paper": []}
+#: Moves of the contiguous line's first polish by objective on graphs of more than :data:`POLISH_CLOSURE_MAX_NODES`
+#: nodes (``line_moves``; objectives not named: ``polish_moves``), in calls of :data:`LINE_CHUNK` moves: at 5,000
+#: nodes a single-node move took ~1.2 ms once compiled and a live-byte split kept improving past 1,000 moves
+#: (``experiments/results/auto_orders_val_s28.md``).
+LINE_MOVES = {"latency": 3000}
+#: Single-node moves per polish call of the contiguous line when ``line_moves`` applies (the stop signal is looked
+#: at between calls: ~0.1 s at 5,000 nodes, ~0.3 s at 10,000).
+LINE_CHUNK = 100
+#: Smaller graphs get no live-byte orders (``orders_min_nodes``; validated at 1,000-10,000 nodes only).
+ORDERS_MIN_NODES = 301
 #: Share of the budget after which the rebalancing stops (and the crossing bound, started after it, gets the rest).
 REBALANCE_SHARE = 0.6
 #: Members started early, in a thread of their own, right after the contiguous split (:func:`start_early`): the
@@ -252,19 +274,19 @@ def _late(t0: float, proved: bool = False) -> str:
 
 
 def polish_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int,
-                 stop) -> np.ndarray:
+                 stop, chunk: int = POLISH_CHUNK) -> np.ndarray:
     """int64[N] ``assignment`` after local search (:func:`respect_jax.local_search.polish`) in calls of
-    :data:`POLISH_CHUNK` moves (``ceil(moves / POLISH_CHUNK)`` calls at most), each from the best schedule so far
+    ``chunk`` moves (``ceil(moves / chunk)`` calls at most), each from the best schedule so far
     (single-node moves above :data:`POLISH_CLOSURE_MAX_NODES` nodes, the precedence-closed ones up to it);
     ``stop()`` is checked between calls, and a call that does not improve ends the search (the next one would
     repeat it). Never worse than ``assignment``."""
     best = np.asarray(assignment, np.int64)
     value = objective_np(graph, best, hw, objective, lam)
     kind = "closure" if graph.num_nodes <= POLISH_CLOSURE_MAX_NODES else "single"
-    for _ in range(-(-int(moves) // POLISH_CHUNK)):
+    for _ in range(-(-int(moves) // int(chunk))):
         if stop():
             break
-        candidate = np.asarray(polish(graph, hw, objective, lam, best, POLISH_CHUNK, kind=kind), np.int64)
+        candidate = np.asarray(polish(graph, hw, objective, lam, best, int(chunk), kind=kind), np.int64)
         candidate_value = objective_np(graph, candidate, hw, objective, lam)
         if not candidate_value < value:
             break
@@ -398,6 +420,9 @@ def solve_auto(
     rebalance: dict | None = None,
     rebalance_min_nodes: int = REBALANCE_MIN_NODES,
     warm_polish: bool | None = None,
+    orders: dict | None = None,
+    orders_min_nodes: int = ORDERS_MIN_NODES,
+    line_moves: dict | None = None,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -428,6 +453,14 @@ def solve_auto(
             :data:`POLISH_CLOSURE_MAX_NODES` nodes), from :data:`EARLY_AFTER_S` into the downset programme unless it
             has proven the optimum by then, beside it and the exact solver's head start; None: when the line is
             rebalanced.
+        orders: ``{objective: [sink weights]}`` (missing objectives: :data:`ORDER_SINK_WEIGHTS`): after the
+            contiguous split, the exact contiguous splits of the live-byte orders of these sink weights
+            (:func:`respect_jax.solvers.orders.best_live_split`, ``portfolio['orders']``); the best of them starts the
+            contiguous line when it beats the SPEC split; []: none.
+        orders_min_nodes: no live-byte orders on smaller graphs.
+        line_moves: ``{objective: moves}`` (None: :data:`LINE_MOVES`): the contiguous line's first polish on graphs
+            of more than :data:`POLISH_CLOSURE_MAX_NODES` nodes takes up to this many single-node moves (in calls of
+            :data:`LINE_CHUNK`, until a call improves nothing or the stop) instead of ``polish_moves``.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -439,6 +472,14 @@ def solve_auto(
         raise ValueError(f"solver auto: unknown member(s) {', '.join(unknown)}; choose from {', '.join(FAST_MEMBERS)}")
     exact_name = choose_exact(exact)
     rebalance = {**REBALANCE_CYCLES, **(rebalance or {})}
+    orders = {**ORDER_SINK_WEIGHTS, **(orders or {})}
+    line_moves = dict(LINE_MOVES if line_moves is None else line_moves)
+    if set(line_moves) - set(OBJECTIVES) or any(int(m) < 0 for m in line_moves.values()):
+        raise ValueError(f"solver auto: line_moves must map objectives ({', '.join(OBJECTIVES)}) to moves >= 0, "
+                         f"got {line_moves}")
+    if set(orders) - set(OBJECTIVES) or any(not float(w) > 0 for ws in orders.values() for w in ws):
+        raise ValueError(f"solver auto: orders must map objectives ({', '.join(OBJECTIVES)}) to lists of sink "
+                         f"weights > 0, got {orders}")
     if set(rebalance) - set(OBJECTIVES) or any(int(c) < 0 for c in rebalance.values()):
         raise ValueError(f"solver auto: rebalance must map objectives ({', '.join(OBJECTIVES)}) to cycles >= 0, "
                          f"got {rebalance}")
@@ -518,6 +559,18 @@ def solve_auto(
 
     if "contiguous" in members:
         run_member("contiguous", {}, guarded=False)  # NumPy, O(K n log n): the incumbent every budget gets
+    line_start = schedules.get("contiguous")  # where the contiguous line (polish, rebalancing) starts
+    weights = [float(w) for w in orders.get(objective, ())]
+    if "contiguous" in members and weights and graph.num_nodes >= int(orders_min_nodes) and hw.stages > 1 \
+            and not has_unique_order(graph):
+        t0 = time.perf_counter()
+        split, value, weight = best_live_split(graph, hw, objective, lam, weights, stop=signal)
+        if split is not None:
+            value = offer("orders", split)
+            portfolio["orders"] = {"objective": value, "sink_weight": weight, "time_s": time.perf_counter() - t0}
+            if line_start is None or value < portfolio["contiguous"]["objective"]:
+                line_start = split
+            live.show("orders", best_obj, winner, bound)
     cycles = int(rebalance[objective]) if "contiguous" in members and polish_moves > 0 else 0
     if graph.num_nodes < int(rebalance_min_nodes) or has_unique_order(graph):
         cycles = 0
@@ -724,6 +777,10 @@ def solve_auto(
 
     if cycles <= 0:
         start_bound()
+    moves, chunk = polish_moves, POLISH_CHUNK  # the contiguous line's first polish
+    if graph.num_nodes > POLISH_CLOSURE_MAX_NODES and objective in line_moves:  # single-node moves: ~1 ms each
+        moves, chunk = int(line_moves[objective]), LINE_CHUNK
+
     def contiguous_line(split: np.ndarray, cycles: int) -> None:
         """The contiguous split's local search (``contiguous+ls``) and, with ``cycles`` > 0, the rebalancing
         (``contiguous+rebalance``): first on the host (:func:`rebalance_host`, while the local search compiles; the
@@ -740,7 +797,7 @@ def solve_auto(
                 return
             start_from = out
         t1 = time.perf_counter()
-        call = functools.partial(polish_until, graph, hw, objective, lam, start_from, polish_moves, signal)
+        call = functools.partial(polish_until, graph, hw, objective, lam, start_from, moves, signal, chunk)
         done, polished = run_until(call, deadline, "contiguous+ls", signal, workers)
         if not done:
             portfolio["contiguous+ls"] = {"abandoned": _late(t1, proved())}
@@ -771,7 +828,7 @@ def solve_auto(
         reason = skip_reason(name, o)
         if name == "contiguous":
             if polish_moves > 0 and reason is None and best is not None:
-                contiguous_line(schedules["contiguous"], cycles)
+                contiguous_line(line_start, cycles)
             start_bound()
             continue
         if name in early:  # running since the start (:func:`start_early`); collected at the end

@@ -1,0 +1,98 @@
+"""Cheap topological orders whose exact contiguous split is good at scale (host Python, no learning, no JAX).
+
+Under ``latency`` the time of stage k >= 1 includes ``in_k / link_bw``: the bytes of every tensor made before stage k
+and read at stage k or later (a sink's output travels to the last stage). On the ICML'24-style random layered graphs
+(``experiments/bench_scale.py``) that term dominates the SPEC order's split: its prefixes keep many tensors live. The
+exact contiguous split (:func:`respect_jax.solvers.partitioners.contiguous_search`) of an order whose prefixes hold few
+live bytes is much better there, so ``solver=auto`` splits such orders too (``portfolio['orders']``).
+
+:func:`live_order` is a list schedule (Kahn's algorithm) that takes, among the ready nodes, the one whose placement
+adds the fewest live bytes: its own output (``sink_weight`` times it for a sink, whose output stays live to the end)
+less the outputs of the predecessors it is the last unplaced successor of. :func:`best_live_split` splits the orders
+of a few sink weights and keeps the best.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+import numpy as np
+
+from respect_jax.costs import Hardware
+from respect_jax.graphs.graph import Graph
+from respect_jax.solvers.numpy_eval import objective_np
+from respect_jax.solvers.partitioners import contiguous_assignment, contiguous_search
+
+#: Sink weights :func:`best_live_split` tries by default (``solver=auto``'s ``orders`` option): on the generated
+#: validation layered graphs (seeds 11-12, 1,000 and 5,000 nodes, dense and sparse, K = 4, ``latency``) the best raw
+#: split of weights 1, 2, 3, 4, 6, 10 and sinks last came from 3 or 4 on 6 of 8 graphs and from 6 on 2 (weights 3-4
+#: within 0.7 % of it there); weight 1, the plain live-byte count, was 4-32 % worse, sinks last 2-13 %
+#: (``experiments/results/auto_orders_val_s28.md``).
+SINK_WEIGHTS = (2.0, 3.0, 4.0)
+
+
+def live_order(graph: Graph, sink_weight: float = 3.0) -> np.ndarray:
+    """int64[N]: a topological order of node ids that keeps few bytes live. Among the ready nodes the one of least
+    ``delta`` first (ties by depth from the sources, then id), where ``delta(u) = w(u) * output_size[u] - sum of
+    output_size[p]`` over the predecessors ``p`` all of whose other successors are placed already (their output is
+    then no longer live), ``w(u) = sink_weight`` for a sink and 1 otherwise. O((N + E) log N)."""
+    n = graph.num_nodes
+    succ = graph.successors()
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for u, v in graph.edges.tolist():
+        preds[v].append(u)
+    out = graph.output_size.astype(np.float64).tolist()
+    indeg = [len(p) for p in preds]
+    left = [len(s) for s in succ]  # successors of u not placed yet
+    delta = [out[u] * (1.0 if succ[u] else float(sink_weight)) for u in range(n)]
+    for v in range(n):
+        for p in preds[v]:
+            if left[p] == 1:
+                delta[v] -= out[p]
+    depth = graph.depth().tolist()
+    version = [0] * n  # lazy deletion: a heap entry is current when its version is
+    heap = [(delta[u], depth[u], u, 0) for u in range(n) if indeg[u] == 0]
+    heapq.heapify(heap)
+    placed = [False] * n
+    order = []
+    while heap:
+        _, _, u, ver = heapq.heappop(heap)
+        if placed[u] or ver != version[u]:
+            continue
+        placed[u] = True
+        order.append(u)
+        for p in preds[u]:
+            left[p] -= 1
+            if left[p] == 1:  # p's last unplaced successor w now frees p's output
+                for w in succ[p]:
+                    if not placed[w]:
+                        delta[w] -= out[p]
+                        version[w] += 1
+                        if indeg[w] == 0:
+                            heapq.heappush(heap, (delta[w], depth[w], w, version[w]))
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, (delta[v], depth[v], v, version[v]))
+    if len(order) != n:
+        raise ValueError(f"graph {graph.name!r} has a cycle")
+    return np.asarray(order, np.int64)
+
+
+def best_live_split(graph: Graph, hw: Hardware, objective: str, lam: float,
+                    sink_weights: Sequence[float] = SINK_WEIGHTS, stop=None) -> tuple[np.ndarray | None, float, float]:
+    """(int64[N] assignment by node id, its objective, its sink weight): the best (float64 objective, the first of
+    equals) exact contiguous split of the :func:`live_order` of each of ``sink_weights``; ``(None, inf, nan)`` when
+    there are none. ``stop()`` (optional) is looked at before each order."""
+    best, value, weight = None, np.inf, float("nan")
+    for w in sink_weights:
+        if stop is not None and stop():
+            break
+        order = live_order(graph, float(w))
+        cuts, _, _ = contiguous_search(graph, hw, objective, lam, order)
+        a = np.asarray(contiguous_assignment(graph, cuts, order), np.int64)
+        v = objective_np(graph, a, hw, objective, lam)
+        if v < value:
+            best, value, weight = a, v, float(w)
+    return best, value, weight
