@@ -15,6 +15,7 @@ Each record is reported against the best of all methods on its graph. Writes ``<
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -40,11 +41,14 @@ def main() -> None:
     parser.add_argument("--objective", default="latency")
     parser.add_argument("--budget", type=float, default=10.0)
     parser.add_argument("--no-policy", action="store_true", help="skip the order policy alone")
+    parser.add_argument("--base-options", default=None,
+                        help="JSON options of the base run (default: the old line, orders and line_moves off)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     hw = {**yaml.safe_load((ROOT / "conf" / "hardware" / "coral_usb.yaml").read_text()), "stages": args.stages}
     b = args.budget
-    methods = {f"auto_{b:g}s_base": ("auto", {"time_budget_s": b, "progress": False, **BASE}, b + 600),
+    base = BASE if args.base_options is None else json.loads(args.base_options)
+    methods = {f"auto_{b:g}s_base": ("auto", {"time_budget_s": b, "progress": False, **base}, b + 600),
                f"auto_{b:g}s": ("auto", {"time_budget_s": b, "progress": False}, b + 600)}
     if not args.no_policy:
         methods["policy"] = ("policy", {}, 600.0)

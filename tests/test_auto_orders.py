@@ -14,8 +14,8 @@ from test_auto_rebalance import layered
 from respect_jax.graphs.graph import has_unique_order
 from respect_jax.reference import reference_objective
 from respect_jax.solvers import run_solver
-from respect_jax.solvers.auto import LINE_CHUNK, polish_until
-from respect_jax.solvers.orders import best_live_split, live_order
+from respect_jax.solvers.auto import LINE_CHUNK, polish_until, restart_line
+from respect_jax.solvers.orders import best_live_split, live_order, live_splits
 
 
 def live_order_reference(graph, sink_weight):
@@ -133,3 +133,43 @@ def test_live_orders_at_10k_nodes_are_cheap_and_auto_keeps_its_budget():
     assert info["elapsed_s"] < 10.0 + 2.0
     assert info["portfolio"]["orders"]["objective"] == pytest.approx(value, rel=1e-12)
     assert reference_objective(graph, result["assignment"], hw, "latency") <= value * (1 + 1e-9)
+
+
+def test_restart_line_polishes_and_rebalances_each_start_until_told():
+    """``restart_line`` on a 400-node layered graph (latency, K = 4) from the SPEC split and two live-byte splits:
+    each start polished (:func:`polish_until`) and its schedule offered, so the best offered is no worse than each
+    start's polish run alone, and every offered schedule is valid by the loop evaluator; a stop at once runs none."""
+    graph, hw = layered(400, 12, 1.2), make_hw(4)
+    order = graph.topological_order()
+    from respect_jax.solvers.partitioners import contiguous_assignment, contiguous_search
+
+    cuts, _, _ = contiguous_search(graph, hw, "latency", 1.0, order)
+    starts = [np.asarray(contiguous_assignment(graph, cuts, order), np.int64)]
+    starts += [a for _, a, _ in live_splits(graph, hw, "latency", 1.0, (2.0, 6.0))]
+    offered = []
+    count = restart_line(graph, hw, "latency", 1.0, [lambda a=a: a for a in starts], 50, LINE_CHUNK, 20, 2,
+                         lambda: False, offered.append)
+    assert count == 3
+    values = [reference_objective(graph, a, hw, "latency") for a in offered]
+    for a in starts:
+        alone = polish_until(graph, hw, "latency", 1.0, a, 50, lambda: False, LINE_CHUNK)
+        assert min(values) <= reference_objective(graph, alone, hw, "latency") * (1 + 1e-9)
+    none = []
+    assert restart_line(graph, hw, "latency", 1.0, [lambda: starts[0]], 50, LINE_CHUNK, 20, 2, lambda: True,
+                        none.append) == 0
+    assert none == []
+
+
+def test_auto_restarts_the_rebalanced_line_and_keeps_the_best():
+    """A 400-node sparse layered graph, latency, K = 4, contiguous member only, no exact solver, no bound: after its
+    line auto restarts it once (``line_restarts={'latency': 1}``: the SPEC split, the only other split with one
+    sink weight), and its schedule is no worse than the restart's; ``line_restarts={'latency': 0}``: none."""
+    graph, hw = layered(400, 13, 1.2), make_hw(4)
+    options = dict(members=["contiguous"], exact="none", crossing_bound=False, progress=False, time_budget_s=60.0,
+                   lattice_downsets=0, orders={"latency": [3.0]}, line_moves={"latency": 50})
+    result = run_solver("auto", graph, hw, "latency", line_restarts={"latency": 1}, **options)
+    entry = result["info"]["portfolio"]["contiguous+restart"]
+    assert entry["restarts"] == 1
+    assert reference_objective(graph, result["assignment"], hw, "latency") <= entry["objective"] * (1 + 1e-9)
+    off = run_solver("auto", graph, hw, "latency", line_restarts={"latency": 0}, **options)
+    assert "contiguous+restart" not in off["info"]["portfolio"]

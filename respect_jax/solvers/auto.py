@@ -89,7 +89,7 @@ from respect_jax.solvers.base import (
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
 from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
 from respect_jax.solvers.numpy_eval import objective_np
-from respect_jax.solvers.orders import SINK_WEIGHTS, best_live_split
+from respect_jax.solvers.orders import SINK_WEIGHTS, live_splits
 from respect_jax.solvers.rebalance import rebalance_many, rebalance_step
 from respect_jax.solvers.stopping import Stopped, StopSignal
 
@@ -154,6 +154,16 @@ LINE_MOVES = {"latency": 3000}
 LINE_CHUNK = 100
 #: Share of the budget after which no further live-byte order is started (each takes 0.05-0.34 s at 10,000 nodes).
 ORDERS_SHARE = 0.2
+#: Restarts of the rebalanced contiguous line by objective (``line_restarts``): when the line is done before
+#: :data:`REBALANCE_SHARE` of the budget (1,000-node graphs: after 1.5-3 s of 10), it runs again (polish and
+#: rebalancing, :func:`restart_line`) from the other splits (the SPEC one, the other live-byte orders, best first),
+#: then from the live-byte orders of :data:`RESTART_SINK_WEIGHTS`, until :data:`RESTART_SHARE` of the budget; at most
+#: this many restarts.
+LINE_RESTARTS = {"latency": 6, "paper": 0}
+#: Share of the budget after which the line's restarts stop (the exact solver and the bound run beside them).
+RESTART_SHARE = 0.85
+#: Further sink weights of the line's restarts (built only when reached).
+RESTART_SINK_WEIGHTS = (6.0, 10.0)
 #: Smaller graphs get no live-byte orders (``orders_min_nodes``; validated at 1,000-10,000 nodes only).
 ORDERS_MIN_NODES = 301
 #: Share of the budget after which the rebalancing stops (and the crossing bound, started after it, gets the rest).
@@ -363,6 +373,23 @@ def rebalance_until(graph: Graph, hw: Hardware, objective: str, lam: float, assi
     return best, improved
 
 
+def restart_line(graph: Graph, hw: Hardware, objective: str, lam: float, starts: list, moves: int, chunk: int,
+                 polish_moves: int, cycles: int, stop, offer) -> int:
+    """Restarts of the contiguous line (no host rebalancing): for each of ``starts`` (callables returning an int64[N]
+    schedule, so that a further order is built only when reached) until ``stop()``: :func:`polish_until` (``moves``
+    in calls of ``chunk``), then :func:`rebalance_until` (``polish_moves`` moves, ``cycles`` cycles); the polished
+    schedule and each better one are passed to ``offer``. Returns the restarts completed."""
+    completed = 0
+    for make in starts:
+        if stop():
+            break
+        polished = polish_until(graph, hw, objective, lam, make(), moves, stop, chunk)
+        offer(polished)
+        rebalance_until(graph, hw, objective, lam, polished, polish_moves, cycles, stop, offer)
+        completed += 1
+    return completed
+
+
 def _score(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray) -> float:
     """The member's objective in float64 NumPy (:mod:`respect_jax.solvers.numpy_eval`: no JAX compilation, so
     the first incumbent comes in milliseconds); ``run_solver`` re-scores the winner with the shared evaluator."""
@@ -425,6 +452,7 @@ def solve_auto(
     orders: dict | None = None,
     orders_min_nodes: int = ORDERS_MIN_NODES,
     line_moves: dict | None = None,
+    line_restarts: dict | None = None,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -460,6 +488,9 @@ def solve_auto(
             (:func:`respect_jax.solvers.orders.best_live_split`, ``portfolio['orders']``); the best of them starts the
             contiguous line when it beats the SPEC split; []: none.
         orders_min_nodes: no live-byte orders on smaller graphs.
+        line_restarts: ``{objective: count}`` (missing objectives: :data:`LINE_RESTARTS`): restarts of the
+            rebalanced line from the other splits while it has time left (:func:`restart_line`,
+            ``portfolio['contiguous+restart']``); 0: none.
         line_moves: ``{objective: moves}`` (None: :data:`LINE_MOVES`): the contiguous line's first polish on graphs
             of more than :data:`POLISH_CLOSURE_MAX_NODES` nodes takes up to this many single-node moves (in calls of
             :data:`LINE_CHUNK`, until a call improves nothing or the stop) instead of ``polish_moves``.
@@ -476,6 +507,10 @@ def solve_auto(
     rebalance = {**REBALANCE_CYCLES, **(rebalance or {})}
     orders = {**ORDER_SINK_WEIGHTS, **(orders or {})}
     line_moves = dict(LINE_MOVES if line_moves is None else line_moves)
+    line_restarts = {**LINE_RESTARTS, **(line_restarts or {})}
+    if set(line_restarts) - set(OBJECTIVES) or any(int(c) < 0 for c in line_restarts.values()):
+        raise ValueError(f"solver auto: line_restarts must map objectives ({', '.join(OBJECTIVES)}) to counts >= 0, "
+                         f"got {line_restarts}")
     if set(line_moves) - set(OBJECTIVES) or any(int(m) < 0 for m in line_moves.values()):
         raise ValueError(f"solver auto: line_moves must map objectives ({', '.join(OBJECTIVES)}) to moves >= 0, "
                          f"got {line_moves}")
@@ -562,19 +597,30 @@ def solve_auto(
     if "contiguous" in members:
         run_member("contiguous", {}, guarded=False)  # NumPy, O(K n log n): the incumbent every budget gets
     line_start = schedules.get("contiguous")  # where the contiguous line (polish, rebalancing) starts
+    restarts: list = []  # callables returning the schedules the line restarts from (:func:`restart_line`)
     weights = [float(w) for w in orders.get(objective, ())]
     if "contiguous" in members and weights and graph.num_nodes >= int(orders_min_nodes) and hw.stages > 1 \
             and not has_unique_order(graph):
         t0 = time.perf_counter()
         orders_end = start + ORDERS_SHARE * float(time_budget_s)
-        split, value, weight = best_live_split(graph, hw, objective, lam, weights,
-                                               stop=lambda: signal() or time.perf_counter() >= orders_end)
-        if split is not None:
+        splits = live_splits(graph, hw, objective, lam, weights,
+                             stop=lambda: signal() or time.perf_counter() >= orders_end)
+        if splits:
+            weight, split, _ = min(splits, key=lambda x: x[2])  # the first of equals
             value = offer("orders", split)
             portfolio["orders"] = {"objective": value, "sink_weight": weight, "time_s": time.perf_counter() - t0}
             if line_start is None or value < portfolio["contiguous"]["objective"]:
                 line_start = split
             live.show("orders", best_obj, winner, bound)
+            # the line's restarts (:func:`restart_line`): the other splits, best first, then further sink weights
+            others = [(v, a) for _, a, v in splits]
+            if "contiguous" in schedules:
+                others.append((portfolio["contiguous"]["objective"], schedules["contiguous"]))
+            others = sorted((x for x in others if x[1] is not line_start), key=lambda x: x[0])
+            restarts = [functools.partial(lambda a: a, a) for _, a in others]
+            restarts += [functools.partial(lambda w: live_splits(graph, hw, objective, lam, [w])[0][1], float(w))
+                         for w in RESTART_SINK_WEIGHTS if float(w) not in weights]
+            restarts = restarts[:int(line_restarts.get(objective, 0))]
     cycles = int(rebalance[objective]) if "contiguous" in members and polish_moves > 0 else 0
     if graph.num_nodes < int(rebalance_min_nodes) or has_unique_order(graph):
         cycles = 0
@@ -599,6 +645,15 @@ def solve_auto(
         rebalanced["objective"] = offer("contiguous+rebalance", a)
 
     rebalance_end = start + REBALANCE_SHARE * float(time_budget_s)
+    restarted: dict = {}  # the line's restarts: their best objective
+    restart_end = start + RESTART_SHARE * float(time_budget_s)
+
+    def restart_stop() -> bool:
+        return signal() or time.perf_counter() >= restart_end
+
+    def restart_offer(a: np.ndarray) -> None:
+        value = offer("contiguous+restart", a)
+        restarted["objective"] = min(value, restarted.get("objective", np.inf))
 
     def rebalance_stop() -> bool:
         return signal() or time.perf_counter() >= rebalance_end
@@ -825,6 +880,17 @@ def solve_auto(
         else:
             entry["stopped"] = "at the deadline (its schedules so far kept)"
         live.show("contiguous+rebalance", best_obj, winner, bound)
+        if not done or not restarts or restart_stop() or proved() or best_obj <= bound * (1 + OPTIMAL_RTOL):
+            return
+        t2 = time.perf_counter()
+        call = functools.partial(restart_line, graph, hw, objective, lam, restarts, moves, chunk, polish_moves,
+                                 cycles, restart_stop, restart_offer)
+        done, count = run_until(call, deadline, "contiguous+restart", signal, workers)
+        entry = portfolio["contiguous+restart"] = {"time_s": time.perf_counter() - t2}
+        entry["restarts"] = count if done else "stopped at the deadline (its schedules so far kept)"
+        if "objective" in restarted:
+            entry["objective"] = restarted["objective"]
+        live.show("contiguous+restart", best_obj, winner, bound)
 
     # 4. the other fast members, concurrently (the local-search polish of the contiguous split first)
     for name in members:

@@ -80,19 +80,28 @@ def live_order(graph: Graph, sink_weight: float = 3.0) -> np.ndarray:
     return np.asarray(order, np.int64)
 
 
-def best_live_split(graph: Graph, hw: Hardware, objective: str, lam: float,
-                    sink_weights: Sequence[float] = SINK_WEIGHTS, stop=None) -> tuple[np.ndarray | None, float, float]:
-    """(int64[N] assignment by node id, its objective, its sink weight): the best (float64 objective, the first of
-    equals) exact contiguous split of the :func:`live_order` of each of ``sink_weights``; ``(None, inf, nan)`` when
-    there are none. ``stop()`` (optional) is looked at before each order."""
-    best, value, weight = None, np.inf, float("nan")
+def live_splits(graph: Graph, hw: Hardware, objective: str, lam: float, sink_weights: Sequence[float] = SINK_WEIGHTS,
+                stop=None) -> list[tuple[float, np.ndarray, float]]:
+    """[(sink weight, int64[N] assignment by node id, its objective)]: the exact contiguous split of the
+    :func:`live_order` of each of ``sink_weights``, in that order (float64 objective). ``stop()`` (optional) is looked
+    at before each order; the orders not reached are left out."""
+    out = []
     for w in sink_weights:
         if stop is not None and stop():
             break
         order = live_order(graph, float(w))
         cuts, _, _ = contiguous_search(graph, hw, objective, lam, order)
         a = np.asarray(contiguous_assignment(graph, cuts, order), np.int64)
-        v = objective_np(graph, a, hw, objective, lam)
+        out.append((float(w), a, objective_np(graph, a, hw, objective, lam)))
+    return out
+
+
+def best_live_split(graph: Graph, hw: Hardware, objective: str, lam: float,
+                    sink_weights: Sequence[float] = SINK_WEIGHTS, stop=None) -> tuple[np.ndarray | None, float, float]:
+    """(int64[N] assignment by node id, its objective, its sink weight): the best (float64 objective, the first of
+    equals) of :func:`live_splits`; ``(None, inf, nan)`` when there are none."""
+    best, value, weight = None, np.inf, float("nan")
+    for w, a, v in live_splits(graph, hw, objective, lam, sink_weights, stop):
         if v < value:
-            best, value, weight = a, v, float(w)
+            best, value, weight = a, v, w
     return best, value, weight
