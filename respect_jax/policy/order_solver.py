@@ -56,7 +56,9 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
              ls_screen: int = 0, ls_escapes: int = 0, ls_boundaries: int | None = None,
              ls_rebalance: int | None = None, ls_window: int | None = None,
              ls_window_limit: float | None = None, ls_window_free: float | None = None,
-             ls_window_widths: Sequence[int] | None = None, ls_window_max_nodes: int | None = None) -> None:
+             ls_window_widths: Sequence[int] | None = None, ls_window_max_nodes: int | None = None,
+             ls_window_escalate: int | None = None, ls_window_escalate_widths: Sequence[int] | None = None,
+             ls_window_escalate_max_nodes: int | None = None, ls_window_escalate_stages: int | None = None) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if int(samples) < 0:
@@ -86,6 +88,21 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
         raise ValueError(f"ls_window_widths must be a list of stage counts >= 2 (or null), got {ls_window_widths!r}")
     if ls_window_max_nodes is not None and (isinstance(ls_window_max_nodes, bool) or int(ls_window_max_nodes) < 2):
         raise ValueError(f"ls_window_max_nodes must be an integer >= 2 (or null), got {ls_window_max_nodes!r}")
+    if ls_window_escalate is not None and (isinstance(ls_window_escalate, bool) or int(ls_window_escalate) < 0):
+        raise ValueError(f"ls_window_escalate must be an integer >= 0 (or null), got {ls_window_escalate!r}")
+    if ls_window_escalate_widths is not None and (
+            isinstance(ls_window_escalate_widths, (str, int)) or not len(ls_window_escalate_widths)
+            or any(isinstance(w, bool) or int(w) < 2 for w in ls_window_escalate_widths)):
+        raise ValueError("ls_window_escalate_widths must be a list of stage counts >= 2 (or null), "
+                         f"got {ls_window_escalate_widths!r}")
+    if ls_window_escalate_max_nodes is not None and (isinstance(ls_window_escalate_max_nodes, bool)
+                                                     or int(ls_window_escalate_max_nodes) < 2):
+        raise ValueError("ls_window_escalate_max_nodes must be an integer >= 2 (or null), "
+                         f"got {ls_window_escalate_max_nodes!r}")
+    if ls_window_escalate_stages is not None and (isinstance(ls_window_escalate_stages, bool)
+                                                  or int(ls_window_escalate_stages) < 2):
+        raise ValueError("ls_window_escalate_stages must be an integer >= 2 (or null), "
+                         f"got {ls_window_escalate_stages!r}")
 
 
 def boundary_rounds(local_search: int, ls_moves: str, ls_boundaries: int | None) -> int:
@@ -117,11 +134,25 @@ def rebalance_cycles(objective: str, boundaries: int, ls_rebalance: int | None) 
 #: (``experiments/results/latency_window_val.md``)
 WINDOW_SOLVES = {"latency": 3, "paper": 0}
 WINDOW_LIMIT = 0.2
+#: re-solves of the window search's escalation (``ls_window_escalate`` None; fires only where
+#: :func:`respect_jax.solvers.window.escalation_signal` holds), chosen on validation graphs only
+#: (``experiments/results/latency_window_adaptive_val.md``)
+WINDOW_ESCALATE = 2
 
 
 def _widths(widths: Sequence[int] | None) -> tuple[int, ...] | None:
     """``ls_window_widths`` (a list from a config) as :func:`~respect_jax.solvers.window.window_search` takes it."""
     return None if widths is None else tuple(int(w) for w in widths)
+
+
+def window_escalation(escalate: int | None, widths: Sequence[int] | None, max_nodes: int | None,
+                      stages: int | None) -> dict:
+    """The keyword arguments of :func:`~respect_jax.solvers.window.window_search`'s escalation from the
+    ``ls_window_escalate*`` options (``escalate`` None: :data:`WINDOW_ESCALATE`; the others None: the module's
+    defaults)."""
+    return {"escalate": WINDOW_ESCALATE if escalate is None else int(escalate), "escalate_widths": _widths(widths),
+            "escalate_max_nodes": None if max_nodes is None else int(max_nodes),
+            "escalate_stages": None if stages is None else int(stages)}
 
 
 def window_solves(objective: str, rebalance: int, ls_window: int | None) -> int:
@@ -137,7 +168,8 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
             stop: Callable[[], bool] | None = None, rebalance: int = 0, window: int = 0,
             window_limit: float = WINDOW_LIMIT, window_free: float | None = None,
             window_widths: Sequence[int] | None = None,
-            window_max_nodes: int | None = None) -> list[tuple[np.ndarray, dict]]:
+            window_max_nodes: int | None = None,
+            window_escalate: dict | None = None) -> list[tuple[np.ndarray, dict]]:
     """Per graph (int64[n] assignment, info entries): the best split of its sampled orders (every graph's orders
     split together: :func:`respect_jax.policy.order.decode_many`), then ``local_search`` hill-climbing moves on it
     (:func:`respect_jax.local_search.polish_many` with ``polish_options``: kind, screen, escapes; each graph's own
@@ -150,8 +182,9 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
     ``window`` exact re-solves of 2-3 adjacent stages around the bottleneck (:func:`respect_jax.solvers.window.
     window_search`, CP-SAT with the deterministic limit ``window_limit`` each, windows with a free share below
     ``window_free`` skipped, of ``window_widths`` stages, at most ``window_max_nodes`` nodes (None: the module's
-    defaults); ``info['windowed']``: the re-solves
-    kept; never worse)."""
+    defaults), then its escalation where its signal holds (``window_escalate``: the keyword arguments ``escalate``,
+    ``escalate_widths``, ``escalate_max_nodes``, ``escalate_stages`` of ``window_search``; None: none);
+    ``info['windowed']``: the re-solves kept; never worse)."""
     decoded = decode_many(graphs, hw, objective, lam, scores, int(samples), float(noise), [seed] * len(graphs))
     label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
     assignments = [assignment for assignment, _, _ in decoded]
@@ -195,7 +228,8 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
                 window_load_s += load_cp_sat()  # one-off import, reported as set-up (load_s)
                 assignments[i], windowed[i] = window_search(g, hw, assignments[i], solves, float(window_limit),
                                                             widths=_widths(window_widths),
-                                                            max_nodes=window_max_nodes, min_free=window_free)
+                                                            max_nodes=window_max_nodes, min_free=window_free,
+                                                            **(window_escalate or {}))
     out = []
     for assignment, (_, value, candidate), cut, cyc, win in zip(assignments, decoded, recut, cycles, windowed,
                                                                  strict=True):
@@ -299,6 +333,10 @@ def solve_order_policy(
     ls_window_free: float | None = None,
     ls_window_widths: Sequence[int] | None = None,
     ls_window_max_nodes: int | None = None,
+    ls_window_escalate: int | None = None,
+    ls_window_escalate_widths: Sequence[int] | None = None,
+    ls_window_escalate_max_nodes: int | None = None,
+    ls_window_escalate_stages: int | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> SolveResult:
     """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality).
@@ -308,7 +346,10 @@ def solve_order_policy(
     names the first step skipped, the polish's compilation included); True before the forward pass raises
     :class:`~respect_jax.solvers.stopping.Stopped`. A compiled call in progress is never interrupted."""
     _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
-             ls_window, ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes)
+             ls_window, ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes, ls_window_escalate,
+             ls_window_escalate_widths, ls_window_escalate_max_nodes, ls_window_escalate_stages)
+    escalation = window_escalation(ls_window_escalate, ls_window_escalate_widths, ls_window_escalate_max_nodes,
+                                   ls_window_escalate_stages)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
     window = window_solves(objective, rebalance, ls_window)
@@ -323,7 +364,7 @@ def solve_order_policy(
         compile_s += _warm_polish([graph], hw, objective, lam, local_search, polish_options)
     ((assignment, decoded),) = _decode([graph], hw, objective, lam, [scores], samples, noise, seed, local_search,
                                           polish_options, boundaries, stop, rebalance, window, window_limit,
-                                          ls_window_free, ls_window_widths, ls_window_max_nodes)
+                                          ls_window_free, ls_window_widths, ls_window_max_nodes, escalation)
     load_s += decoded.pop("window_load_s", 0.0)
     info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
             "bucket": shape, "trained": doc.get("best")}
@@ -380,6 +421,10 @@ def _many(
     ls_window_free: float | None = None,
     ls_window_widths: Sequence[int] | None = None,
     ls_window_max_nodes: int | None = None,
+    ls_window_escalate: int | None = None,
+    ls_window_escalate_widths: Sequence[int] | None = None,
+    ls_window_escalate_max_nodes: int | None = None,
+    ls_window_escalate_stages: int | None = None,
     threads: int | None = None,
 ) -> list[SolveResult]:
     """Every graph of ``graphs``: one forward pass per batch of ``batch_size`` graphs of a size bucket (all
@@ -395,7 +440,10 @@ def _many(
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
-             ls_window, ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes)
+             ls_window, ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes, ls_window_escalate,
+             ls_window_escalate_widths, ls_window_escalate_max_nodes, ls_window_escalate_stages)
+    escalation = window_escalation(ls_window_escalate, ls_window_escalate_widths, ls_window_escalate_max_nodes,
+                                   ls_window_escalate_stages)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
     window = window_solves(objective, rebalance, ls_window)
@@ -427,7 +475,8 @@ def _many(
         return idx, _decode([graphs[i] for i in idx], hw, objective, lam, scores, samples, noise, seed, local_search,
                             polish_options, boundaries, rebalance=rebalance, window=window,
                             window_limit=window_limit, window_free=ls_window_free,
-                            window_widths=ls_window_widths, window_max_nodes=ls_window_max_nodes)
+                            window_widths=ls_window_widths, window_max_nodes=ls_window_max_nodes,
+                            window_escalate=escalation)
 
     units = _decode_units(pending, int(samples) + 1)
     if threads == 1 or len(units) == 1:

@@ -19,6 +19,12 @@ windows of more than :data:`WINDOW_MAX_NODES` nodes (time) and on windows with l
 (:func:`window_free_share`; residual networks, whose orders differ only in a downsampling block's shortcut, never gained
 there on validation and paid 0.1-0.7 s per graph). Chosen on validation graphs only
 (``experiments/results/latency_window_val.md``, ``latency_window_free_val.md``).
+
+Escalation (``window_search(escalate=...)``; ``solver=policy``: 2 re-solves): where the first search skipped a window
+for its node cap, ran out of re-solves, or the pipeline has K >= 6 stages (:func:`escalation_signal`), up to
+``escalate`` more re-solves with windows of 2-4 stages and up to 450 nodes, the windows already tried from the same
+schedule skipped; on the validation NAS graphs the other cases never gained from it
+(``experiments/results/latency_window_adaptive_val.md``).
 """
 
 from __future__ import annotations
@@ -41,6 +47,21 @@ WINDOW_MAX_NODES = 300
 #: windows of :func:`window_search` where a smaller share of the nodes is free (:func:`window_free_share`) are skipped:
 #: on validation every re-solve that gained had a share >= 0.81, every window of the residual-network graphs <= 0.24
 WINDOW_MIN_FREE = 0.5
+#: stages per window and node cap of the escalation of :func:`window_search` (chosen on validation graphs only:
+#: ``experiments/results/latency_window_adaptive_val.md``)
+ESCALATE_WIDTHS = (2, 3, 4)
+ESCALATE_MAX_NODES = 450
+#: the escalation of :func:`window_search` fires on every schedule of at least this many stages (the first search's
+#: windows of <= 3 stages then cover at most half of the pipeline)
+ESCALATE_STAGES = 6
+
+
+def escalation_signal(capped: int, exhausted: bool, stages: int, min_stages: int) -> bool:
+    """Whether :func:`window_search` escalates after its first search, from what that search saw: ``capped`` windows
+    skipped for the node cap (a larger cap may re-solve them), ``exhausted`` (it ran out of re-solves while still
+    finding windows to try), or a pipeline of ``stages`` >= ``min_stages`` (windows of 4 stages and more boundaries
+    moved at once; on validation the gains of that kind were all at K >= 6)."""
+    return capped > 0 or bool(exhausted) or int(stages) >= int(min_stages)
 
 
 def _last_stage(graph: Graph, s: np.ndarray, k: int) -> np.ndarray:
@@ -244,7 +265,9 @@ def window_floor(graph: Graph, hw: Hardware, assignment: np.ndarray, first: int,
 
 def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: int,
                   deterministic_limit: float = 0.2, widths: tuple[int, ...] | None = None,
-                  max_nodes: int | None = None, min_free: float | None = None) -> tuple[np.ndarray, int]:
+                  max_nodes: int | None = None, min_free: float | None = None, escalate: int = 0,
+                  escalate_widths: tuple[int, ...] | None = None, escalate_max_nodes: int | None = None,
+                  escalate_stages: int | None = None, info: dict | None = None) -> tuple[np.ndarray, int]:
     """(int64[N] schedule, re-solves kept): up to ``solves`` :func:`window_resolve` calls from ``assignment`` (a valid
     ``latency`` schedule) on windows of adjacent stages that contain the current bottleneck stage: those of
     ``widths[0]`` stages first (None: :data:`WINDOW_WIDTHS`; the window with the smaller sum of stage times first),
@@ -255,43 +278,74 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
     (:func:`~respect_jax.solvers.bounds.latency_lower_bound`), a window whose largest stage time is at
     :func:`window_floor`, one holding more than ``max_nodes`` nodes (None: :data:`WINDOW_MAX_NODES`) and one whose
     :func:`window_free_share` is below ``min_free`` (None: :data:`WINDOW_MIN_FREE`; 0: never skipped for it) (none
-    counted as a re-solve), and the window just kept when CP-SAT proved its split optimal (the same sub-problem, its
-    largest stage time cannot drop). Never worse."""
+    counted as a re-solve), and a window already re-solved from the current schedule (the same sub-problem: CP-SAT is
+    deterministic here, and a kept split proven optimal cannot drop). Never worse.
+
+    Escalation (``escalate`` > 0): when that search is done and :func:`escalation_signal` holds for it (it skipped a
+    window for ``max_nodes``, ran out of re-solves, or K >= ``escalate_stages``, None: :data:`ESCALATE_STAGES`), it
+    goes on from its schedule with up to
+    ``escalate`` more re-solves of ``escalate_widths`` stages (None: :data:`ESCALATE_WIDTHS`) and windows of at most
+    ``escalate_max_nodes`` nodes (None: :data:`ESCALATE_MAX_NODES`), the windows already tried skipped.
+
+    ``info`` (optional): gets ``used`` (re-solves run by the first search), ``capped`` (its windows skipped for
+    ``max_nodes``), ``exhausted`` (whether it ended on its ``solves`` budget rather than with every window of the
+    bottleneck tried) and ``escalated`` (the re-solves run by the escalation; 0 when it did not fire)."""
     s = np.asarray(assignment, np.int64).copy()
     k = int(hw.stages)
+    if info is not None:
+        info.update(used=0, capped=0, exhausted=False, escalated=0)
     if int(solves) <= 0 or not window_needed(graph, hw, s):
         return s, 0
     current = stage_times_np(graph, s[None], hw)[0]
-    used = kept = 0
-    proven: tuple[int, int] | None = None  # the window kept last, when CP-SAT proved its split optimal
-    while used < int(solves):
-        bottleneck = int(np.argmax(current))
-        windows: list[tuple[int, int]] = []
-        for width in dict.fromkeys(min(max(2, int(w)), k) for w in (WINDOW_WIDTHS if widths is None else widths)):
-            ws = [(a, a + width - 1) for a in range(max(0, bottleneck - width + 1), min(bottleneck, k - width) + 1)]
-            ws.sort(key=lambda w: (float(current[w[0]:w[1] + 1].sum()), w[0]))
-            windows += [w for w in ws if w not in windows]
-        moved = False
-        for first, last in windows:
-            if used >= int(solves):
+    kept = 0
+    tried: set[tuple[int, int]] = set()  # windows re-solved from the current schedule (cleared when one is kept)
+    phases = [(int(solves), WINDOW_WIDTHS if widths is None else widths,
+               WINDOW_MAX_NODES if max_nodes is None else int(max_nodes))]
+    if int(escalate) > 0:
+        phases.append((int(escalate), ESCALATE_WIDTHS if escalate_widths is None else escalate_widths,
+                       ESCALATE_MAX_NODES if escalate_max_nodes is None else int(escalate_max_nodes)))
+    threshold = WINDOW_MIN_FREE if min_free is None else float(min_free)
+    for phase, (budget, phase_widths, cap) in enumerate(phases):
+        used = capped = 0
+        while used < budget:
+            bottleneck = int(np.argmax(current))
+            windows: list[tuple[int, int]] = []
+            for width in dict.fromkeys(min(max(2, int(w)), k) for w in phase_widths):
+                ws = [(a, a + width - 1) for a in range(max(0, bottleneck - width + 1), min(bottleneck, k - width) + 1)]
+                ws.sort(key=lambda w: (float(current[w[0]:w[1] + 1].sum()), w[0]))
+                windows += [w for w in ws if w not in windows]
+            moved = False
+            for first, last in windows:
+                if used >= budget:
+                    break
+                if (first, last) in tried:  # the same sub-problem from the same schedule: the same answer
+                    continue
+                if int(np.sum((s >= first) & (s <= last))) > cap:
+                    capped += 1
+                    continue
+                if float(current[first:last + 1].max()) <= window_floor(graph, hw, s, first, last) * (1.0 + 1e-9):
+                    continue
+                if window_free_share(graph, s, first, last) < threshold:
+                    continue
+                solved: dict = {}
+                new = window_resolve(graph, hw, s, first, last, deterministic_limit, info=solved)
+                used += 1
+                times = stage_times_np(graph, new[None], hw)[0]
+                if leximax_less(times, current):
+                    s, current, moved = new, times, True
+                    tried = {(first, last)} if solved["optimal"] else set()
+                    kept += 1
+                    break
+                tried.add((first, last))
+            if not moved:
                 break
-            if (first, last) == proven:  # re-solved to proven optimality just now: the same sub-problem again
-                continue
-            if int(np.sum((s >= first) & (s <= last))) > (WINDOW_MAX_NODES if max_nodes is None else int(max_nodes)):
-                continue
-            if float(current[first:last + 1].max()) <= window_floor(graph, hw, s, first, last) * (1.0 + 1e-9):
-                continue
-            if window_free_share(graph, s, first, last) < (WINDOW_MIN_FREE if min_free is None else float(min_free)):
-                continue
-            info: dict = {}
-            new = window_resolve(graph, hw, s, first, last, deterministic_limit, info=info)
-            used += 1
-            times = stage_times_np(graph, new[None], hw)[0]
-            if leximax_less(times, current):
-                s, current, moved = new, times, True
-                proven = (first, last) if info["optimal"] else None
-                kept += 1
+        if phase == 0:
+            first_pass = {"used": used, "capped": capped, "exhausted": used >= budget}
+            if info is not None:
+                info.update(first_pass)
+            min_stages = ESCALATE_STAGES if escalate_stages is None else int(escalate_stages)
+            if not escalation_signal(capped, used >= budget, k, min_stages):
                 break
-        if not moved:
-            break
+        elif info is not None:
+            info["escalated"] = used
     return s, kept
