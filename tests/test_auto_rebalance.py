@@ -109,8 +109,9 @@ def test_auto_rebalances_the_contiguous_line_under_latency_only():
     value = lambda s: float(objectives_np(graph, s[None], hw, "latency", 1.0)[0])  # noqa: E731
     assert value(host) < value(split) * (1 - 1e-6)
     options = dict(members=["contiguous"], exact="none", crossing_bound=False, progress=False, time_budget_s=30.0,
-                   lattice_downsets=0, orders={"latency": []})  # no bound: each call ends with its line, not at the
-    # budget; no live-byte orders: the line starts at the SPEC split (tests/test_auto_orders.py covers the orders)
+                   lattice_downsets=0, orders={"latency": []}, line_moves={})  # no bound: each call ends with its
+    # line, not at the budget; no live-byte orders and the old first polish (200 moves): the line starts at the SPEC
+    # split and the polish alone stops where the rebalancing goes on (tests/test_auto_orders.py covers the orders)
     result = run_solver("auto", graph, hw, "latency", **options)
     portfolio = result["info"]["portfolio"]
     assert "contiguous+rebalance" in portfolio
