@@ -23,7 +23,6 @@ Gap: to the least of every column and the MILP where there is one. Refuses the b
 from __future__ import annotations
 
 import argparse
-import glob
 import hashlib
 import json
 import statistics
@@ -35,11 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from latency_window_replay import case_problem, validation_cases  # noqa: E402
 
 import respect_jax.policy.solver  # noqa: E402,F401  (registers solver=policy)
 import respect_jax.solvers.window as window  # noqa: E402
-from respect_jax.api import hardware  # noqa: E402
-from respect_jax.graphs.graph import load_graph  # noqa: E402
 from respect_jax.solvers import run_solver  # noqa: E402
 from respect_jax.solvers.bounds import latency_lower_bound  # noqa: E402
 from respect_jax.solvers.rebalance import stage_times_np  # noqa: E402
@@ -51,21 +49,14 @@ def _widths(text: str) -> tuple[int, ...]:
 
 
 def run(args) -> None:
-    cases = [json.loads(line) for path in args.cases for line in Path(path).read_text().splitlines() if line.strip()]
-    cases = [c for c in cases if c.get("objective_name", "latency") == "latency"]
-    paths = list(dict.fromkeys(p for g in args.graphs for p in sorted(glob.glob(g))))
-    cases += [{"path": p, "K": int(k), "sram": None} for p in paths for k in args.stages.split(",")]
+    cases = validation_cases(args.cases, args.graphs, args.stages)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     a_solves, a_widths, a_cap = args.always.split(":")
     records = []
     load_cp_sat()
     for case in cases:
-        if "data/models/" in case["path"]:
-            raise SystemExit("the bundled models are the test set: not for choosing")
-        graph = load_graph(case["path"])
-        sram = {"sram_bytes": float(case["sram"])} if case.get("sram") else {}
-        hw = hardware("coral_usb", stages=case["K"], **sram)
+        graph, hw = case_problem(case)
         key = hashlib.sha1(f"{case['path']}|{case['K']}|{case.get('sram')}".encode()).hexdigest()[:16]
         path = cache / f"{key}.npy"
         if path.exists():

@@ -41,6 +41,25 @@ def _setting(spec: str) -> dict:
             "min_free": float(free)}
 
 
+def validation_cases(case_files: list[str], graph_globs: list[str], stages: str) -> list[dict]:
+    """The latency cases of ``case_files`` (JSON lines of ``latency_rebalance_val.py oracle``) and every graph of
+    ``graph_globs`` at each K of ``stages`` (comma-separated), as ``{"path", "K", "sram", ...}``. Refuses the bundled
+    models (the test set)."""
+    cases = [json.loads(line) for path in case_files for line in Path(path).read_text().splitlines() if line.strip()]
+    cases = [c for c in cases if c.get("objective_name", "latency") == "latency"]
+    paths = list(dict.fromkeys(p for g in graph_globs for p in sorted(glob.glob(g))))
+    cases += [{"path": p, "K": int(k), "sram": None} for p in paths for k in stages.split(",")]
+    if any("data/models/" in c["path"] for c in cases):
+        raise SystemExit("the bundled models are the test set: not for choosing")
+    return cases
+
+
+def case_problem(case: dict):
+    """(graph, hardware) of a :func:`validation_cases` entry: the Coral USB preset at its K (and its SRAM, if set)."""
+    sram = {"sram_bytes": float(case["sram"])} if case.get("sram") else {}
+    return load_graph(case["path"]), hardware("coral_usb", stages=case["K"], **sram)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="*", default=[])
@@ -49,18 +68,10 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", default=["3:2,3:300:0.5"])
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    cases = [json.loads(line) for path in args.cases for line in Path(path).read_text().splitlines() if line.strip()]
-    cases = [c for c in cases if c.get("objective_name", "latency") == "latency"]
-    paths = list(dict.fromkeys(p for g in args.graphs for p in sorted(glob.glob(g))))
-    cases += [{"path": p, "K": int(k), "sram": None} for p in paths for k in args.stages.split(",")]
     records = []
     load_cp_sat()  # CP-SAT's import, not timed with the first setting
-    for case in cases:
-        if "data/models/" in case["path"]:
-            raise SystemExit("the bundled models are the test set: not for choosing")
-        graph = load_graph(case["path"])
-        sram = {"sram_bytes": float(case["sram"])} if case.get("sram") else {}
-        hw = hardware("coral_usb", stages=case["K"], **sram)
+    for case in validation_cases(args.cases, args.graphs, args.stages):
+        graph, hw = case_problem(case)
         run_solver("policy", graph, hw, "latency", 1.0, ls_window=0)  # warm-up (compilation)
         off = run_solver("policy", graph, hw, "latency", 1.0, ls_window=0)
         start = np.asarray(off["assignment"], np.int64)
