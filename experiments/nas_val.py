@@ -13,7 +13,7 @@ with the best of those). Writes ``<out>.json`` (records: graph, stages,
 objective_name, objective, optimal: whether CP-SAT proved it; the format ``order_policy_models.py --best-known``
 reads) and ``<out>.md``.
 
-    .venv/bin/python experiments/nas_val.py build
+    .venv/bin/python experiments/nas_val.py build              # --held-out: data/models_val/nas_generated_s28
     .venv/bin/python experiments/nas_val.py oracle --stages 2,4,6,8 --time-limit 4 \\
         --out experiments/results/nas_val_best_known
 """
@@ -50,10 +50,21 @@ GRAPHS = (
     ("inception_a", "inception", 150, 500, 7), ("incres_a", "incres", 150, 500, 8),
 )
 
+#: The held-out NAS-cell graphs of session 28 (``data/models_val/nas_generated_s28``, the window escalation's check
+#: after its choice): the same families, seeds 2801-2808 (node ranges that reproduce the committed files byte for byte).
+GRAPHS_S28 = (
+    ("ha_nas0_2801", "nas0", 300, 700, 2801), ("ha_nas1_2802", "nas1", 300, 700, 2802),
+    ("ha_nas2_2803", "nas2", 300, 700, 2803), ("ha_nas0_2804", "nas0", 150, 400, 2804),
+    ("ha_nas1_2805", "nas1", 150, 400, 2805), ("ha_nas2_2806", "nas2", 150, 400, 2806),
+    ("ha_nas2_2807", "nas2", 500, 1000, 2807), ("ha_nas0_2808", "nas0", 500, 1200, 2808),
+)
+OUT_DIR_S28 = ROOT / "data" / "models_val" / "nas_generated_s28"
 
-def build() -> list[Path]:
-    """Write the :data:`GRAPHS` (SPEC JSON, ids in SPEC order) and return their paths."""
-    return write_family_graphs(GRAPHS, OUT_DIR)
+
+def build(held_out: bool = False) -> list[Path]:
+    """Write the :data:`GRAPHS` (with ``held_out``: :data:`GRAPHS_S28`) as SPEC JSON, ids in SPEC order, and return
+    their paths."""
+    return write_family_graphs(GRAPHS_S28, OUT_DIR_S28) if held_out else write_family_graphs(GRAPHS, OUT_DIR)
 
 
 def write_family_graphs(graphs, out_dir: Path) -> list[Path]:
@@ -106,9 +117,10 @@ def main() -> None:
     parser.add_argument("--stages", default="2,3,4,5,6,7,8")
     parser.add_argument("--time-limit", type=float, default=6.0)
     parser.add_argument("--out", default="experiments/results/nas_val_best_known")
+    parser.add_argument("--held-out", action="store_true", help="build: the session-28 graphs (nas_generated_s28)")
     args = parser.parse_args()
     if args.command == "build":
-        build()
+        build(args.held_out)
         return
     paths = args.graphs or sorted(glob.glob(str(OUT_DIR / "*.json"))) + [str(ROOT / "data/models_val/nasnetlarge.json")]
     records = oracle(paths, [int(k) for k in args.stages.split(",")], args.time_limit)
