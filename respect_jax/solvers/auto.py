@@ -554,6 +554,11 @@ def solve_auto(
         if name == "gumbel":  # in chunks: it looks at the signal between compiled calls (joined like a worker)
             o.setdefault("chunk_steps", GUMBEL_CHUNK_STEPS)
             o["stop"] = signal
+            # and plans its last chunk and local search to end STOP_LEAD_S before the deadline (as the exact solver
+            # does): ending *at* the deadline, its return (evaluation, result) came after it and was dropped
+            lead = min(STOP_LEAD_S, 0.1 * time_budget_s)
+            left = max(deadline - lead - time.perf_counter(), 0.01)
+            o["time_limit_s"] = min(float(o.get("time_limit_s") or np.inf), left)
         call = functools.partial(get_solver(name), graph, hw, objective, lam, **o)
         # a JAX member in one compiled call does not look at the signal: abandoned at once, not waited for
         pool = workers if name == "gumbel" and o["chunk_steps"] > 0 else jax_calls
