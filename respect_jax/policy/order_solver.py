@@ -75,34 +75,32 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
         raise ValueError(f"ls_boundaries must be >= 0 (or null), got {ls_boundaries}")
     if ls_rebalance is not None and int(ls_rebalance) < 0:
         raise ValueError(f"ls_rebalance must be >= 0 (or null), got {ls_rebalance}")
-    if ls_window is not None and (isinstance(ls_window, bool) or int(ls_window) < 0):
-        raise ValueError(f"ls_window must be an integer >= 0 (or null), got {ls_window!r}")
+    _check_optional_int("ls_window", ls_window, 0)
     if ls_window is not None and int(ls_window) > 0 and objective != "latency":
         raise ValueError(f"ls_window re-solves windows of stages under the latency objective only, got {objective!r}")
     if ls_window_limit is not None and not float(ls_window_limit) > 0:
         raise ValueError(f"ls_window_limit must be > 0 (or null), got {ls_window_limit!r}")
     if ls_window_free is not None and not 0.0 <= float(ls_window_free) <= 1.0:
         raise ValueError(f"ls_window_free must be in [0, 1] (or null), got {ls_window_free!r}")
-    if ls_window_widths is not None and (isinstance(ls_window_widths, (str, int)) or not len(ls_window_widths)
-                                         or any(isinstance(w, bool) or int(w) < 2 for w in ls_window_widths)):
-        raise ValueError(f"ls_window_widths must be a list of stage counts >= 2 (or null), got {ls_window_widths!r}")
-    if ls_window_max_nodes is not None and (isinstance(ls_window_max_nodes, bool) or int(ls_window_max_nodes) < 2):
-        raise ValueError(f"ls_window_max_nodes must be an integer >= 2 (or null), got {ls_window_max_nodes!r}")
-    if ls_window_escalate is not None and (isinstance(ls_window_escalate, bool) or int(ls_window_escalate) < 0):
-        raise ValueError(f"ls_window_escalate must be an integer >= 0 (or null), got {ls_window_escalate!r}")
-    if ls_window_escalate_widths is not None and (
-            isinstance(ls_window_escalate_widths, (str, int)) or not len(ls_window_escalate_widths)
-            or any(isinstance(w, bool) or int(w) < 2 for w in ls_window_escalate_widths)):
-        raise ValueError("ls_window_escalate_widths must be a list of stage counts >= 2 (or null), "
-                         f"got {ls_window_escalate_widths!r}")
-    if ls_window_escalate_max_nodes is not None and (isinstance(ls_window_escalate_max_nodes, bool)
-                                                     or int(ls_window_escalate_max_nodes) < 2):
-        raise ValueError("ls_window_escalate_max_nodes must be an integer >= 2 (or null), "
-                         f"got {ls_window_escalate_max_nodes!r}")
-    if ls_window_escalate_stages is not None and (isinstance(ls_window_escalate_stages, bool)
-                                                  or int(ls_window_escalate_stages) < 2):
-        raise ValueError("ls_window_escalate_stages must be an integer >= 2 (or null), "
-                         f"got {ls_window_escalate_stages!r}")
+    _check_optional_widths("ls_window_widths", ls_window_widths)
+    _check_optional_int("ls_window_max_nodes", ls_window_max_nodes, 2)
+    _check_optional_int("ls_window_escalate", ls_window_escalate, 0)
+    _check_optional_widths("ls_window_escalate_widths", ls_window_escalate_widths)
+    _check_optional_int("ls_window_escalate_max_nodes", ls_window_escalate_max_nodes, 2)
+    _check_optional_int("ls_window_escalate_stages", ls_window_escalate_stages, 2)
+
+
+def _check_optional_int(name: str, value, least: int) -> None:
+    """A one-line error unless ``value`` is None or an integer (not a bool) >= ``least``."""
+    if value is not None and (isinstance(value, bool) or int(value) < least):
+        raise ValueError(f"{name} must be an integer >= {least} (or null), got {value!r}")
+
+
+def _check_optional_widths(name: str, widths) -> None:
+    """A one-line error unless ``widths`` is None or a non-empty list of stage counts >= 2."""
+    if widths is not None and (isinstance(widths, (str, int)) or not len(widths)
+                               or any(isinstance(w, bool) or int(w) < 2 for w in widths)):
+        raise ValueError(f"{name} must be a list of stage counts >= 2 (or null), got {widths!r}")
 
 
 def boundary_rounds(local_search: int, ls_moves: str, ls_boundaries: int | None) -> int:
