@@ -39,9 +39,7 @@ def live_order(graph: Graph, sink_weight: float = 3.0) -> np.ndarray:
     then no longer live), ``w(u) = sink_weight`` for a sink and 1 otherwise. O((N + E) log N)."""
     n = graph.num_nodes
     succ = graph.successors()
-    preds: list[list[int]] = [[] for _ in range(n)]
-    for u, v in graph.edges.tolist():
-        preds[v].append(u)
+    preds = graph.predecessors()
     out = graph.output_size.astype(np.float64).tolist()
     indeg = [len(p) for p in preds]
     left = [len(s) for s in succ]  # successors of u not placed yet
