@@ -173,3 +173,21 @@ def test_auto_restarts_the_rebalanced_line_and_keeps_the_best():
     assert reference_objective(graph, result["assignment"], hw, "latency") <= entry["objective"] * (1 + 1e-9)
     off = run_solver("auto", graph, hw, "latency", line_restarts={"latency": 0}, **options)
     assert "contiguous+restart" not in off["info"]["portfolio"]
+
+
+def test_polish_until_offers_each_better_chunk_as_it_comes():
+    """The line's first polish (:func:`polish_until`, ``offer``) on a 400-node layered graph (latency, K = 4) from
+    its best live-byte split: every call of moves that improves is offered at once (strictly better each time, by the
+    loop evaluator), the last offer is the returned schedule, and a stop after the first offer returns that one. auto
+    relies on it: a first polish still running at the deadline keeps its schedules so far."""
+    graph, hw = layered(400, 11, 1.2), make_hw(4)
+    split, value, _ = best_live_split(graph, hw, "latency", 1.0)
+    offered = []
+    polished = polish_until(graph, hw, "latency", 1.0, split, 40, lambda: False, 1, offered.append)
+    values = [reference_objective(graph, a, hw, "latency") for a in offered]
+    assert len(offered) >= 2
+    assert all(b < a for a, b in zip([value, *values], values, strict=False))
+    assert np.array_equal(offered[-1], polished)
+    first = []
+    stopped = polish_until(graph, hw, "latency", 1.0, split, 40, lambda: bool(first), 1, first.append)
+    assert len(first) == 1 and np.array_equal(stopped, first[0]) and np.array_equal(first[0], offered[0])

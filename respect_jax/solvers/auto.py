@@ -286,12 +286,13 @@ def _late(t0: float, proved: bool = False) -> str:
 
 
 def polish_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int,
-                 stop, chunk: int = POLISH_CHUNK) -> np.ndarray:
+                 stop, chunk: int = POLISH_CHUNK, offer=None) -> np.ndarray:
     """int64[N] ``assignment`` after local search (:func:`respect_jax.local_search.polish`) in calls of
     ``chunk`` moves (``ceil(moves / chunk)`` calls at most), each from the best schedule so far
     (single-node moves above :data:`POLISH_CLOSURE_MAX_NODES` nodes, the precedence-closed ones up to it);
     ``stop()`` is checked between calls, and a call that does not improve ends the search (the next one would
-    repeat it). Never worse than ``assignment``."""
+    repeat it). Each better schedule is passed to ``offer`` (optional) as it comes, so a caller that abandons this
+    at its deadline keeps them. Never worse than ``assignment``."""
     best = np.asarray(assignment, np.int64)
     value = objective_np(graph, best, hw, objective, lam)
     kind = "closure" if graph.num_nodes <= POLISH_CLOSURE_MAX_NODES else "single"
@@ -303,6 +304,8 @@ def polish_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignm
         if not candidate_value < value:
             break
         best, value = candidate, candidate_value
+        if offer is not None:
+            offer(best)
     return best
 
 
@@ -845,6 +848,11 @@ def solve_auto(
     if graph.num_nodes > POLISH_CLOSURE_MAX_NODES and objective in line_moves:  # single-node moves: ~1 ms each
         moves, chunk = int(line_moves[objective]), LINE_CHUNK
 
+    polished_so_far: dict = {}  # the contiguous line's first polish: its best objective so far
+
+    def polish_offer(a: np.ndarray) -> None:
+        polished_so_far["objective"] = offer("contiguous+ls", a)
+
     def contiguous_line(split: np.ndarray, cycles: int) -> None:
         """The contiguous split's local search (``contiguous+ls``) and, with ``cycles`` > 0, the rebalancing
         (``contiguous+rebalance``): first on the host (:func:`rebalance_host`, while the local search compiles; the
@@ -861,10 +869,15 @@ def solve_auto(
                 return
             start_from = out
         t1 = time.perf_counter()
-        call = functools.partial(polish_until, graph, hw, objective, lam, start_from, moves, signal, chunk)
+        # each better chunk offered as it comes: at 1,000 nodes under load the long first polish can still be
+        # running at the deadline, and its progress was dropped
+        call = functools.partial(polish_until, graph, hw, objective, lam, start_from, moves, signal, chunk,
+                                 polish_offer)
         done, polished = run_until(call, deadline, "contiguous+ls", signal, workers)
         if not done:
             portfolio["contiguous+ls"] = {"abandoned": _late(t1, proved())}
+            if "objective" in polished_so_far:
+                portfolio["contiguous+ls"]["objective"] = polished_so_far["objective"]
             if cycles > 0:
                 portfolio["contiguous+rebalance"] = {"time_s": t1 - t0}
             return
