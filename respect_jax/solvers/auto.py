@@ -898,6 +898,9 @@ def solve_auto(
         else:
             entry["stopped"] = "at the deadline (its schedules so far kept)"
         live.show("contiguous+rebalance", best_obj, winner, bound)
+        # the crossing bound starts here, beside the restarts (started after them it got ~1 s of 10 and stopped at
+        # the hull value on the validation NAS graphs at K = 8: HC, session 29)
+        start_bound()
         if not done or not restarts or restart_stop() or proved() or best_obj <= bound * (1 + OPTIMAL_RTOL):
             return
         t2 = time.perf_counter()
