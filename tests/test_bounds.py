@@ -323,7 +323,7 @@ def test_paper_chain_runs_again_on_finer_buckets_and_stays_below_the_optimum(k, 
 
     def spy(*args, **kwargs):
         found = chain(*args, **kwargs)
-        passes.append((args[-1] if len(args) > 7 else kwargs.get("per_boundary"), found["bound"]))
+        passes.append((args[7] if len(args) > 7 else kwargs.get("per_boundary"), found["bound"]))
         return found
 
     monkeypatch.setattr(bounds, "_paper_chain_bound", spy)
@@ -344,3 +344,28 @@ def test_paper_chain_runs_again_on_finer_buckets_and_stays_below_the_optimum(k, 
                 assert [p for p, _ in passes] == want, graph.name
         single, refined = values
         assert refined >= single * (1 - 1e-12), graph.name
+
+
+def test_inherited_chain_buckets_stay_below_the_least_crossing_of_every_new_bucket():
+    """``paper``: a finer chain pass starts each bucket from the last pass's values (``inherit_buckets``). On tiny
+    graphs each inherited value is at most the least crossing of a downset whose weight lies in the new bucket
+    (enumeration), on partitions that do not nest in the old one (5 and 7 buckets per boundary after 8), and it
+    lifts some bucket above 0 (the pass starts from what the last one proved)."""
+    from respect_jax.solvers import bounds
+
+    lifted = 0
+    for graph in tiny_graphs() + [_diamond()]:
+        hw = make_hw(4)
+        best = brute_force(graph, hw, lam=0.7)["paper"]
+        points = _downsets(graph)
+        coarse = bounds._paper_chain_bound(graph, hw, 0.7, 4 * best, Deadline(math.inf), None, False, 8)
+        total = int(graph.params.sum())
+        for per_boundary in (5, 7):
+            edges = np.unique(np.linspace(0, total + 1, per_boundary * 3 + 1).astype(np.int64))
+            lo, hi = edges[:-1].astype(np.float64), (edges[1:] - 1).astype(np.float64)
+            values = bounds.inherit_buckets(lo, hi, coarse["buckets_h"])
+            for g in range(len(lo)):
+                least = min((c for w, c in points if lo[g] <= w <= hi[g]), default=math.inf)
+                assert values[g] <= least + 1e-9, (graph.name, per_boundary, g, values[g], least)
+            lifted += int((values > 0).sum())
+    assert lifted >= 10
