@@ -45,7 +45,12 @@ def _child(queue, cfg: dict, seed: int, name: str, hw: dict, objective: str, sol
     from respect_jax.graphs import GeneratorConfig, generate_numpy
     from respect_jax.solvers import run_solver
 
-    graph = generate_numpy(GeneratorConfig(**cfg), np.random.default_rng(seed), name=name)
+    if isinstance(cfg, str):  # a graph file (--graphs)
+        from respect_jax.graphs.graph import load_graph
+
+        graph = load_graph(cfg)
+    else:
+        graph = generate_numpy(GeneratorConfig(**cfg), np.random.default_rng(seed), name=name)
     start = time.perf_counter()
     result = run_solver(solver, graph, hardware_from_dict(hw), objective, 1.0, **options)
     wall = time.perf_counter() - start
@@ -61,7 +66,8 @@ def run(cfg, seed, name, hw, objective, solver, options, limit_s, root: str | No
     os.environ["AUTO_SCALE_VAL_ROOT"] = root or str(HERE)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(queue, asdict(cfg), seed, name, hw, objective, solver, options))
+    proc = ctx.Process(target=_child, args=(queue, cfg if isinstance(cfg, str) else asdict(cfg), seed, name, hw,
+                                            objective, solver, options))
     start = time.perf_counter()
     proc.start()
     try:
@@ -91,6 +97,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="11,12")
     parser.add_argument("--sizes", default="1000")
     parser.add_argument("--families", default="dense,sparse")
+    parser.add_argument("--graphs", default=None,
+                        help="graph files (comma-separated globs) instead of generated graphs")
     parser.add_argument("--stages", default="4")
     parser.add_argument("--objectives", default="latency")
     parser.add_argument("--budget", type=float, default=10.0, help="time_budget_s of every auto method")
@@ -102,35 +110,39 @@ def main() -> None:
     args = parser.parse_args()
     methods = json.loads(args.methods)
     records = []
-    for seed in (int(s) for s in args.seeds.split(",")):
-        for size in (int(s) for s in args.sizes.split(",")):
-            for family in args.families.split(","):
-                for stages in (int(k) for k in args.stages.split(",")):
-                    for objective in args.objectives.split(","):
-                        hw = {**yaml.safe_load((HERE / "conf" / "hardware" / "coral_usb.yaml").read_text()),
-                              "stages": stages}
-                        name = f"val_{family}_{size}_s{seed}"
-                        group = []
-                        for label, (solver, options, *tree) in methods.items():
-                            options = dict(options)
-                            if solver == "auto":
-                                options = {"time_budget_s": args.budget, "progress": False, **options}
-                            load = os.getloadavg()[0]
-                            rec = run(graph_config(size, family), seed + 1000 * size, name, hw, objective, solver,
-                                      options, 900.0, tree[0] if tree else None)
-                            rec.update(graph=name, size=size, family=family, seed=seed, stages=stages,
-                                       objective_name=objective, method=label, load_before=load)
-                            group.append(rec)
-                            members = " ".join(f"{k}={v.get('objective', next(iter(v.values()), ''))!s:.8}"
-                                               for k, v in (rec.get("portfolio") or {}).items())
-                            print(f"{name} K={stages} {objective} {label}: {rec['status']} "
-                                  f"{rec.get('objective', float('nan')):.6g} {rec.get('time_s', 0):.1f}s "
-                                  f"winner {rec.get('winner')} load {load:.1f} | {members}", flush=True)
-                        here = min((r["objective"] for r in group if r["status"] == "ok"), default=float("nan"))
-                        for r in group:
-                            r["best_here"] = here
-                        records.extend(group)
-                        write(args, records)
+    if args.graphs:
+        cases = [(Path(f).stem, f, 0, 0, "file") for g in args.graphs.split(",") for f in sorted(glob.glob(g))]
+    else:
+        cases = [(f"val_{family}_{size}_s{seed}", graph_config(size, family), seed + 1000 * size, size, family)
+                 for seed in (int(s) for s in args.seeds.split(",")) for size in (int(s) for s in args.sizes.split(","))
+                 for family in args.families.split(",")]
+    for name, cfg, graph_seed, size, family in cases:
+        seed = graph_seed - 1000 * size
+        for stages in (int(k) for k in args.stages.split(",")):
+            for objective in args.objectives.split(","):
+                hw = {**yaml.safe_load((HERE / "conf" / "hardware" / "coral_usb.yaml").read_text()),
+                      "stages": stages}
+                group = []
+                for label, (solver, options, *tree) in methods.items():
+                    options = dict(options)
+                    if solver == "auto":
+                        options = {"time_budget_s": args.budget, "progress": False, **options}
+                    load = os.getloadavg()[0]
+                    rec = run(cfg, graph_seed, name, hw, objective, solver, options, 900.0,
+                              tree[0] if tree else None)
+                    rec.update(graph=name, size=size, family=family, seed=seed, stages=stages,
+                               objective_name=objective, method=label, load_before=load)
+                    group.append(rec)
+                    members = " ".join(f"{k}={v.get('objective', next(iter(v.values()), ''))!s:.8}"
+                                       for k, v in (rec.get("portfolio") or {}).items())
+                    print(f"{name} K={stages} {objective} {label}: {rec['status']} "
+                          f"{rec.get('objective', float('nan')):.6g} {rec.get('time_s', 0):.1f}s "
+                          f"winner {rec.get('winner')} load {load:.1f} | {members}", flush=True)
+                here = min((r["objective"] for r in group if r["status"] == "ok"), default=float("nan"))
+                for r in group:
+                    r["best_here"] = here
+                records.extend(group)
+                write(args, records)
 
 
 def write(args: argparse.Namespace, records: list[dict]) -> None:

@@ -166,6 +166,15 @@ RESTART_SHARE = 0.85
 RESTART_SINK_WEIGHTS = (6.0, 10.0)
 #: Smaller graphs get no live-byte orders (``orders_min_nodes``; validated at 1,000-10,000 nodes only).
 ORDERS_MIN_NODES = 301
+#: CP-SAT presolves the model of graphs up to this many nodes (``cpsat_presolve_max_nodes``; larger: presolve off,
+#: ``solve_cpsat(presolve=False)``; None: always on). On a 1,000-node layered graph (K = 4, latency, 2 workers, load
+#: ~7) CP-SAT's first solution came after 14 s with its presolve and 3.6 s without, so inside auto's 10 s it mostly
+#: returned nothing (and ran past the deadline); without it, on generated graphs of own seeds at 1k-5k nodes and the
+#: two validation models above 900 nodes, auto's CP-SAT member was better in 28 of 35 pairs (worse in 2), auto itself
+#: 0.4-1.7 % better in geometric mean, within the run-to-run noise of its contiguous line (load 7-9;
+#: ``experiments/results/auto_scale_val_s29_presolve_summary.md``). Real models below this (the bundled ones: at most
+#: 780 nodes) keep it: CP-SAT proves most of them.
+CPSAT_PRESOLVE_MAX_NODES = 900
 #: Share of the budget after which the rebalancing stops (and the crossing bound, started after it, gets the rest).
 REBALANCE_SHARE = 0.6
 #: Members started early, in a thread of their own, right after the contiguous split (:func:`start_early`): the
@@ -456,6 +465,7 @@ def solve_auto(
     orders_min_nodes: int = ORDERS_MIN_NODES,
     line_moves: dict | None = None,
     line_restarts: dict | None = None,
+    cpsat_presolve_max_nodes: int | None = CPSAT_PRESOLVE_MAX_NODES,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -494,6 +504,8 @@ def solve_auto(
         line_restarts: ``{objective: count}`` (missing objectives: :data:`LINE_RESTARTS`): restarts of the
             rebalanced line from the other splits while it has time left (:func:`restart_line`,
             ``portfolio['contiguous+restart']``); 0: none.
+        cpsat_presolve_max_nodes: CP-SAT presolves graphs up to this many nodes, not larger ones
+            (:data:`CPSAT_PRESOLVE_MAX_NODES`; None: always; ``member_options['cpsat']['presolve']`` overrides it).
         line_moves: ``{objective: moves}`` (None: :data:`LINE_MOVES`): the contiguous line's first polish on graphs
             of more than :data:`POLISH_CLOSURE_MAX_NODES` nodes takes up to this many single-node moves (in calls of
             :data:`LINE_CHUNK`, until a call improves nothing or the stop) instead of ``polish_moves``.
@@ -523,6 +535,11 @@ def solve_auto(
     if set(rebalance) - set(OBJECTIVES) or any(int(c) < 0 for c in rebalance.values()):
         raise ValueError(f"solver auto: rebalance must map objectives ({', '.join(OBJECTIVES)}) to cycles >= 0, "
                          f"got {rebalance}")
+    if cpsat_presolve_max_nodes is not None and (isinstance(cpsat_presolve_max_nodes, bool)
+                                                 or not isinstance(cpsat_presolve_max_nodes, int)
+                                                 or cpsat_presolve_max_nodes < 0):
+        raise ValueError(f"solver auto: cpsat_presolve_max_nodes must be an integer >= 0 or null, "
+                         f"got {cpsat_presolve_max_nodes!r}")
     opts = {name: dict(o or {}) for name, o in (member_options or {}).items()}
     for name, o in opts.items():
         if name not in FAST_MEMBERS + EXACT:
@@ -783,6 +800,7 @@ def solve_auto(
         start_warm()
     # 2. the exact solver in a thread until the deadline or a proof, hinted with the best schedule so far
     thread = None
+    exact_opts: dict = {}  # the options it ran with
     if exact_name is None:
         portfolio["exact"] = {"skipped": "exact=none"}
     elif best_obj <= bound * (1 + OPTIMAL_RTOL):
@@ -798,6 +816,8 @@ def solve_auto(
         o["deadline"] = deadline - lead
         if exact_name == "cpsat":
             o["stop"] = signal
+            if cpsat_presolve_max_nodes is not None and graph.num_nodes > cpsat_presolve_max_nodes:
+                o.setdefault("presolve", False)  # its presolve alone outlasted a 10 s budget at 1,000 nodes
         o["hint" if exact_name == "cpsat" else "warm_start"] = best if best is not None else "auto"
         if exact_name == "cpsat" and progress:
             o["progress"] = lambda obj, bnd: live.show("cpsat incumbent", min(obj, best_obj), "cpsat", max(bnd, bound))
@@ -813,6 +833,7 @@ def solve_auto(
             if result.optimal:
                 signal.set()  # proved: the bound and the members stop
 
+        exact_opts.update(o)
         thread = threading.Thread(target=run_exact, name=f"auto-{exact_name}", daemon=True)
         thread.start()
         workers.append(thread)
@@ -978,6 +999,8 @@ def solve_auto(
             "bound": exact_bound,
             "optimal": result.optimal,
         }
+        if exact_name == "cpsat":
+            portfolio[exact_name]["presolve"] = bool(exact_opts.get("presolve", True))
         live.show(f"{exact_name} done", best_obj, winner, bound)
 
     bound = min(bound, best_obj)  # float noise: a bound never claims more than the incumbent

@@ -362,6 +362,7 @@ def solve_cpsat(
     deadline: float | None = None,
     progress=None,
     stop=None,
+    presolve: bool = True,
 ) -> SolveResult:
     """Solve the scheduling problem exactly with OR-tools CP-SAT.
 
@@ -386,6 +387,9 @@ def solve_cpsat(
             callable; None: none), polled while the model is built and just before the search; a ``StopSignal``
             set during the search ends it at once. Stopped before the search, the call returns the hint (or the
             compiler split) with status ``STOPPED`` and the cheap lower bound.
+        presolve: ``cp_model_presolve``. Off, a 1,000-node layered graph (K = 4, latency, 2 workers, load ~7) had
+            its first solution after 3.6 s instead of 14 s and a better one at 20 s (``solver=auto`` turns it off
+            on large graphs: its ``cpsat_presolve_max_nodes``).
 
     Returns:
         SolveResult; ``info`` has the CP-SAT status, objective and best bound in objective units, the
@@ -414,6 +418,7 @@ def solve_cpsat(
         return _stopped(graph, hw, objective, lam, hint, time.perf_counter() - t0)
     solver = cp_model.CpSolver()
     _configure(solver.parameters, time_limit_s, deterministic_time, workers, rel_gap, random_seed, verbose, deadline)
+    solver.parameters.cp_model_presolve = bool(presolve)
     build_s = time.perf_counter() - t0
     offset = hw.stage_overhead_s if objective == "latency" else 0.0
 
