@@ -195,9 +195,13 @@ def test_hull_bound_lifts_the_certified_gap_of_a_1000_node_layered_graph():
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
 @pytest.mark.parametrize("k", [3, 4])
-def test_chain_bound_never_exceeds_the_brute_force_optimum_and_beats_independent_windows(k, objective):
+def test_chain_bound_never_exceeds_the_brute_force_optimum_and_beats_independent_windows(k, objective, monkeypatch):
     """The chain relaxations (stage capacities between adjacent boundaries kept) give a valid bound, at least the
-    independent windows' one, and strictly above it on several tiny graphs."""
+    independent windows' one, and strictly above it on several tiny graphs (the cone bound off on both sides: it
+    lifts either)."""
+    from respect_jax.solvers import bounds
+
+    monkeypatch.setattr(bounds, "CONE", False)
     tighter = 0
     for graph in tiny_graphs() + list(EDGE_CASES.values()):
         hw = make_hw(k)
@@ -369,3 +373,24 @@ def test_inherited_chain_buckets_stay_below_the_least_crossing_of_every_new_buck
                 assert values[g] <= least + 1e-9, (graph.name, per_boundary, g, values[g], least)
             lifted += int((values > 0).sum())
     assert lifted >= 10
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_cone_latency_bound_never_exceeds_the_brute_force_optimum_and_lifts_the_analytic_bound(k):
+    """``cone_latency_bound`` (a node's stage holds it and either its ancestors or their tensors) stays at or below
+    the brute-force latency optimum on tiny random graphs under three link speeds (tensors cheap to costly), and lifts
+    the analytic bound on several of them."""
+    from respect_jax.solvers.bounds import cone_latency_bound
+
+    rng = np.random.default_rng(29)
+    graphs = tiny_graphs() + list(EDGE_CASES.values()) + [_diamond()] + random_graphs(16, 2929, 3, 8)
+    lifted = 0
+    for graph in graphs:
+        for link_bw in (2.35e8, 2.35e6, 2.35e4):
+            hw = make_hw(k, link_bw=link_bw, sram_bytes=float(rng.choice([0.0, 600_000.0])))
+            best = brute_force(graph, hw)["latency"]
+            analytic = analytic_lower_bound(graph, hw, "latency")
+            cone = cone_latency_bound(graph, hw, analytic)
+            assert analytic <= cone <= best * (1 + RTOL) + 1e-15, (graph.name, k, link_bw, cone, best)
+            lifted += cone > analytic * (1 + 1e-6)
+    assert lifted >= 10, lifted
