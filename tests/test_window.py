@@ -407,3 +407,153 @@ def test_escalation_in_the_decoding_gains_on_a_validation_graph():
     assert out["objective"] < off["objective"] * (1 - 1e-2)
     below = run_solver("policy", graph, hw, "latency", 1.0, ls_window_escalate_stages=7)
     assert np.array_equal(np.asarray(below["assignment"]), np.asarray(off["assignment"]))
+
+
+def _scalar_model(graph, hw, s: np.ndarray, first: int, last: int):
+    """The window model built by scalar ``cp_model`` calls, one Python object per variable and term (sessions 26-28's
+    :func:`window_resolve`, verbatim): the reference :func:`window.window_model` must equal."""
+    from ortools.sat.python import cp_model
+
+    k = int(hw.stages)
+    width = last - first + 1
+    inside = (s >= first) & (s <= last)
+    nodes = np.flatnonzero(inside)
+    edges = graph.edges if graph.num_edges else np.zeros((0, 2), np.int64)
+    succ: list[list[int]] = [[] for _ in range(graph.num_nodes)]
+    for u, v in edges.tolist():
+        succ[u].append(v)
+    out = float(hw.act_bytes) * graph.output_size.astype(np.float64)
+    lst = window._last_stage(graph, s, k)
+    sink = np.array([not succ[u] for u in range(graph.num_nodes)])
+    later = sink | (lst > last)
+    unit = float(stage_times_np(graph, s[None], hw)[0].max()) / window.WINDOW_SCALE
+
+    def coef(x: float) -> int:
+        return int(round(x / unit))
+
+    m = cp_model.CpModel()
+    z = {u: [m.new_bool_var(f"z{u}_{j}") for j in range(width - 1)] for u in nodes.tolist()}
+    for u in nodes.tolist():
+        for j in range(width - 2):
+            m.add_implication(z[u][j + 1], z[u][j])
+        for j in range(width - 1):
+            m.add_hint(z[u][j], bool(s[u] > first + j))
+    for u, v in edges.tolist():
+        if inside[u] and inside[v]:
+            for j in range(width - 1):
+                m.add_implication(z[u][j], z[v][j])
+    in_const = np.zeros(width)
+    in_terms: list[list] = [[] for _ in range(width)]
+    varying = np.zeros(graph.num_nodes, bool)
+    for u in np.flatnonzero(out > 0).tolist():
+        if inside[u]:
+            varying[u] = True
+            for j in range(1, width):
+                if later[u]:
+                    in_terms[j].append((out[u], z[u][j - 1].Not()))
+                else:
+                    y = m.new_bool_var(f"y{u}_{j}")
+                    for v in succ[u]:
+                        m.add_bool_or([y, z[v][j - 1].Not(), z[u][j - 1]])
+                    in_terms[j].append((out[u], y))
+        elif s[u] < first and not later[u] and any(inside[v] for v in succ[u]):
+            varying[u] = True
+            in_const[0] += out[u]
+            for j in range(1, width):
+                y = m.new_bool_var(f"y{u}_{j}")
+                for v in succ[u]:
+                    if inside[v]:
+                        m.add_implication(z[v][j - 1], y)
+                in_terms[j].append((out[u], y))
+    for u in np.flatnonzero(~varying & (out > 0)).tolist():
+        for j in range(width):
+            if s[u] < first + j <= lst[u]:
+                in_const[j] += out[u]
+    macs = graph.macs.astype(np.float64) / float(hw.macs_per_s)
+    mem = float(hw.param_bytes) * graph.params.astype(np.float64)
+    top = m.new_int_var(0, coef(1e3 * unit * window.WINDOW_SCALE), "t")
+    for j in range(width):
+        const_t = float(hw.stage_overhead_s) + in_const[j] / float(hw.link_bw)
+        const_m = 0.0
+        lin_t, lin_m = [], []
+        for u in nodes.tolist():
+            if j == 0:
+                const_t += macs[u]
+                const_m += mem[u]
+            else:
+                lin_t.append((macs[u], z[u][j - 1]))
+                lin_m.append((mem[u], z[u][j - 1]))
+            if j < width - 1:
+                lin_t.append((-macs[u], z[u][j]))
+                lin_m.append((-mem[u], z[u][j]))
+        lin_t += [(b / float(hw.link_bw), lit) for b, lit in in_terms[j]]
+        expr = sum(coef(c) * lit for c, lit in lin_t if coef(c))
+        if const_m + sum(max(0.0, c) for c, _ in lin_m) > float(hw.sram_bytes):
+            spill = m.new_int_var(0, coef(1e3 * unit * window.WINDOW_SCALE), f"spill{j}")
+            rate = float(hw.host_bw)
+            m.add(spill >= sum(coef(c / rate) * lit for c, lit in lin_m if coef(c / rate))
+                  + coef((const_m - float(hw.sram_bytes)) / rate))
+            expr = expr + spill
+        m.add(top >= expr + coef(const_t))
+    m.minimize(top)
+    return m
+
+
+def test_window_model_is_the_scalar_cp_model_build():
+    """window.window_model (protobuf text from NumPy arrays) writes exactly the model of the scalar cp_model calls it
+    replaced (variables, constraints in order, coefficients, hint): the same CP-SAT answer. Random graphs of 8-30
+    nodes at K = 3-6, windows of 2-4 stages, SRAM small enough to spill on a third; and a validation NAS graph."""
+    from respect_jax.graphs.graph import load_graph
+
+    rng = np.random.default_rng(29)
+    checked = spilled = 0
+    problems = [(g, 3 + i % 4, i % 3 == 0) for i, g in enumerate(random_graphs(24, seed=29, min_nodes=8, max_nodes=30))]
+    problems.append((load_graph(ROOT / "data/models_val/nas_generated/nas0_a.json"), 6, False))
+    for graph, k, small in problems:
+        hw = make_hw(k, **({"sram_bytes": 1e5} if small else {}))
+        for _ in range(3):
+            s = random_valid_schedule(graph, k, rng)
+            width = int(rng.integers(2, min(4, k) + 1))
+            first = int(rng.integers(0, k - width + 1))
+            if int(np.sum((s >= first) & (s <= first + width - 1))) < 2:
+                continue
+            model, zid, nodes = window.window_model(graph, hw, s, first, first + width - 1)
+            assert str(model.proto) == str(_scalar_model(graph, hw, s, first, first + width - 1).proto)
+            assert zid.shape == (len(nodes), width - 1)
+            checked += 1
+            spilled += "spill" in str(model.proto)
+    assert checked >= 40 and spilled >= 5
+
+
+def test_window_probing_reaches_cp_sat_and_both_levels_are_exact(monkeypatch):
+    """``probing`` (``ls_window_probing``; None: WINDOW_PROBING = 0) is the cp_model_probing_level of every re-solve of
+    window_search; level 0 and CP-SAT's default 2 both reach the brute-force optimum on small windows; bad values of
+    ls_window_probing are one-line errors."""
+    from ortools.sat.python import cp_model
+
+    from respect_jax.policy.order_solver import _checked, window_escalation
+
+    levels: list[int] = []
+    solve = cp_model.CpSolver.solve
+
+    def recording(self, model, *args, **kwargs):
+        levels.append(int(self.parameters.cp_model_probing_level))
+        return solve(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", recording)
+    for graph, hw, s, first, last in _cases(6, seed=31):
+        best, _ = brute_window(graph, hw, s, first, last)
+        for probing in (None, 0, 2):
+            new = window_resolve(graph, hw, s, first, last, deterministic_limit=10.0, probing=probing)
+            top = float(np.max(reference_metrics(graph, new, hw)["time_k"][first:last + 1]))
+            assert top == pytest.approx(best, rel=1e-6)
+            assert levels[-1] == (window.WINDOW_PROBING if probing is None else probing)
+    assert window.WINDOW_PROBING == 0
+    graph, hw, s, _, _ = _cases(6, seed=31)[0]
+    levels.clear()
+    window_search(graph, hw, s, 3, 10.0, min_free=0.0, **window_escalation(None, None, None, None, 1))
+    assert levels and set(levels) == {1}
+    for bad in (-1, 4, True):
+        with pytest.raises(ValueError, match="ls_window_probing must") as err:
+            _checked("latency", 32, 0.2, 100, "single", ls_window_probing=bad)
+        assert "\n" not in str(err.value)

@@ -25,6 +25,11 @@ for its node cap, ran out of re-solves, or the pipeline has K >= 6 stages (:func
 ``escalate`` more re-solves with windows of 2-4 stages and up to 450 nodes, the windows already tried from the same
 schedule skipped; on the validation NAS graphs the other cases never gained from it
 (``experiments/results/latency_window_adaptive_val.md``).
+
+Speed (session 29): the sub-problem's model is written as protobuf text from NumPy arrays and parsed in one call
+(:func:`window_model`; the same model as the scalar ``cp_model`` calls before it, so the same answer), and CP-SAT runs
+without probing (:data:`WINDOW_PROBING`): probing took ~3/4 of a re-solve's wall time, in presolve and at the start of
+the search, and on validation no schedule got worse without it (``experiments/results/window_speed_val.md``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ ESCALATE_MAX_NODES = 450
 #: the escalation of :func:`window_search` fires on every schedule of at least this many stages (the first search's
 #: windows of <= 3 stages then cover at most half of the pipeline)
 ESCALATE_STAGES = 6
+#: CP-SAT's ``cp_model_probing_level`` in the window re-solves (its default: 2). Probing took ~3/4 of a re-solve's wall
+#: time there (presolve and search start) for no gain on validation (``experiments/results/window_speed_val.md``)
+WINDOW_PROBING = 0
 
 
 def escalation_signal(capped: int, exhausted: bool, stages: int, min_stages: int) -> bool:
@@ -72,14 +80,161 @@ def _last_stage(graph: Graph, s: np.ndarray, k: int) -> np.ndarray:
     return np.where(last < 0, k - 1, last)
 
 
+_INT64_MAX = 9223372036854775807
+
+
+def _seq_sum(values, start: float = 0.0) -> float:
+    """Left-to-right float sum (the order in which the model's constants were always added: the same rounding)."""
+    total = start
+    for x in values:
+        total += x
+    return total
+
+
+def _linear(coefs: np.ndarray, lower: int) -> str:
+    """A ``sum(coefs[i] * x_i) >= lower`` constraint as protobuf text (variables in index order, zeros dropped: the
+    canonical form ``cp_model`` writes)."""
+    idx = np.flatnonzero(coefs)
+    return (f"constraints {{ linear {{ vars: [{', '.join(map(str, idx.tolist()))}] "
+            f"coeffs: [{', '.join(map(str, coefs[idx].tolist()))}] domain: [{lower}, {_INT64_MAX}] }} }}")
+
+
+def window_model(graph: Graph, hw: Hardware, assignment: np.ndarray, first: int, last: int):
+    """(CpModel, int64[n, last - first] indices of the threshold variables ``z[u, j] = [s(u) > first + j]`` of the n
+    window nodes, int64[n] those nodes) of :func:`window_resolve`'s sub-problem, written as protobuf text from NumPy
+    arrays and parsed in one call (no Python object per variable or term). Its variables, constraints (order
+    included), coefficients and hint are those the scalar ``cp_model`` calls of sessions 26-28 built, so CP-SAT's
+    answer is the same (``tests/test_window.py`` compares the two models on small and validation-like windows)."""
+    from ortools.sat.python import cp_model
+
+    s = np.asarray(assignment, np.int64)
+    k, first, last = int(hw.stages), int(first), int(last)
+    width = last - first + 1
+    w1 = width - 1
+    inside = (s >= first) & (s <= last)
+    nodes = np.flatnonzero(inside)
+    n = len(nodes)
+    pos = np.full(graph.num_nodes, -1, np.int64)
+    pos[nodes] = np.arange(n)
+    zid = np.arange(n * w1, dtype=np.int64).reshape(n, w1)
+    edges = graph.edges if graph.num_edges else np.zeros((0, 2), np.int64)
+    order = np.argsort(edges[:, 0], kind="stable")  # the readers of each node, in edge order
+    dst = edges[order, 1]
+    starts = np.searchsorted(edges[order, 0], np.arange(graph.num_nodes + 1))
+    out = float(hw.act_bytes) * graph.output_size.astype(np.float64)
+    lst = _last_stage(graph, s, k)
+    later = (starts[1:] == starts[:-1]) | (lst > last)  # a sink, or read after the window: enters every later stage
+    unit = float(stage_times_np(graph, s[None], hw)[0].max()) / WINDOW_SCALE
+    big = int(round(1e3 * unit * WINDOW_SCALE / unit))
+    bw, rate = float(hw.link_bw), float(hw.host_bw)
+
+    def rint(x) -> np.ndarray:  # int(round(x / unit)) elementwise (both round half to even)
+        return np.rint(np.asarray(x, np.float64) / unit).astype(np.int64)
+
+    var_text = [f'variables {{ name: "z{u}_{j}" domain: [0, 1] }}' for u in nodes.tolist() for j in range(w1)]
+    imp = "constraints {{ enforcement_literal: {} bool_and {{ literals: {} }} }}".format
+    cons: list[str] = []
+    if width > 2:  # z[u][j + 1] -> z[u][j]
+        cons += map(imp, zid[:, 1:].ravel().tolist(), zid[:, :-1].ravel().tolist())
+    inner = edges[inside[edges[:, 0]] & inside[edges[:, 1]]]
+    if len(inner):  # precedence inside the window: z[u][j] -> z[v][j]
+        cons += map(imp, zid[pos[inner[:, 0]]].ravel().tolist(), zid[pos[inner[:, 1]]].ravel().tolist())
+    # incoming tensors of window stage first + j (j >= 1) that depend on the split: (stage, variable, coefficient of
+    # the variable in ``top - stage time >= ...``) and the constants of the negated literals
+    terms: list[tuple[int, int, int]] = []
+    not_const = [0] * width
+    varying = np.zeros(graph.num_nodes, bool)
+    tensor = rint(out / bw)
+    pre_first: list[float] = []
+    reads_inside = np.zeros(graph.num_nodes, bool)
+    reads_inside[edges[inside[edges[:, 1]], 0]] = True
+    pre = (out > 0) & ~inside & (s < first) & ~later & reads_inside  # read inside the window only (not after it)
+    for u in np.flatnonzero((out > 0) & inside | pre).tolist():  # in node order, as the variables were created
+        readers = dst[starts[u]:starts[u + 1]]
+        c = int(tensor[u])
+        if inside[u]:
+            varying[u] = True
+            for j in range(1, width):
+                zu = int(zid[pos[u], j - 1])
+                if later[u]:  # enters stage first + j iff s(u) < first + j: c * (1 - z[u][j-1])
+                    not_const[j] += c
+                    terms.append((j, zu, c))
+                else:  # iff s(u) < first + j <= last(u): y >= z[v][j-1] - z[u][j-1] for each reader v
+                    y = len(var_text)
+                    var_text.append(f'variables {{ name: "y{u}_{j}" domain: [0, 1] }}')
+                    cons += [f"constraints {{ bool_or {{ literals: [{y}, {-zv - 1}, {zu}] }} }}"
+                             for zv in zid[pos[readers], j - 1].tolist()]
+                    terms.append((j, y, -c))
+        else:
+            varying[u] = True  # enters the first window stage always, a later one iff a reader is there
+            pre_first.append(float(out[u]))
+            for j in range(1, width):
+                y = len(var_text)
+                var_text.append(f'variables {{ name: "y{u}_{j}" domain: [0, 1] }}')
+                cons += [imp(zv, y) for zv in zid[pos[readers[inside[readers]]], j - 1].tolist()]
+                terms.append((j, y, -c))
+    in_const = np.zeros(width)
+    in_const[0] = _seq_sum(pre_first)
+    rest = np.flatnonzero(~varying & (out > 0))
+    for j in range(width):
+        sel = rest[(s[rest] < first + j) & (first + j <= lst[rest])]
+        in_const[j] = _seq_sum(out[sel].tolist(), float(in_const[j]))
+    macs = graph.macs.astype(np.float64)[nodes] / float(hw.macs_per_s)
+    mem = float(hw.param_bytes) * graph.params.astype(np.float64)[nodes]
+    mem_sum = _seq_sum(mem.tolist())
+    spill_on = mem_sum > float(hw.sram_bytes)  # the window's stages may spill (the same test for each stage)
+    top = len(var_text)
+    var_text.append(f'variables {{ name: "t" domain: [0, {big}] }}')
+    total = top + 1 + (width if spill_on else 0)
+    cm, cmn, sp, spn = rint(macs), rint(-macs), rint(mem / rate), rint(-mem / rate)
+    term = np.asarray(terms, np.int64).reshape(-1, 3)
+    for j in range(width):
+        # node u is on stage first + j iff z[u][j-1] (true for j = 0) and not z[u][j] (false for j = width - 1)
+        coefs = np.zeros(total, np.int64)
+        if j > 0:
+            coefs[zid[:, j - 1]] -= cm
+        if j < w1:
+            coefs[zid[:, j]] -= cmn
+        mine = term[term[:, 0] == j]
+        np.add.at(coefs, mine[:, 1], mine[:, 2])
+        coefs[top] = 1
+        const_t = float(hw.stage_overhead_s) + in_const[j] / bw
+        if j == 0:
+            const_t = _seq_sum(macs.tolist(), const_t)
+        if spill_on:
+            spill = len(var_text)
+            var_text.append(f'variables {{ name: "spill{j}" domain: [0, {big}] }}')
+            sc = np.zeros(total, np.int64)
+            if j > 0:
+                sc[zid[:, j - 1]] -= sp
+            if j < w1:
+                sc[zid[:, j]] -= spn
+            sc[spill] = 1
+            cons.append(_linear(sc, int(rint(((mem_sum if j == 0 else 0.0) - float(hw.sram_bytes)) / rate))))
+            coefs[spill] = -1
+        cons.append(_linear(coefs, int(rint(const_t)) + not_const[j]))
+    first_z = zid.ravel()
+    hint = (s[nodes][:, None] > first + np.arange(w1)[None, :]).astype(np.int64).ravel()
+    text = "\n".join(var_text + cons + [
+        f"objective {{ vars: [{top}] coeffs: [1] scaling_factor: 1 }}",
+        f"solution_hint {{ vars: [{', '.join(map(str, first_z.tolist()))}] "
+        f"values: [{', '.join(map(str, hint.tolist()))}] }}" if len(first_z) else ""])
+    model = cp_model.CpModel()
+    if not model.proto.parse_text_format(text):
+        raise RuntimeError("window_model: the CP-SAT model text did not parse")
+    return model, zid, nodes
+
+
 def window_resolve(graph: Graph, hw: Hardware, assignment: np.ndarray, first: int, last: int,
-                   deterministic_limit: float = 0.2, wall_limit: float = 5.0, info: dict | None = None) -> np.ndarray:
+                   deterministic_limit: float = 0.2, wall_limit: float = 5.0, info: dict | None = None,
+                   probing: int | None = None) -> np.ndarray:
     """int64[N]: ``assignment`` (a valid ``latency`` schedule by node id) with the nodes on stages ``first .. last``
     re-split among those stages by CP-SAT to minimise the largest of their stage times; the other nodes keep their
     stage. The best schedule CP-SAT finds within ``deterministic_limit`` (its deterministic time units; one worker, a
     fixed seed) or ``wall_limit`` seconds (a safety cap), started from ``assignment``; ``assignment`` itself when none
     is found or the window holds fewer than two nodes. Valid whenever ``assignment`` is; not necessarily better (the
-    caller compares). ``info`` (optional): gets ``optimal``, whether the returned split is proven to minimise the
+    caller compares). ``probing``: CP-SAT's ``cp_model_probing_level`` (None: :data:`WINDOW_PROBING`). The model:
+    :func:`window_model`. ``info`` (optional): gets ``optimal``, whether the returned split is proven to minimise the
     window's largest stage time (CP-SAT's status, or a window of fewer than two nodes)."""
     from ortools.sat.python import cp_model  # imported when a window is solved, not with the registry
 
@@ -87,97 +242,17 @@ def window_resolve(graph: Graph, hw: Hardware, assignment: np.ndarray, first: in
     k, first, last = int(hw.stages), int(first), int(last)
     if not 0 <= first < last < k:
         raise ValueError(f"window stages must satisfy 0 <= first < last < K = {k}, got {first}..{last}")
-    width = last - first + 1
     inside = (s >= first) & (s <= last)
-    nodes = np.flatnonzero(inside)
     if info is not None:
-        info["optimal"] = len(nodes) < 2
-    if len(nodes) < 2:
+        info["optimal"] = int(inside.sum()) < 2
+    if int(inside.sum()) < 2:
         return s.copy()
-    edges = graph.edges if graph.num_edges else np.zeros((0, 2), np.int64)
-    succ: list[list[int]] = [[] for _ in range(graph.num_nodes)]
-    for u, v in edges.tolist():
-        succ[u].append(v)
-    out = float(hw.act_bytes) * graph.output_size.astype(np.float64)
-    lst = _last_stage(graph, s, k)
-    sink = np.array([not succ[u] for u in range(graph.num_nodes)])
-    later = sink | (lst > last)  # read after the window (or a sink: read at the end): enters every stage past s(u)
-    unit = float(stage_times_np(graph, s[None], hw)[0].max()) / WINDOW_SCALE
-
-    def coef(x: float) -> int:
-        return int(round(x / unit))
-
-    m = cp_model.CpModel()
-    z = {u: [m.new_bool_var(f"z{u}_{j}") for j in range(width - 1)] for u in nodes.tolist()}
-    for u in nodes.tolist():
-        for j in range(width - 2):
-            m.add_implication(z[u][j + 1], z[u][j])
-        for j in range(width - 1):
-            m.add_hint(z[u][j], bool(s[u] > first + j))
-    for u, v in edges.tolist():
-        if inside[u] and inside[v]:
-            for j in range(width - 1):
-                m.add_implication(z[u][j], z[v][j])
-    # incoming tensors of window stage first + j (j >= 1) that depend on the split: (bytes, literal) terms
-    in_const = np.zeros(width)
-    in_terms: list[list] = [[] for _ in range(width)]
-    varying = np.zeros(graph.num_nodes, bool)
-    for u in np.flatnonzero(out > 0).tolist():
-        if inside[u]:
-            varying[u] = True
-            for j in range(1, width):
-                if later[u]:  # enters stage first + j iff s(u) < first + j
-                    in_terms[j].append((out[u], z[u][j - 1].Not()))
-                else:  # iff s(u) < first + j <= last(u): y >= z[v][j-1] - z[u][j-1] for each reader v
-                    y = m.new_bool_var(f"y{u}_{j}")
-                    for v in succ[u]:
-                        m.add_bool_or([y, z[v][j - 1].Not(), z[u][j - 1]])
-                    in_terms[j].append((out[u], y))
-        elif s[u] < first and not later[u] and any(inside[v] for v in succ[u]):
-            varying[u] = True  # enters the first window stage always, a later one iff a reader is there
-            in_const[0] += out[u]
-            for j in range(1, width):
-                y = m.new_bool_var(f"y{u}_{j}")
-                for v in succ[u]:
-                    if inside[v]:
-                        m.add_implication(z[v][j - 1], y)
-                in_terms[j].append((out[u], y))
-    for u in np.flatnonzero(~varying & (out > 0)).tolist():
-        for j in range(width):
-            if s[u] < first + j <= lst[u]:
-                in_const[j] += out[u]
-    macs = graph.macs.astype(np.float64) / float(hw.macs_per_s)
-    mem = float(hw.param_bytes) * graph.params.astype(np.float64)
-    top = m.new_int_var(0, coef(1e3 * unit * WINDOW_SCALE), "t")
-    for j in range(width):
-        # node u is on stage first + j iff z[u][j-1] (true for j = 0) and not z[u][j] (false for j = width - 1)
-        const_t = float(hw.stage_overhead_s) + in_const[j] / float(hw.link_bw)
-        const_m = 0.0
-        lin_t, lin_m = [], []
-        for u in nodes.tolist():
-            if j == 0:
-                const_t += macs[u]
-                const_m += mem[u]
-            else:
-                lin_t.append((macs[u], z[u][j - 1]))
-                lin_m.append((mem[u], z[u][j - 1]))
-            if j < width - 1:
-                lin_t.append((-macs[u], z[u][j]))
-                lin_m.append((-mem[u], z[u][j]))
-        lin_t += [(b / float(hw.link_bw), lit) for b, lit in in_terms[j]]
-        expr = sum(coef(c) * lit for c, lit in lin_t if coef(c))
-        if const_m + sum(max(0.0, c) for c, _ in lin_m) > float(hw.sram_bytes):  # the stage may spill
-            spill = m.new_int_var(0, coef(1e3 * unit * WINDOW_SCALE), f"spill{j}")
-            rate = float(hw.host_bw)
-            m.add(spill >= sum(coef(c / rate) * lit for c, lit in lin_m if coef(c / rate))
-                  + coef((const_m - float(hw.sram_bytes)) / rate))
-            expr = expr + spill
-        m.add(top >= expr + coef(const_t))
-    m.minimize(top)
+    m, zid, nodes = window_model(graph, hw, s, first, last)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
     solver.parameters.linearization_level = 0
+    solver.parameters.cp_model_probing_level = WINDOW_PROBING if probing is None else int(probing)
     solver.parameters.max_deterministic_time = float(deterministic_limit)
     solver.parameters.max_time_in_seconds = float(wall_limit)
     status = solver.solve(m)
@@ -185,9 +260,9 @@ def window_resolve(graph: Graph, hw: Hardware, assignment: np.ndarray, first: in
         info["optimal"] = status == cp_model.OPTIMAL
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return s.copy()
+    values = np.asarray(solver.response_proto.solution, np.int64)
     new = s.copy()
-    for u in nodes.tolist():
-        new[u] = first + sum(int(solver.value(x)) for x in z[u])
+    new[nodes] = first + values[zid].sum(axis=1)
     return new
 
 
@@ -267,7 +342,8 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
                   deterministic_limit: float = 0.2, widths: tuple[int, ...] | None = None,
                   max_nodes: int | None = None, min_free: float | None = None, escalate: int = 0,
                   escalate_widths: tuple[int, ...] | None = None, escalate_max_nodes: int | None = None,
-                  escalate_stages: int | None = None, info: dict | None = None) -> tuple[np.ndarray, int]:
+                  escalate_stages: int | None = None, probing: int | None = None,
+                  info: dict | None = None) -> tuple[np.ndarray, int]:
     """(int64[N] schedule, re-solves kept): up to ``solves`` :func:`window_resolve` calls from ``assignment`` (a valid
     ``latency`` schedule) on windows of adjacent stages that contain the current bottleneck stage: those of
     ``widths[0]`` stages first (None: :data:`WINDOW_WIDTHS`; the window with the smaller sum of stage times first),
@@ -286,6 +362,7 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
     goes on from its schedule with up to
     ``escalate`` more re-solves of ``escalate_widths`` stages (None: :data:`ESCALATE_WIDTHS`) and windows of at most
     ``escalate_max_nodes`` nodes (None: :data:`ESCALATE_MAX_NODES`), the windows already tried skipped.
+    ``probing``: CP-SAT's probing level in every re-solve (:func:`window_resolve`; None: :data:`WINDOW_PROBING`).
 
     ``info`` (optional): gets ``used`` (re-solves run by the first search), ``capped`` (its windows skipped for
     ``max_nodes``), ``exhausted`` (whether it ended on its ``solves`` budget rather than with every window of the
@@ -328,7 +405,7 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
                 if window_free_share(graph, s, first, last) < threshold:
                     continue
                 solved: dict = {}
-                new = window_resolve(graph, hw, s, first, last, deterministic_limit, info=solved)
+                new = window_resolve(graph, hw, s, first, last, deterministic_limit, info=solved, probing=probing)
                 used += 1
                 times = stage_times_np(graph, new[None], hw)[0]
                 if leximax_less(times, current):
