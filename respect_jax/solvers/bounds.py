@@ -875,6 +875,11 @@ HULL_FIRST_SHARE = 0.2
 CHAIN_QUERY_MAX_S = 1.0
 
 
+#: Graphs with more nodes get no cone bound (its ancestor matrix is N x N Booleans; on generated layered graphs of
+#: 1,000-3,000 nodes, own seed 11, it never lifted the analytic bound and took up to 0.8 s at 3,000 nodes).
+CONE_MAX_NODES = 1500
+
+
 def _least_cone(succs: list, ancestors: np.ndarray, v: int, w: np.ndarray, e: np.ndarray) -> float:
     """A lower bound on ``min_X w(X) + e(entering X)`` over sets X of ``A`` = v's ancestors and v with v in X, closed
     under successors within A; ``e(entering X)``: ``e_u`` once per u in ``A \\ X`` with a consumer in X (one
@@ -920,16 +925,14 @@ def cone_latency_bound(graph: Graph, hw: Hardware, lower: float, deadline: Deadl
     cannot beat the bound so far or at the deadline (the bound so far is valid).
     """
     n = graph.num_nodes
-    if n == 0 or hw.stages < 2:
+    if n == 0 or hw.stages < 2 or n > CONE_MAX_NODES:
         return float(lower)
     preds, succs = graph.predecessors(), graph.successors()
     e = hw.act_bytes * graph.output_size.astype(np.float64) / hw.link_bw
     macs = graph.macs.astype(np.float64) / hw.macs_per_s
     combined = macs + hw.param_bytes * graph.params.astype(np.float64) / hw.host_bw
     slack = hw.sram_bytes / hw.host_bw
-    anc = np.zeros((n, n), bool) if n <= CONE_MAX_NODES else None
-    if anc is None:
-        return float(lower)
+    anc = np.zeros((n, n), bool)  # anc[v, u]: u is v or one of its ancestors
     for v in graph.topological_order().tolist():
         anc[v, v] = True
         for u in preds[v]:
@@ -944,10 +947,6 @@ def cone_latency_bound(graph: Graph, hw: Hardware, lower: float, deadline: Deadl
             best = max(best, value * (1 - 1e-12))
     return best
 
-
-#: Graphs with more nodes get no cone bound (its ancestor matrix is N x N Booleans; on generated layered graphs of
-#: 1,000-3,000 nodes, own seed 11, it never lifted the analytic bound and took up to 0.8 s at 3,000 nodes).
-CONE_MAX_NODES = 1500
 
 
 def _share(deadline: Deadline, share: float) -> Deadline:
