@@ -520,3 +520,47 @@ def test_decoding_units_in_threads_schedule_as_one_unit(graphs, monkeypatch):
             assert np.array_equal(a.assignment, b.assignment) and a.info["candidate"] == b.info["candidate"]
     with pytest.raises(ValueError, match="threads must be >= 1, got 0"):
         order_solver._many(graphs, hw, "latency", 1.0, threads=0)
+
+
+def test_latency_best_is_the_first_least_split_of_every_order():
+    """best_latency_splits / latency_best (one shared bisection, rows that cannot reach the bottleneck tried leave it)
+    give the row, cuts and value of the first strict minimum of contiguous_search over the orders: K from 1 to 8,
+    tight to loose SRAM, no stage overhead, graphs below and above the dense programmes' size, rows that tie (a
+    repeated order) and a better row after row 0; decode_many picks the same schedule and winner with and without
+    it (LATENCY_BEST_ONLY)."""
+    from respect_jax.graphs import GeneratorConfig, generate_dataset
+    from respect_jax.policy import order as order_mod
+    from respect_jax.policy.order import order_from_scores
+    from respect_jax.policy.order_split import best_latency_splits
+    from respect_jax.solvers.partitioners import DENSE_SPLIT_MAX_NODES, contiguous_search
+
+    rng = np.random.default_rng(8)
+    graphs = random_graphs(5, seed=6, min_nodes=2, max_nodes=40) + generate_dataset(
+        GeneratorConfig(mode="arch", min_nodes=60, max_nodes=150), 2, 5)
+    graphs += generate_dataset(GeneratorConfig(mode="respect", min_nodes=DENSE_SPLIT_MAX_NODES + 1,
+                                               max_nodes=DENSE_SPLIT_MAX_NODES + 30), 1, 6)
+    checked = not_first = 0
+    for k in (1, 2, 3, 5, 8):
+        for overrides in ({"sram_bytes": float(rng.choice([5e4, 6e5, 1e8]))}, {"stage_overhead_s": 0.0}):
+            hw = make_hw(k, **overrides)
+            for graph in graphs:
+                orders = [order_from_scores(graph, rng.random(graph.num_nodes)) for _ in range(9)]
+                orders[4] = orders[0]  # a tie with row 0
+                orders.append(graph.topological_order())
+                ref = [contiguous_search(graph, hw, "latency", 1.0, o)[:2] for o in orders]
+                want = min(range(len(orders)), key=lambda c: (ref[c][1], c))
+                got = best_latency_splits([(graph, orders)], hw, 1.0)[0]
+                assert (got[0], list(got[1]), got[2]) == (want, list(ref[want][0]), ref[want][1]), (graph.name, k)
+                checked += 1
+                not_first += want > 0
+    assert checked == 80 and not_first >= 10
+    graph = graphs[-1]
+    scores = rng.random(graph.num_nodes)
+    hw = make_hw(4)
+    new = order_mod.decode_many([graph], hw, "latency", 1.0, [scores], 16, 0.3, [2])[0]
+    old_flag, order_mod.LATENCY_BEST_ONLY = order_mod.LATENCY_BEST_ONLY, False
+    try:
+        old = order_mod.decode_many([graph], hw, "latency", 1.0, [scores], 16, 0.3, [2])[0]
+    finally:
+        order_mod.LATENCY_BEST_ONLY = old_flag
+    assert np.array_equal(new[0], old[0]) and new[1:] == old[1:]

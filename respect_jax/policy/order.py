@@ -375,6 +375,12 @@ def candidate_orders_many(graphs: Sequence[Graph], scores: Sequence[np.ndarray],
     return out
 
 
+#: ``latency``: :func:`decode_many` splits only the winning order to the end
+#: (:func:`~respect_jax.policy.order_split.best_latency_splits`: the same winner, cuts and value as splitting every
+#: order, ``tests/test_schedule_many.py``); False: every order's split (sessions 19-29)
+LATENCY_BEST_ONLY = True
+
+
 def decode_many(
     graphs: Sequence[Graph],
     hw: Hardware,
@@ -388,10 +394,14 @@ def decode_many(
     """:func:`decode_scores` of every graph (graph i with ``scores[i]`` and ``seeds[i]``, default 0), the splits of
     all their orders computed together (:func:`respect_jax.policy.order_split.split_many`: the same cuts and values
     as one ``contiguous_search`` per order)."""
-    from respect_jax.policy.order_split import split_many
+    from respect_jax.policy.order_split import best_latency_splits, split_many
 
     seeds = [0] * len(graphs) if seeds is None else seeds
     candidates = candidate_orders_many(graphs, scores, samples, noise, seeds)
+    if objective == "latency" and LATENCY_BEST_ONLY:  # the winning order only (the same winner, cuts and value)
+        best = best_latency_splits([(g, orders) for g, (orders, _) in zip(graphs, candidates, strict=True)], hw, lam)
+        return [(contiguous_assignment(graph, cuts, orders[c]), float(value), index[c])
+                for graph, (orders, index), (c, cuts, value) in zip(graphs, candidates, best, strict=True)]
     splits = split_many([(g, orders) for g, (orders, _) in zip(graphs, candidates, strict=True)], hw, objective, lam)
     out = []
     for graph, (orders, index), split in zip(graphs, candidates, splits, strict=True):

@@ -297,74 +297,198 @@ def _last_within(pred, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a.reshape(shape_a)
 
 
+class _LatencyRows:
+    """The pieces of the ``latency`` programme over rows of prefix terms (par, macs, cut_b: f64[R, n+1]) shared by
+    :func:`latency_search` and :func:`latency_best`: a segment's cost (``contiguous_search``'s float expression), the
+    last ends of the segments within a bottleneck t, the reachable stage ends and the backtracked cuts."""
+
+    def __init__(self, par: np.ndarray, macs: np.ndarray, cut_b: np.ndarray, hw: Hardware):
+        self.r, self.m = par.shape
+        self.n, self.k = self.m - 1, int(hw.stages)
+        self.tau, self.rate, self.sram = float(hw.stage_overhead_s), float(hw.macs_per_s), float(hw.sram_bytes)
+        self.host, self.link = float(hw.host_bw), float(hw.link_bw)
+        self.par_f, self.macs_f, self.cut_f = par.reshape(-1), macs.reshape(-1), cut_b.reshape(-1)
+        self.base = np.arange(self.r, dtype=np.int64)[:, None] * self.m
+        self.idx = np.arange(self.m, dtype=np.int64)
+
+    def cost(self, fi: np.ndarray, fj: np.ndarray) -> np.ndarray:  # T of [i, j) from flat indices
+        return (self.tau + (self.macs_f[fj] - self.macs_f[fi]) / self.rate
+                + np.maximum((self.par_f[fj] - self.par_f[fi]) - self.sram, 0.0) / self.host
+                + self.cut_f[fi] / self.link)
+
+    def first(self, row: np.ndarray, j: np.ndarray) -> np.ndarray:  # stage 0 = [0, j): in_0 = 0
+        return self.cost(row * self.m, row * self.m + j) - self.cut_f[row * self.m] / self.link
+
+    def upper(self) -> np.ndarray:
+        """f64[R]: every node on stage 0 (a feasible bottleneck of each row)."""
+        rows, n = np.arange(self.r, dtype=np.int64), self.n
+        return np.maximum(self.first(rows, np.full(self.r, n)), self.cost(self.base[:, 0] + n, self.base[:, 0] + n))
+
+    def ends(self, active: np.ndarray, t: np.ndarray, lo: tuple, hi: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """(e0 i64[A], e i64[A, m]) under t f64[A] for the rows ``active``, bracketed by ends under a lower and a
+        higher t: the last end of stage 0 within t (-1: none) and of a later stage starting at i (i - 1: none)."""
+        m = self.m
+        e0 = _last_within(lambda o, x: self.first(active[o], x) <= t[o], lo[0], hi[0] + 1)
+        flat_start = (self.base[active] + self.idx).reshape(-1)
+        t_entry = np.repeat(t, m)
+        row_base = np.repeat(self.base[active, 0], m)
+        e = _last_within(lambda o, x: self.cost(flat_start[o], row_base[o] + x) <= t_entry[o], lo[1], hi[1] + 1)
+        return e0, e
+
+    def reachable(self, e0: np.ndarray, e: np.ndarray) -> list[np.ndarray]:
+        """bool[A, m] per stage 0..K-1: the positions where that stage can end."""
+        idx = self.idx
+        reach = [idx[None, :] <= e0[:, None]]
+        for _ in range(1, self.k):
+            furthest = np.maximum.accumulate(np.where(reach[-1], e, -1), axis=1)
+            reach.append(furthest >= idx[None, :])
+        return reach
+
+    def cuts(self, e0: np.ndarray, e: np.ndarray, last_start: bool) -> np.ndarray:
+        """i64[A, K-1]: the cuts backtracked from the ends at the rows' least bottleneck."""
+        reach, idx, m = self.reachable(e0, e), self.idx, self.m
+        cuts = np.zeros((len(e0), self.k - 1), np.int64)
+        end = np.full(len(e0), self.n, np.int64)
+        for k in range(self.k - 1, 0, -1):  # stage k = [c_k, end): a reachable start whose segment reaches end
+            ok = reach[k - 1] & (idx[None, :] <= end[:, None]) & (e >= end[:, None])
+            end = (m - 1 - np.argmax(ok[:, ::-1], axis=1)) if last_start else np.argmax(ok, axis=1)
+            cuts[:, k - 1] = end
+        return cuts
+
+    def brackets(self) -> tuple[tuple, tuple]:
+        """(ends under a t below every cost, ends under a t above every cost) of all rows: the widest brackets."""
+        r, m, n = self.r, self.m, self.n
+        return ((np.full(r, -1, np.int64), np.broadcast_to(self.idx, (r, m)) - 1),
+                (np.full(r, n, np.int64), np.full((r, m), n, np.int64)))
+
+
 def latency_search(par: np.ndarray, macs: np.ndarray, cut_b: np.ndarray, hw: Hardware,
                    last_start: bool) -> tuple[np.ndarray, np.ndarray]:
     """(i64[R, K-1] cuts, f64[R] values) of ``contiguous_search``'s ``latency`` programme for every row at once (module
     docstring). par, macs, cut_b: f64[R, n+1] prefix terms of each order; ``last_start``: backtrack to the last
     feasible start of each stage (the dense programme's choice) instead of the first (the sparse one's)."""
-    r, m = par.shape
-    n, k_stages = m - 1, hw.stages
-    tau, rate, sram = float(hw.stage_overhead_s), float(hw.macs_per_s), float(hw.sram_bytes)
-    host, link = float(hw.host_bw), float(hw.link_bw)
-    par_f, macs_f, cut_f = par.reshape(-1), macs.reshape(-1), cut_b.reshape(-1)
-    base = np.arange(r, dtype=np.int64)[:, None] * m
-
-    def cost(fi: np.ndarray, fj: np.ndarray) -> np.ndarray:  # T of [i, j) from flat indices (contiguous_search's float)
-        return (tau + (macs_f[fj] - macs_f[fi]) / rate + np.maximum((par_f[fj] - par_f[fi]) - sram, 0.0) / host
-                + cut_f[fi] / link)
-
-    def first(row: np.ndarray, j: np.ndarray) -> np.ndarray:  # stage 0 = [0, j): in_0 = 0
-        return cost(row * m, row * m + j) - cut_f[row * m] / link
-
+    pr = _LatencyRows(par, macs, cut_b, hw)
+    r = pr.r
     rows = np.arange(r, dtype=np.int64)
-    if k_stages == 1:
-        return np.zeros((r, 0), np.int64), first(rows, np.full(r, n))
-    idx = np.arange(m, dtype=np.int64)
-    starts = np.broadcast_to(idx, (r, m))
-
-    def ends(active: np.ndarray, t: np.ndarray, lo: tuple, hi: tuple) -> tuple[np.ndarray, np.ndarray]:
-        """(e0 i64[A], e i64[A, m]) under t f64[A] for the rows ``active``, bracketed by ends under a lower and a
-        higher t: the last end of stage 0 within t (-1: none) and of a later stage starting at i (i - 1: none)."""
-        e0 = _last_within(lambda o, x: first(active[o], x) <= t[o], lo[0], hi[0] + 1)
-        flat_start = (base[active] + idx).reshape(-1)
-        t_entry = np.repeat(t, m)
-        row_base = np.repeat(base[active, 0], m)
-        e = _last_within(lambda o, x: cost(flat_start[o], row_base[o] + x) <= t_entry[o], lo[1], hi[1] + 1)
-        return e0, e
-
-    def reachable(e0: np.ndarray, e: np.ndarray) -> list[np.ndarray]:
-        """bool[A, m] per stage 0..K-1: the positions where that stage can end."""
-        reach = [idx[None, :] <= e0[:, None]]
-        for _ in range(1, k_stages):
-            furthest = np.maximum.accumulate(np.where(reach[-1], e, -1), axis=1)
-            reach.append(furthest >= idx[None, :])
-        return reach
-
-    upper = np.maximum(first(rows, np.full(r, n)), cost(base[:, 0] + n, base[:, 0] + n))  # all on stage 0: feasible
-    lo_bits, hi_bits = np.full(r, -1, np.int64), upper.view(np.int64).copy()
-    lo_ends = (np.full(r, -1, np.int64), starts - 1)
-    hi_ends = (np.full(r, n, np.int64), np.full((r, m), n, np.int64))
+    if pr.k == 1:
+        return np.zeros((r, 0), np.int64), pr.first(rows, np.full(r, pr.n))
+    lo_bits, hi_bits = np.full(r, -1, np.int64), pr.upper().view(np.int64).copy()
+    lo_ends, hi_ends = pr.brackets()
+    lo_ends = (lo_ends[0], lo_ends[1].copy())
     active = np.flatnonzero(hi_bits - lo_bits > 1)
     while len(active):
         mid = (lo_bits[active] + hi_bits[active]) // 2
         lo_a, hi_a = (lo_ends[0][active], lo_ends[1][active]), (hi_ends[0][active], hi_ends[1][active])
-        e0, e = ends(active, mid.view(np.float64), lo_a, hi_a)
-        ok = reachable(e0, e)[-1][:, n]
+        e0, e = pr.ends(active, mid.view(np.float64), lo_a, hi_a)
+        ok = pr.reachable(e0, e)[-1][:, pr.n]
         good, bad = active[ok], active[~ok]
         hi_bits[good], lo_bits[bad] = mid[ok], mid[~ok]
         hi_ends[0][good], hi_ends[1][good] = e0[ok], e[ok]
         lo_ends[0][bad], lo_ends[1][bad] = e0[~ok], e[~ok]
         active = active[hi_bits[active] - lo_bits[active] > 1]
     values = hi_bits.view(np.float64)
-    e0, e = ends(rows, values, lo_ends, hi_ends)
-    reach = reachable(e0, e)
-    cuts = np.zeros((r, k_stages - 1), np.int64)
-    end = np.full(r, n, np.int64)
-    for k in range(k_stages - 1, 0, -1):  # stage k = [c_k, end): a start reachable before it whose segment reaches end
-        ok = reach[k - 1] & (idx[None, :] <= end[:, None]) & (e >= end[:, None])
-        end = (m - 1 - np.argmax(ok[:, ::-1], axis=1)) if last_start else np.argmax(ok, axis=1)
-        cuts[:, k - 1] = end
-    return cuts, values
+    e0, e = pr.ends(rows, values, lo_ends, hi_ends)
+    return pr.cuts(e0, e, last_start), values
+
+
+#: :func:`latency_best` stops bisecting bit patterns once the segments whose cost lies in the bracket number at most
+#: this many per active row and position, and bisects the sorted list of those costs instead
+BEST_PAIRS_PER_ENTRY = 2
+
+
+def latency_best(par: np.ndarray, macs: np.ndarray, cut_b: np.ndarray, hw: Hardware,
+                 last_start: bool) -> tuple[int, np.ndarray, float]:
+    """(row, i64[K-1] cuts, value) of the first row whose :func:`latency_search` value is the least of all rows, with
+    that row's cuts: the same row, cuts and value as ``latency_search`` followed by the first strict minimum.
+
+    Row 0's value v0 first; then one test of the other rows at the float just below v0: the rows that cannot reach it
+    have a value >= v0 and cannot be the first strict minimum. The rows left, if any, share one bisection: a row that
+    cannot reach the bottleneck t being tried has a value above t, at least the least value, so it leaves; at the end
+    the rows left are those whose value is the least. Each bisection halves the bit patterns until the bracket
+    (lo, hi] holds few segment costs; then, since a row's value is the cost of a segment (the one setting its
+    bottleneck) and a segment [i, j) costs at most t exactly when j <= e_t(i) (costs grow with j), every candidate is
+    the cost of a segment [i, j) with e_lo(i) < j <= e_hi(i) (stage 0: [0, j) with e0_lo < j <= e0_hi) of a row
+    left, and the sorted list of those in (lo, hi] is bisected with the same test."""
+    pr = _LatencyRows(par, macs, cut_b, hw)
+    r, n, m = pr.r, pr.n, pr.m
+    rows = np.arange(r, dtype=np.int64)
+    if pr.k == 1:
+        values = pr.first(rows, np.full(r, n))
+        best = int(np.argmin(values))
+        return best, np.zeros(0, np.int64), float(values[best])
+    lo_ends, hi_ends = pr.brackets()
+    lo_ends = (lo_ends[0], lo_ends[1].copy())
+    hi_ends = (hi_ends[0].copy(), hi_ends[1].copy())
+    # a bottleneck no row reaches in exact arithmetic (the mean stage of the MACs, the largest node's MACs, with the
+    # overhead), less a margin for rounding: tried first, it cuts the bracket to a small factor of the value
+    node_macs = np.diff(macs, axis=1)
+    floor = (pr.tau + max(float(macs[:, -1].max()) / pr.k, float(node_macs.max(initial=0.0))) / pr.rate) * (1 - 1e-9)
+
+    def reach(active: np.ndarray, t: float) -> np.ndarray:  # bool[A]: the rows reaching t; their brackets updated
+        lo_a, hi_a = (lo_ends[0][active], lo_ends[1][active]), (hi_ends[0][active], hi_ends[1][active])
+        e0, e = pr.ends(active, np.full(len(active), t), lo_a, hi_a)
+        ok = pr.reachable(e0, e)[-1][:, n]
+        hi_ends[0][active[ok]], hi_ends[1][active[ok]] = e0[ok], e[ok]
+        lo_ends[0][active[~ok]], lo_ends[1][active[~ok]] = e0[~ok], e[~ok]
+        return ok
+
+    def least(active: np.ndarray, hi_t: float) -> tuple[np.ndarray, float]:
+        """(the rows of ``active`` whose value is the least, that value) for rows that all reach ``hi_t``."""
+        lo_t = -np.inf
+
+        def test(t: float) -> bool:
+            nonlocal active, lo_t, hi_t
+            ok = reach(active, t)
+            if ok.any():
+                hi_t, active = t, active[ok]
+                return True
+            lo_t = t
+            return False
+
+        if 0.0 < floor < hi_t:
+            test(floor)
+        while True:
+            lo_bits = -1 if lo_t == -np.inf else int(np.float64(lo_t).view(np.int64))
+            hi_bits = int(np.float64(hi_t).view(np.int64))
+            if hi_bits - lo_bits <= 1:
+                return active, hi_t
+            pairs = int((hi_ends[1][active] - lo_ends[1][active]).sum()
+                        + (hi_ends[0][active] - lo_ends[0][active]).sum())
+            if pairs > BEST_PAIRS_PER_ENTRY * len(active) * m:
+                test(float(np.int64((lo_bits + hi_bits) // 2).view(np.float64)))
+                continue
+            # every segment of a row left whose cost may lie in (lo, hi]
+            lo1, hi1 = lo_ends[1][active].reshape(-1), hi_ends[1][active].reshape(-1)
+            count = hi1 - lo1
+            start = np.repeat((pr.base[active] + pr.idx).reshape(-1), count)
+            within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+            row_base = np.repeat(np.repeat(pr.base[active, 0], m), count)
+            later = pr.cost(start, row_base + np.repeat(lo1, count) + 1 + within)
+            count0 = hi_ends[0][active] - lo_ends[0][active]
+            within0 = np.arange(int(count0.sum())) - np.repeat(np.cumsum(count0) - count0, count0)
+            stage0 = pr.first(np.repeat(active, count0), np.repeat(lo_ends[0][active], count0) + 1 + within0)
+            cands = np.unique(np.concatenate([later, stage0]))
+            cands = cands[(cands > lo_t) & (cands < hi_t)]
+            lo_i, hi_i = -1, len(cands)  # cands[lo_i] < the least value <= cands[hi_i] (hi_t past the end)
+            while hi_i - lo_i > 1:
+                mid = (lo_i + hi_i) // 2
+                if test(float(cands[mid])):
+                    hi_i = mid
+                else:
+                    lo_i = mid
+            return active, hi_t
+
+    _, value = least(rows[:1], float(pr.upper()[0]))  # row 0 reaches its upper bound (every node on stage 0)
+    best = rows[:1]
+    if r > 1:
+        below = np.nextafter(value, -np.inf)
+        ok = reach(rows[1:], below)
+        if ok.any():  # rows with a value below row 0's: the least among them
+            left, value = least(rows[1:][ok], float(below))
+            best = left[:1]
+    t = np.full(1, value)
+    e0, e = pr.ends(best, t, (lo_ends[0][best], lo_ends[1][best]), (hi_ends[0][best], hi_ends[1][best]))
+    return int(best[0]), pr.cuts(e0, e, last_start)[0], float(value)
 
 
 def split_many(items: Sequence[tuple[Graph, Sequence[np.ndarray]]], hw: Hardware, objective: str,
@@ -421,6 +545,35 @@ def _latency_item(graph: Graph, hw: Hardware, lam: float,
         par, cut_b = segment_rows(graph, hw, block)
         cuts, values = latency_search(par, macs_rows(graph, block), cut_b, hw, last_start=False)
         out += [(c.tolist(), float(v)) for c, v in zip(cuts, values, strict=True)]
+    return out
+
+
+def best_latency_splits(items: Sequence[tuple[Graph, Sequence[np.ndarray]]], hw: Hardware,
+                        lam: float) -> list[tuple[int, list[int], float]]:
+    """Per ``(graph, orders)`` item: (index of the first order of the least ``latency`` split value, its cuts, that
+    value), what :func:`split_many` followed by the first strict minimum gives. A graph with at least
+    :data:`LATENCY_MIN_ROWS` orders takes :func:`latency_best` (one bisection shared by its orders: the orders that
+    cannot reach the bottleneck being tried leave it, so the search costs about one order's), the others
+    :func:`split_many`."""
+    out = []
+    for graph, orders in items:
+        if len(orders) < LATENCY_MIN_ROWS:
+            split = split_many([(graph, orders)], hw, "latency", lam)[0]
+            best = 0
+            for c in range(1, len(orders)):
+                if split[c][1] < split[best][1]:
+                    best = c
+            out.append((best, list(split[best][0]), float(split[best][1])))
+            continue
+        best_item = None
+        for lo in range(0, len(orders), CHUNK_ROWS):
+            block = np.stack([np.asarray(o, np.int64) for o in orders[lo : lo + CHUNK_ROWS]])
+            par, cut_b = segment_rows(graph, hw, block)
+            row, cuts, value = latency_best(par, macs_rows(graph, block), cut_b, hw,
+                                            last_start=graph.num_nodes <= DENSE_SPLIT_MAX_NODES)
+            if best_item is None or value < best_item[2]:
+                best_item = (lo + row, cuts.tolist(), value)
+        out.append(best_item)
     return out
 
 
