@@ -880,10 +880,36 @@ def _band_load(graph: Graph, hw: Hardware, objective: str, nodes: np.ndarray) ->
 
 def boundary_candidates(graph: Graph, s: np.ndarray, k: int, hw: Hardware, objective: str,
                         centres: tuple[float, ...] = BAND_CENTRES,
-                        widths: tuple[float, ...] = BAND_WIDTHS, prices: tuple[float, ...] = BAND_PRICES) -> np.ndarray:
+                        widths: tuple[float, ...] = BAND_WIDTHS, prices: tuple[float, ...] = BAND_PRICES,
+                        memo: dict | None = None) -> np.ndarray:
     """int64[C, N]: schedules equal to ``s`` but for the nodes on stages k and k + 1, re-split by the band cuts of
     :class:`_Boundary` (bands centred on the current cut and on the positions where the two stages' load reaches the
-    fractions ``centres``, half-widths ``widths`` x the node count). All valid; duplicates and ``s`` removed."""
+    fractions ``centres``, half-widths ``widths`` x the node count). All valid; duplicates and ``s`` removed.
+
+    ``memo`` (optional; one dict per graph and hardware): the re-splits depend only on which nodes are on stages k and
+    k + 1, before k and after k + 1, so they are kept under that pattern and reused for a schedule with the same one
+    (the same candidates; the other stages taken from ``s``)."""
+    s = np.asarray(s, np.int64)
+    key = None
+    if memo is not None:
+        key = (objective, int(k), tuple(centres), tuple(widths), tuple(prices),
+               np.clip(s, int(k) - 1, int(k) + 2).tobytes())
+        if key in memo:
+            nodes, split = memo[key]
+            cands = np.repeat(s[None], len(split), axis=0)
+            cands[:, nodes] = split
+            return cands
+    cands = _boundary_candidates(graph, s, k, hw, objective, centres, widths, prices)
+    if key is not None:
+        nodes = np.flatnonzero((s == k) | (s == k + 1))
+        memo[key] = (nodes, cands[:, nodes])
+    return cands
+
+
+def _boundary_candidates(graph: Graph, s: np.ndarray, k: int, hw: Hardware, objective: str,
+                         centres: tuple[float, ...], widths: tuple[float, ...],
+                         prices: tuple[float, ...]) -> np.ndarray:
+    """:func:`boundary_candidates` computed."""
     bd = _Boundary(graph, s, k, hw)
     m = len(bd.order)
     if m < 2:
@@ -905,7 +931,7 @@ def boundary_candidates(graph: Graph, s: np.ndarray, k: int, hw: Hardware, objec
 def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray,
                       rounds: int = BOUNDARY_ROUNDS, centres: tuple[float, ...] = BAND_CENTRES,
                       widths: tuple[float, ...] = BAND_WIDTHS, prices: tuple[float, ...] = BAND_PRICES,
-                      stop=None) -> np.ndarray:
+                      stop=None, memo: dict | None = None) -> np.ndarray:
     """int64[N] ``assignment`` (a valid schedule by node id) after re-cutting its stage boundaries (never worse).
 
     Each round visits the boundaries k | k + 1 (k = 0..K-2) in turn: the nodes on those two stages are split anew by
@@ -915,7 +941,8 @@ def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, as
     is better by a relative :data:`BOUNDARY_MIN_IMPROVEMENT` (``centres``, ``widths``, ``prices``: the bands and
     prices of :func:`boundary_candidates`). Nothing to do on a graph with a single topological order
     (:func:`has_unique_order`: chain-like models; returned as given). At most ``rounds`` rounds, fewer when one improves
-    nothing. ``stop()`` (optional) is looked at before each boundary: once True, the schedule so far is returned."""
+    nothing. ``stop()`` (optional) is looked at before each boundary: once True, the schedule so far is returned.
+    ``memo``: :func:`boundary_candidates`'."""
     s = np.asarray(assignment, np.int64).copy()
     if int(hw.stages) < 2 or rounds <= 0 or graph.num_nodes < 2 or has_unique_order(graph):
         return s
@@ -925,7 +952,7 @@ def refine_boundaries(graph: Graph, hw: Hardware, objective: str, lam: float, as
         for k in range(int(hw.stages) - 1):
             if stop is not None and stop():
                 return s
-            cands = boundary_candidates(graph, s, k, hw, objective, centres, widths, prices)
+            cands = boundary_candidates(graph, s, k, hw, objective, centres, widths, prices, memo)
             if not len(cands):
                 continue
             values = objectives_np(graph, cands, hw, objective, lam)

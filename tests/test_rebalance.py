@@ -134,3 +134,47 @@ def test_rebalance_in_the_decoding_is_never_worse_and_rescored():
     assert "ls_rebalance" not in run_solver("policy", graph, hw, "paper", 1.0)["info"]
     with pytest.raises(ValueError, match="ls_rebalance"):
         run_solver("policy", graph, hw, "latency", 1.0, ls_rebalance=-1)
+
+
+def test_boundary_candidate_memo_gives_the_computed_candidates():
+    """boundary_candidates with a memo: a schedule whose stages k, k + 1 (and which nodes lie before / after them)
+    match a memorised one gets the candidates computed afresh for it, its other stages kept (a schedule moved on an
+    earlier boundary); refine_boundaries / refine_leximax / rebalance_many with memos return what they return
+    without."""
+    from respect_jax.local_search import boundary_candidates
+    from respect_jax.solvers.rebalance import rebalance_many
+
+    rng = np.random.default_rng(12)
+    hits, checked_many = 0, False
+    for graph in random_graphs(6, seed=21, min_nodes=20, max_nodes=45):
+        if has_unique_order(graph):
+            continue
+        hw = make_hw(4)
+        memo: dict = {}
+        for _ in range(4):
+            s = random_valid_schedule(graph, 4, rng)
+            for k in range(3):
+                want = boundary_candidates(graph, s, k, hw, "latency")
+                assert np.array_equal(boundary_candidates(graph, s, k, hw, "latency", memo=memo), want)
+            # move nodes between stages 0 and 1 only where it stays valid: boundary 2's pattern is unchanged
+            moved = s.copy()
+            for v in rng.permutation(graph.num_nodes):
+                if moved[v] == 0 and all(moved[w] >= 1 for w in graph.edges[graph.edges[:, 0] == v, 1]):
+                    moved[v] = 1
+                    break
+            if not np.array_equal(moved, s):
+                hits += 1
+                got = boundary_candidates(graph, moved, 2, hw, "latency", memo=memo)
+                assert np.array_equal(got, boundary_candidates(graph, moved, 2, hw, "latency"))
+                kept = moved <= 1
+                assert not len(got) or np.array_equal(got[:, kept], np.repeat(moved[None, kept], len(got), 0))
+        s = random_valid_schedule(graph, 4, rng)
+        assert np.array_equal(refine_boundaries(graph, hw, "latency", 1.0, s, 2, memo={}),
+                              refine_boundaries(graph, hw, "latency", 1.0, s, 2))
+        assert np.array_equal(refine_leximax(graph, hw, s, 2, memo={}), refine_leximax(graph, hw, s, 2))
+        if not checked_many:  # one graph (the polish compiles per graph size)
+            a = rebalance_many([graph], hw, "latency", 1.0, [s], 20, {"kind": "single"}, 2, 2, memos=[{}])
+            b = rebalance_many([graph], hw, "latency", 1.0, [s], 20, {"kind": "single"}, 2, 2)
+            assert np.array_equal(a[0][0], b[0][0]) and a[1] == b[1]
+            checked_many = True
+    assert hits >= 4 and checked_many

@@ -166,6 +166,11 @@ def window_solves(objective: str, rebalance: int, ls_window: int | None) -> int:
     return WINDOW_SOLVES[objective] if ls_window is None else int(ls_window)
 
 
+#: the decoding's re-cuts keep their candidates per graph (:func:`respect_jax.local_search.boundary_candidates`'
+#: ``memo``: the same candidates, computed once per pattern of the two stages); False: computed at every visit
+BOUNDARY_MEMO = True
+
+
 def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float,
             seed: int, local_search: int, polish_options: dict, boundaries: int = 0,
             stop: Callable[[], bool] | None = None, rebalance: int = 0, window: int = 0,
@@ -199,11 +204,14 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
             assignments = polish_many(list(graphs), hw, objective, lam, assignments, int(local_search),
                                       **polish_options)
     recut = [False] * len(graphs)
+    # the re-cuts' candidates per graph, reused where a boundary's stages hold the same nodes again (the same ones)
+    memos: list[dict | None] = [{} if BOUNDARY_MEMO else None for _ in graphs]
     if int(local_search) > 0 and int(boundaries) > 0 and stopped is None:
         if stop is not None and stop():
             stopped = "boundaries"
-        refined = [a if stopped else refine_boundaries(g, hw, objective, lam, a, int(boundaries), stop=stop)
-                   for g, a in zip(graphs, assignments, strict=True)]
+        refined = [a if stopped else refine_boundaries(g, hw, objective, lam, a, int(boundaries), stop=stop,
+                                                       memo=memo)
+                   for g, a, memo in zip(graphs, assignments, memos, strict=True)]
         recut = [not np.array_equal(r, a) for r, a in zip(refined, assignments, strict=True)]
         changed = [i for i, c in enumerate(recut) if c]
         if changed and stop is not None and stop():
@@ -219,7 +227,7 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
     more = int(rebalance)
     if int(local_search) > 0 and int(boundaries) > 0 and more > 0 and stopped is None:
         assignments, cycles = rebalance_many(graphs, hw, objective, lam, assignments, int(local_search), polish_options,
-                                         int(boundaries), more, stop)
+                                         int(boundaries), more, stop, memos)
     windowed, window_load_s = [0] * len(graphs), 0.0
     solves = int(window)  # window_solves(): 0 under paper and without the rebalancing
     if int(local_search) > 0 and int(boundaries) > 0 and solves > 0 and stopped is None:

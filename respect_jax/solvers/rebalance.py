@@ -64,11 +64,12 @@ def leximax_less(a: np.ndarray, b: np.ndarray, tolerance: float = LEXIMAX_TOLERA
 
 def refine_leximax(graph: Graph, hw: Hardware, assignment: np.ndarray, rounds: int,
                    centres: tuple[float, ...] = BAND_CENTRES, widths: tuple[float, ...] = BAND_WIDTHS,
-                   prices: tuple[float, ...] = BAND_PRICES) -> np.ndarray:
+                   prices: tuple[float, ...] = BAND_PRICES, memo: dict | None = None) -> np.ndarray:
     """int64[N]: ``assignment`` after ``rounds`` rounds of band re-cuts of every boundary k | k + 1 (the candidates of
     :func:`respect_jax.local_search.boundary_candidates`, ``latency`` loads), each taken when its stage times are
     :func:`leximax_less` than the current ones (the least of them in that order); fewer rounds when one takes nothing.
-    Never worse under ``latency``; a graph with a single topological order is returned as given."""
+    Never worse under ``latency``; a graph with a single topological order is returned as given. ``memo``: the
+    candidates' (:func:`respect_jax.local_search.boundary_candidates`)."""
     s = np.asarray(assignment, np.int64).copy()
     if int(hw.stages) < 2 or rounds <= 0 or graph.num_nodes < 2 or has_unique_order(graph):
         return s
@@ -76,7 +77,7 @@ def refine_leximax(graph: Graph, hw: Hardware, assignment: np.ndarray, rounds: i
     for _ in range(int(rounds)):
         improved = False
         for k in range(int(hw.stages) - 1):
-            cands = boundary_candidates(graph, s, k, hw, "latency", centres, widths, prices)
+            cands = boundary_candidates(graph, s, k, hw, "latency", centres, widths, prices, memo)
             if not len(cands):
                 continue
             times = stage_times_np(graph, cands, hw)
@@ -139,24 +140,25 @@ def resplit(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: 
 
 
 def rebalance_step(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray,
-                   boundaries: int) -> np.ndarray:
+                   boundaries: int, memo: dict | None = None) -> np.ndarray:
     """One rebalancing step (no polish): ``boundaries`` rounds of re-cuts accepted by their sorted stage times
     (``latency``: :func:`refine_leximax`; ``paper``: by the objective,
     :func:`respect_jax.local_search.refine_boundaries`), then :func:`resplit`. Never worse."""
-    a = (refine_leximax(graph, hw, assignment, boundaries) if objective == "latency"
-         else refine_boundaries(graph, hw, objective, lam, assignment, boundaries))
+    a = (refine_leximax(graph, hw, assignment, boundaries, memo=memo) if objective == "latency"
+         else refine_boundaries(graph, hw, objective, lam, assignment, boundaries, memo=memo))
     return resplit(graph, hw, objective, lam, a)
 
 
 def rebalance_many(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, assignments: list,
                    local_search: int, polish_options: dict, boundaries: int, cycles: int,
-                   stop: Callable[[], bool] | None = None) -> tuple[list, list[int]]:
+                   stop: Callable[[], bool] | None = None, memos: list | None = None) -> tuple[list, list[int]]:
     """(assignments, improving cycles per graph): up to ``cycles`` cycles per graph of ``boundaries`` rounds of
     re-cuts accepted by their sorted stage times (``latency``: :func:`refine_leximax`; ``paper``:
     :func:`respect_jax.local_search.refine_boundaries`), the exact split of stage-major orders
     (:func:`resplit`) and the polish of what changed (all graphs' polishes together). A cycle is
     kept when it lowers the objective, or under ``latency`` the sorted stage times (:func:`leximax_less`); a graph
-    stops at its first cycle that does neither. Never worse. ``stop()``: looked at before each cycle."""
+    stops at its first cycle that does neither. Never worse. ``stop()``: looked at before each cycle. ``memos``
+    (optional): one candidate memo per graph (:func:`respect_jax.local_search.boundary_candidates`)."""
 
     def key(g: Graph, a: np.ndarray):
         return (stage_times_np(g, a[None], hw)[0] if objective == "latency"
@@ -177,7 +179,7 @@ def rebalance_many(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: f
         moved, kept = {}, []
         for i in active:
             g = graphs[i]
-            a = rebalance_step(g, hw, objective, lam, out[i], boundaries)
+            a = rebalance_step(g, hw, objective, lam, out[i], boundaries, None if memos is None else memos[i])
             if not np.array_equal(a, out[i]):
                 moved[i] = a
         if moved:
