@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib
 import json
 import multiprocessing as mp
 import os
@@ -29,6 +30,9 @@ ROOT = Path(os.environ.get("AUTO_SCALE_VAL_ROOT", HERE))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE / "experiments"))
 
+# respect_jax from ROOT, before bench_scale puts this checkout first on the path (until session 30 a child imported this
+# checkout's respect_jax whatever its tree, so the tree A/Bs ran one code on both sides)
+importlib.import_module("respect_jax")
 import yaml  # noqa: E402
 from bench_scale import graph_config  # noqa: E402
 
@@ -36,6 +40,14 @@ from respect_jax.experiments.report import markdown_table, result_stem, write_re
 
 
 def _child(queue, cfg: dict, seed: int, name: str, hw: dict, objective: str, solver: str, options: dict) -> None:
+    try:
+        _run_child(queue, cfg, seed, name, hw, objective, solver, options)
+    except BaseException as err:  # the parent records it at once instead of waiting out its limit
+        queue.put({"status": f"error: {type(err).__name__}: {err}"[:300]})
+        raise
+
+
+def _run_child(queue, cfg: dict, seed: int, name: str, hw: dict, objective: str, solver: str, options: dict) -> None:
     import resource
 
     import numpy as np
