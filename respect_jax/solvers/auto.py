@@ -87,6 +87,7 @@ from respect_jax.solvers.base import (
     register_solver,
 )
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
+from respect_jax.solvers.host_polish import host_polish
 from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
 from respect_jax.solvers.numpy_eval import objective_np
 from respect_jax.solvers.orders import SINK_WEIGHTS, live_splits
@@ -175,6 +176,24 @@ ORDERS_MIN_NODES = 301
 #: ``experiments/results/auto_scale_val_s29_presolve_summary.md``). Real models below this (the bundled ones: at most
 #: 780 nodes) keep it: CP-SAT proves most of them.
 CPSAT_PRESOLVE_MAX_NODES = 900
+#: On graphs of more than this many nodes whose contiguous line is rebalanced (``latency``), the exact solver starts
+#: once the line's first polish and rebalancing are done, hinted with their schedule (``exact_after_line_min_nodes``;
+#: None: always at once, with its head start).
+EXACT_AFTER_LINE_MIN_NODES = 900
+#: ... and at this share of the budget at the latest.
+EXACT_WAIT_SHARE = 0.6
+#: The contiguous line's first polish makes its moves on the host (:mod:`respect_jax.solvers.host_polish`) while the
+#: compiled polish is still compiling (``host_polish_moves``).
+HOST_POLISH = True
+#: With the host polish, on graphs up to this many nodes, while the compiled polish compiles: the line polishes its
+#: split first and rebalances on the host after; on larger ones it rebalances on the host first and polishes after, as
+#: without it (``host_polish_first_max_nodes``; None: always polish first). Validation (own seeds 3001-3002, load
+#: 9-13): polish first better at 1k (the host polish is fast there), the host rebalancing first at 10k (the host polish
+#: of 10k nodes is slow: ~10 ms a move under load), one each way at 5k.
+HOST_POLISH_FIRST_MAX_NODES = 3000
+#: The crossing bound starts beside the contiguous line's restarts on graphs up to this many nodes, after them on
+#: larger ones (``bound_early_max_nodes``; None: always beside them).
+BOUND_EARLY_MAX_NODES = None
 #: Share of the budget after which the rebalancing stops (and the crossing bound, started after it, gets the rest).
 REBALANCE_SHARE = 0.6
 #: Members started early, in a thread of their own, right after the contiguous split (:func:`start_early`): the
@@ -295,20 +314,25 @@ def _late(t0: float, proved: bool = False) -> str:
 
 
 def polish_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int,
-                 stop, chunk: int = POLISH_CHUNK, offer=None) -> np.ndarray:
+                 stop, chunk: int = POLISH_CHUNK, offer=None, host=None) -> np.ndarray:
     """int64[N] ``assignment`` after local search (:func:`respect_jax.local_search.polish`) in calls of
     ``chunk`` moves (``ceil(moves / chunk)`` calls at most), each from the best schedule so far
     (single-node moves above :data:`POLISH_CLOSURE_MAX_NODES` nodes, the precedence-closed ones up to it);
     ``stop()`` is checked between calls, and a call that does not improve ends the search (the next one would
     repeat it). Each better schedule is passed to ``offer`` (optional) as it comes, so a caller that abandons this
-    at its deadline keeps them. Never worse than ``assignment``."""
+    at its deadline keeps them. ``host()`` (optional): True before a call runs that call's moves on the host instead
+    (:func:`respect_jax.solvers.host_polish.host_polish`: the same single-node moves in float64 NumPy, no
+    compilation; ``solver=auto`` while the compiled polish is still compiling). Never worse than ``assignment``."""
     best = np.asarray(assignment, np.int64)
     value = objective_np(graph, best, hw, objective, lam)
     kind = "closure" if graph.num_nodes <= POLISH_CLOSURE_MAX_NODES else "single"
     for _ in range(-(-int(moves) // int(chunk))):
         if stop():
             break
-        candidate = np.asarray(polish(graph, hw, objective, lam, best, int(chunk), kind=kind), np.int64)
+        if host is not None and kind == "single" and host():
+            candidate = host_polish(graph, hw, objective, lam, best, int(chunk), stop=stop)
+        else:
+            candidate = np.asarray(polish(graph, hw, objective, lam, best, int(chunk), kind=kind), np.int64)
         candidate_value = objective_np(graph, candidate, hw, objective, lam)
         if not candidate_value < value:
             break
@@ -442,6 +466,12 @@ def choose_exact(exact: str) -> str | None:
     return exact
 
 
+def _check_node_limit(name: str, value) -> None:
+    """A node-count option: an integer >= 0 or None (one-line ValueError otherwise)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"solver auto: {name} must be an integer >= 0 or null, got {value!r}")
+
+
 @register_solver("auto")
 def solve_auto(
     graph: Graph,
@@ -466,6 +496,10 @@ def solve_auto(
     line_moves: dict | None = None,
     line_restarts: dict | None = None,
     cpsat_presolve_max_nodes: int | None = CPSAT_PRESOLVE_MAX_NODES,
+    exact_after_line_min_nodes: int | None = EXACT_AFTER_LINE_MIN_NODES,
+    host_polish_moves: bool = HOST_POLISH,
+    bound_early_max_nodes: int | None = BOUND_EARLY_MAX_NODES,
+    host_polish_first_max_nodes: int | None = HOST_POLISH_FIRST_MAX_NODES,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -506,6 +540,17 @@ def solve_auto(
             ``portfolio['contiguous+restart']``); 0: none.
         cpsat_presolve_max_nodes: CP-SAT presolves graphs up to this many nodes, not larger ones
             (:data:`CPSAT_PRESOLVE_MAX_NODES`; None: always; ``member_options['cpsat']['presolve']`` overrides it).
+        exact_after_line_min_nodes: on graphs of more than this many nodes whose contiguous line is rebalanced, the
+            exact solver starts after the line's polish and rebalancing (at :data:`EXACT_WAIT_SHARE` of the budget at
+            the latest; no head start), hinted with the best schedule then (:data:`EXACT_AFTER_LINE_MIN_NODES`; None:
+            always at once). ``portfolio[exact]['started_s']``: when it started.
+        bound_early_max_nodes: the crossing bound starts beside the line's restarts on graphs up to this many nodes,
+            after them on larger ones (:data:`BOUND_EARLY_MAX_NODES`; None: always beside them).
+        host_polish_moves: the contiguous line's first polish makes its moves on the host (:func:`host_polish`, float64
+            NumPy) while the compiled polish is still compiling in its warm-up thread, the compiled one after.
+        host_polish_first_max_nodes: with ``host_polish_moves``, on graphs up to this many nodes the line polishes
+            its split first (on the host while the compile runs) and rebalances after; on larger ones it rebalances on
+            the host first (:data:`HOST_POLISH_FIRST_MAX_NODES`; None: always polish first).
         line_moves: ``{objective: moves}`` (None: :data:`LINE_MOVES`): the contiguous line's first polish on graphs
             of more than :data:`POLISH_CLOSURE_MAX_NODES` nodes takes up to this many single-node moves (in calls of
             :data:`LINE_CHUNK`, until a call improves nothing or the stop) instead of ``polish_moves``.
@@ -540,6 +585,11 @@ def solve_auto(
                                                  or cpsat_presolve_max_nodes < 0):
         raise ValueError(f"solver auto: cpsat_presolve_max_nodes must be an integer >= 0 or null, "
                          f"got {cpsat_presolve_max_nodes!r}")
+    _check_node_limit("bound_early_max_nodes", bound_early_max_nodes)
+    _check_node_limit("host_polish_first_max_nodes", host_polish_first_max_nodes)
+    if not isinstance(host_polish_moves, bool):
+        raise ValueError(f"solver auto: host_polish_moves must be true or false, got {host_polish_moves!r}")
+    _check_node_limit("exact_after_line_min_nodes", exact_after_line_min_nodes)
     opts = {name: dict(o or {}) for name, o in (member_options or {}).items()}
     for name, o in opts.items():
         if name not in FAST_MEMBERS + EXACT:
@@ -660,10 +710,22 @@ def solve_auto(
         if not warm_up:
             return
         warm_up = False
-        warm = threading.Thread(target=compile_polish, args=(graph, hw, objective, lam, POLISH_CHUNK, "single"),
-                                name="auto-polish-compile", daemon=True)
+        def compile_and_mark() -> None:
+            try:
+                compile_polish(graph, hw, objective, lam, POLISH_CHUNK, "single")
+            finally:
+                compiled.set()
+
+        warm = threading.Thread(target=compile_and_mark, name="auto-polish-compile", daemon=True)
+        compiling.set()
         warm.start()
         jax_calls.append(warm)
+
+    compiling, compiled = threading.Event(), threading.Event()  # the warm compile: started / done
+
+    def on_host() -> bool:
+        """The line's first polish runs its moves on the host (:func:`host_polish`) while the warm compile runs."""
+        return bool(host_polish_moves) and compiling.is_set() and not compiled.is_set()
     rebalanced: dict = {}  # the contiguous line's rebalancing: its best objective and cycles
 
     def rebalance_offer(a: np.ndarray) -> None:
@@ -798,46 +860,78 @@ def solve_auto(
     elif not unique:
         start_early()
         start_warm()
-    # 2. the exact solver in a thread until the deadline or a proof, hinted with the best schedule so far
+    # 2. the exact solver in a thread until the deadline or a proof, hinted with the best schedule so far; on graphs of
+    # more than exact_after_line_min_nodes nodes with a rebalanced line, once that line's polish and rebalancing are
+    # done (at EXACT_WAIT_SHARE of the budget at the latest): beside it, CP-SAT's workers and its model build took the
+    # CPU the line needed (validation sparse 1k / 5k: the line alone reached 0.0030 / 0.0151 in ~4 s, inside auto its
+    # polish came at 10 s or never), and its hint is then the line's schedule instead of the raw split
     thread = None
     exact_opts: dict = {}  # the options it ran with
-    if exact_name is None:
-        portfolio["exact"] = {"skipped": "exact=none"}
-    elif best_obj <= bound * (1 + OPTIMAL_RTOL):
-        portfolio[exact_name] = {"skipped": "the bound already proves the incumbent optimal"}
-    elif (build := estimated_build_s(graph, hw.stages)) > deadline - time.perf_counter():
-        left = deadline - time.perf_counter()
-        portfolio[exact_name] = {"skipped": f"its model takes about {build:.1f} s to build; {left:.1f} s left"}
-    else:
-        o = {k: v for k, v in opts.get(exact_name, {}).items() if k != "max_nodes"}
-        lead = min(STOP_LEAD_S, 0.1 * time_budget_s)
-        left = max(deadline - lead - time.perf_counter(), 0.01)
-        o["time_limit_s"] = min(float(o.get("time_limit_s") or np.inf), left)
-        o["deadline"] = deadline - lead
-        if exact_name == "cpsat":
-            o["stop"] = signal
-            if cpsat_presolve_max_nodes is not None and graph.num_nodes > cpsat_presolve_max_nodes:
-                o.setdefault("presolve", False)  # its presolve alone outlasted a 10 s budget at 1,000 nodes
-        o["hint" if exact_name == "cpsat" else "warm_start"] = best if best is not None else "auto"
-        if exact_name == "cpsat" and progress:
-            o["progress"] = lambda obj, bnd: live.show("cpsat incumbent", min(obj, best_obj), "cpsat", max(bnd, bound))
+    exact_state = {"started": False}
+    exact_lock = threading.Lock()
 
-        def run_exact() -> None:
-            t0 = time.perf_counter()
-            try:
-                result = get_solver(exact_name)(graph, hw, objective, lam, **o)
-            except Exception as err:  # surfaced in the main thread
-                exact_run["error"] = err
-                return
-            exact_run.update(result=result, time_s=time.perf_counter() - t0, optimal=bool(result.optimal))
-            if result.optimal:
-                signal.set()  # proved: the bound and the members stop
+    def start_exact() -> None:
+        with exact_lock:  # whole: the timer's call and the main thread's are not interleaved
+            _start_exact()
 
-        exact_opts.update(o)
-        thread = threading.Thread(target=run_exact, name=f"auto-{exact_name}", daemon=True)
-        thread.start()
-        workers.append(thread)
-        thread.join(timeout=max(min(float(head_start_s), deadline - time.perf_counter()), 0.0))
+    def _start_exact() -> None:
+        nonlocal thread
+        if exact_state["started"]:
+            return
+        exact_state["started"] = True
+        exact_state["started_s"] = time.perf_counter() - start
+        if exact_name is None:
+            portfolio["exact"] = {"skipped": "exact=none"}
+        elif best_obj <= bound * (1 + OPTIMAL_RTOL):
+            portfolio[exact_name] = {"skipped": "the bound already proves the incumbent optimal"}
+        elif signal():
+            portfolio[exact_name] = {"skipped": "not started before the deadline"}
+        elif (build := estimated_build_s(graph, hw.stages)) > deadline - time.perf_counter():
+            left = deadline - time.perf_counter()
+            portfolio[exact_name] = {"skipped": f"its model takes about {build:.1f} s to build; {left:.1f} s left"}
+        else:
+            o = {k: v for k, v in opts.get(exact_name, {}).items() if k != "max_nodes"}
+            lead = min(STOP_LEAD_S, 0.1 * time_budget_s)
+            left = max(deadline - lead - time.perf_counter(), 0.01)
+            o["time_limit_s"] = min(float(o.get("time_limit_s") or np.inf), left)
+            o["deadline"] = deadline - lead
+            if exact_name == "cpsat":
+                o["stop"] = signal
+                if cpsat_presolve_max_nodes is not None and graph.num_nodes > cpsat_presolve_max_nodes:
+                    o.setdefault("presolve", False)  # its presolve alone outlasted a 10 s budget at 1,000 nodes
+            o["hint" if exact_name == "cpsat" else "warm_start"] = best if best is not None else "auto"
+            if exact_name == "cpsat" and progress:
+                o["progress"] = lambda obj, bnd: live.show("cpsat incumbent", min(obj, best_obj), "cpsat",
+                                                           max(bnd, bound))
+
+            def run_exact() -> None:
+                t0 = time.perf_counter()
+                try:
+                    result = get_solver(exact_name)(graph, hw, objective, lam, **o)
+                except Exception as err:  # surfaced in the main thread
+                    exact_run["error"] = err
+                    return
+                exact_run.update(result=result, time_s=time.perf_counter() - t0, optimal=bool(result.optimal))
+                if result.optimal:
+                    signal.set()  # proved: the bound and the members stop
+
+            exact_opts.update(o)
+            thread = threading.Thread(target=run_exact, name=f"auto-{exact_name}", daemon=True)
+            thread.start()
+            workers.append(thread)
+
+    exact_waits = bool(exact_after_line_min_nodes is not None and graph.num_nodes > int(exact_after_line_min_nodes)
+                       and cycles > 0)
+    exact_timer = None
+    if not exact_waits:
+        start_exact()
+        if thread is not None:
+            thread.join(timeout=max(min(float(head_start_s), deadline - time.perf_counter()), 0.0))
+    else:  # started by the contiguous line (below), or by this timer at the latest
+        exact_timer = threading.Timer(max(start + EXACT_WAIT_SHARE * float(time_budget_s) - time.perf_counter(), 0.0),
+                                      start_exact)
+        exact_timer.daemon = True
+        exact_timer.start()
     # 3. the crossing bound in a thread until the deadline (or the exact solver's proof), searched up to the best
     # objective so far; with the rebalancing on, once the contiguous line is done (its host work and the bound's
     # share the interpreter: beside the bound the rebalancing ran 4x slower on a 10,000-node graph)
@@ -881,7 +975,11 @@ def solve_auto(
         deadline or a proof; every better schedule is offered as it comes."""
         t0 = time.perf_counter()
         start_from = split
-        if cycles > 0:
+        # with host_polish_moves, while the compiled polish compiles: the polish first (on the host), the host
+        # rebalancing after it (below); otherwise the host rebalancing fills the compile time before the polish
+        host_first = on_host() and (host_polish_first_max_nodes is None
+                                    or graph.num_nodes <= int(host_polish_first_max_nodes))
+        if cycles > 0 and not host_first:
             call = functools.partial(rebalance_host, graph, hw, objective, lam, split, cycles, rebalance_stop,
                                      rebalance_offer)
             done, out = run_until(call, deadline, "contiguous+rebalance", signal, workers)
@@ -893,7 +991,7 @@ def solve_auto(
         # each better chunk offered as it comes: at 1,000 nodes under load the long first polish can still be
         # running at the deadline, and its progress was dropped
         call = functools.partial(polish_until, graph, hw, objective, lam, start_from, moves, signal, chunk,
-                                 polish_offer)
+                                 polish_offer, on_host)
         done, polished = run_until(call, deadline, "contiguous+ls", signal, workers)
         if not done:
             portfolio["contiguous+ls"] = {"abandoned": _late(t1, proved())}
@@ -910,6 +1008,23 @@ def solve_auto(
         if proved() or best_obj <= bound * (1 + OPTIMAL_RTOL):
             portfolio["contiguous+rebalance"] = {"time_s": t1 - t0}
             return
+        if host_first and not compiled.is_set():  # the host rebalancing until the compile is done, then a polish
+            call = functools.partial(rebalance_host, graph, hw, objective, lam, polished, cycles,
+                                     lambda: rebalance_stop() or compiled.is_set(), rebalance_offer)
+            done, out = run_until(call, deadline, "contiguous+rebalance", signal, workers)
+            if not done:
+                portfolio["contiguous+rebalance"] = {"stopped": "at the deadline (its schedules so far kept)"}
+                return
+            if not np.array_equal(out, polished):
+                call = functools.partial(polish_until, graph, hw, objective, lam, out, moves, signal, chunk,
+                                         polish_offer, on_host)
+                done, polished = run_until(call, deadline, "contiguous+ls", signal, workers)
+                if not done:
+                    portfolio["contiguous+rebalance"] = {"stopped": "at the deadline (its schedules so far kept)"}
+                    return
+            # the rebalancing below polishes with the compiled search: wait for the warm compile rather than compile
+            # it a second time here
+            compiled.wait(timeout=max(min(rebalance_end, deadline) - time.perf_counter(), 0.0))
         call = functools.partial(rebalance_until, graph, hw, objective, lam, polished, polish_moves, cycles,
                                  rebalance_stop, rebalance_offer)
         done, out = run_until(call, deadline, "contiguous+rebalance", signal, workers)
@@ -919,9 +1034,12 @@ def solve_auto(
         else:
             entry["stopped"] = "at the deadline (its schedules so far kept)"
         live.show("contiguous+rebalance", best_obj, winner, bound)
+        start_exact()  # when it waited for the line (exact_after_line_min_nodes): hinted with the line's schedule
         # the crossing bound starts here, beside the restarts (started after them it got ~1 s of 10 and stopped at
-        # the hull value on the validation NAS graphs at K = 8: HC, session 29)
-        start_bound()
+        # the hull value on the validation NAS graphs at K = 8: HC, session 29); on graphs of more than
+        # bound_early_max_nodes nodes after them (its host work slowed the restarts there)
+        if bound_early_max_nodes is None or graph.num_nodes <= int(bound_early_max_nodes):
+            start_bound()
         if not done or not restarts or restart_stop() or proved() or best_obj <= bound * (1 + OPTIMAL_RTOL):
             return
         t2 = time.perf_counter()
@@ -941,6 +1059,7 @@ def solve_auto(
         if name == "contiguous":
             if polish_moves > 0 and reason is None and best is not None:
                 contiguous_line(line_start, cycles)
+            start_exact()
             start_bound()
             continue
         if name in early:  # running since the start (:func:`start_early`); collected at the end
@@ -949,6 +1068,9 @@ def solve_auto(
             portfolio[name] = {"skipped": reason}
             continue
         run_member(name, o)
+    start_exact()  # when it waited for a line that did not run
+    if exact_timer is not None:
+        exact_timer.cancel()
     start_bound()  # when the contiguous line did not run
     # 5. wait for the exact solver and the bound until the deadline (or the proof), stop every worker, join them
     for t in (thread, bound_thread, *(e[0] for e in early.values())):
@@ -1001,6 +1123,8 @@ def solve_auto(
         }
         if exact_name == "cpsat":
             portfolio[exact_name]["presolve"] = bool(exact_opts.get("presolve", True))
+        if exact_waits:
+            portfolio[exact_name]["started_s"] = exact_state["started_s"]
         live.show(f"{exact_name} done", best_obj, winner, bound)
 
     bound = min(bound, best_obj)  # float noise: a bound never claims more than the incumbent

@@ -1,0 +1,123 @@
+"""When ``solver=auto`` starts its exact solver and its crossing bound on large graphs. ``exact_after_line_min_nodes``:
+on a graph above the limit CP-SAT starts after the contiguous line's polish and rebalancing, hinted with their schedule;
+at or below it, at once with the best split (CP-SAT replaced by a stub that records its hint, scored with the loop
+evaluator). ``bound_early_max_nodes``: above it the bound starts after the line's restarts, not beside them."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_hw
+from test_auto_rebalance import layered
+
+import respect_jax.solvers.auto as auto
+from respect_jax.reference import reference_objective
+from respect_jax.solvers import run_solver
+from respect_jax.solvers.base import SolveResult
+
+
+@pytest.fixture
+def hints(monkeypatch):
+    """The hints the (stubbed) CP-SAT member is called with, in order."""
+    seen = []
+    real = auto.get_solver
+
+    def get_solver(name):
+        if name != "cpsat":
+            return real(name)
+
+        def stub(graph, hw, objective, lam, **o):
+            seen.append(o["hint"])
+            return SolveResult(o["hint"], optimal=False, info={"status": "FEASIBLE"})
+
+        return stub
+
+    monkeypatch.setattr(auto, "get_solver", get_solver)
+    return seen
+
+
+def test_auto_starts_cpsat_after_the_line_above_the_limit_only(hints):
+    """A 400-node sparse layered graph, latency, K = 4, contiguous member, stubbed CP-SAT, no bound: with the limit
+    below its size the hint is the line's polished (and rebalanced) schedule, as good as every line result
+    auto reports and strictly better than the best split; at its size (not above) the hint is the best split, given
+    at once."""
+    graph, hw = layered(400, 11, 1.2), make_hw(4)
+    options = dict(members=["contiguous"], exact="cpsat", crossing_bound=False, progress=False, time_budget_s=60.0,
+                   lattice_downsets=0, rebalance={"latency": 1}, line_moves={"latency": 30},
+                   line_restarts={"latency": 0})
+    waited = run_solver("auto", graph, hw, "latency", exact_after_line_min_nodes=graph.num_nodes - 1, **options)
+    portfolio = waited["info"]["portfolio"]
+    split = min(portfolio["contiguous"]["objective"], portfolio["orders"]["objective"])
+    hint = reference_objective(graph, hints[-1], hw, "latency")
+    line = [portfolio[k]["objective"] for k in ("contiguous+ls", "contiguous+rebalance") if "objective" in portfolio[k]]
+    assert line and hint <= min(line) * (1 + 1e-9)
+    assert hint < split * (1 - 1e-3)
+    assert portfolio["cpsat"]["started_s"] < auto.EXACT_WAIT_SHARE * 60.0  # by the line, not by the timer
+    at_once = run_solver("auto", graph, hw, "latency", exact_after_line_min_nodes=graph.num_nodes, **options)
+    assert reference_objective(graph, hints[-1], hw, "latency") == pytest.approx(split, rel=1e-9)
+    assert "started_s" not in at_once["info"]["portfolio"]["cpsat"]
+
+
+def test_auto_starts_a_waiting_cpsat_by_its_timer_when_the_line_runs_long(hints, monkeypatch):
+    """The line held past the wait share (its rebalancing slowed down): CP-SAT starts at the timer, near
+    EXACT_WAIT_SHARE of the budget, not after the line."""
+    graph, hw = layered(400, 11, 1.2), make_hw(4)
+    real = auto.rebalance_until
+
+    def slow(*args, **kwargs):
+        import time
+
+        time.sleep(4.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(auto, "rebalance_until", slow)
+    monkeypatch.setattr(auto, "EXACT_WAIT_SHARE", 0.1)
+    result = run_solver("auto", graph, hw, "latency", members=["contiguous"], exact="cpsat", crossing_bound=False,
+                        progress=False, time_budget_s=20.0, lattice_downsets=0, rebalance={"latency": 1},
+                        line_moves={"latency": 30}, line_restarts={"latency": 0}, exact_after_line_min_nodes=0)
+    started = result["info"]["portfolio"]["cpsat"]["started_s"]
+    assert len(hints) == 1 and 1.9 <= started < 4.0
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "900", True])
+def test_auto_rejects_a_bad_exact_wait_limit(value):
+    graph = layered(40, 1, 1.2)
+    with pytest.raises(ValueError, match="exact_after_line_min_nodes"):
+        run_solver("auto", graph, make_hw(2), "latency", progress=False, exact_after_line_min_nodes=value)
+
+
+def test_auto_starts_the_bound_after_the_restarts_above_its_limit(monkeypatch):
+    """``bound_early_max_nodes``: on a 400-node layered graph (latency, K = 4, no exact solver) with one restart of the
+    line (slowed by 2 s), the crossing bound starts before the restart ends when the limit is the graph's size or null,
+    and after it when the limit is below the size."""
+    import time
+
+    graph, hw = layered(400, 13, 1.2), make_hw(4)
+    events = []
+    real_restart = auto.restart_line
+
+    def restart_line(*args, **kwargs):
+        time.sleep(2.0)
+        out = real_restart(*args, **kwargs)
+        events.append(("restart done", time.perf_counter()))
+        return out
+
+    def crossing_lower_bound(*args, **kwargs):  # when it starts; a trivial bound at once (the run then ends early)
+        events.append(("bound", time.perf_counter()))
+        return {"bound": 0.0, "calls": 0, "cuts": 0, "time_s": 0.0}
+
+    monkeypatch.setattr(auto, "restart_line", restart_line)
+    monkeypatch.setattr(auto, "crossing_lower_bound", crossing_lower_bound)
+    options = dict(members=["contiguous"], exact="none", progress=False, time_budget_s=30.0, lattice_downsets=0,
+                   orders={"latency": [3.0]}, line_moves={"latency": 30}, line_restarts={"latency": 1})
+    for limit, early in ((graph.num_nodes, True), (None, True), (graph.num_nodes - 1, False)):
+        events.clear()
+        run_solver("auto", graph, hw, "latency", bound_early_max_nodes=limit, **options)
+        names = [name for name, _ in sorted(events, key=lambda e: e[1])]
+        assert names == (["bound", "restart done"] if early else ["restart done", "bound"]), (limit, names)
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, "3000", False])
+def test_auto_rejects_a_bad_bound_early_limit(value):
+    graph = layered(40, 1, 1.2)
+    with pytest.raises(ValueError, match="bound_early_max_nodes"):
+        run_solver("auto", graph, make_hw(2), "latency", progress=False, bound_early_max_nodes=value)
