@@ -3,7 +3,7 @@
 :func:`respect_jax.edge_cluster.simulator.simulate` under ``vmap`` keeps the batch axis first ([B, K] worker
 times), so every per-step reduction over sites or workers runs along the short minor axis and XLA CPU cannot
 vectorise it across traces. Here the batch axis B is the *last* axis of every array ("lanes": one trace per
-SIMD lane) and one ``lax.scan`` over the Q query slots advances all B traces together:
+SIMD lane) and one loop over the Q query slots advances all B traces together:
 
 * state: ``busy`` i32[K, B], ``hol`` and ``vclock`` i32[S, B], ``counts`` i32[A, 5, B];
 * a reduction over sites or workers is an elementwise min / sum of K (or S) rows of B lanes;
@@ -16,9 +16,12 @@ SIMD lane) and one ``lax.scan`` over the Q query slots advances all B traces tog
   shifted min / max (no arg-min). Which worker runs a query is not part of its :class:`Outcome`, and the site's
   multiset of worker times is the same as the simulator's, so every outcome is identical (tested against
   :func:`~respect_jax.edge_cluster.simulator.simulate` and the Python reference on every preset);
+* the loop stops after the last query slot that any lane of the chunk uses (valid queries come first in every trace;
+  the slot count is found by a binary search over the slots before the loop): padding slots after it are not run
+  (their outcomes stay INVALID, -1), so a batch padded to a common Q costs the steps of its longest trace only;
 * a step is split in two: :func:`resolve_lanes` computes each lane's outcome and a few per-lane values (its site,
   finish time, the site's new head-of-line and virtual-clock times, app and code), :func:`apply_lanes` updates the
-  [K, B], [S, B] and [A, 5, B] state from them. The scan applies slot ``q - 1``'s update at the start of slot ``q``'s
+  [K, B], [S, B] and [A, 5, B] state from them. The loop applies slot ``q - 1``'s update at the start of slot ``q``'s
   step, so those values cross the loop boundary: XLA computes each of them once, where inside one step it fuses
   the whole per-lane chain into every row of the [K, B] update (or needs :func:`materialize`'s extra copies).
 
@@ -52,8 +55,8 @@ _BIG = 2**31 - 1
 SELECT_MAX = 32
 """A table of at most this many entries is read per lane with a chain of selects, a larger one with a gather."""
 LANE_CHUNK = 1024
-"""Lanes per scan (:func:`to_lanes`): a larger batch runs as several scans, whose per-step state and intermediates
-stay in the core's cache (small, closest: 51 M queries per CPU-second at B = 4,096 in one scan, 59 M at 1,024)."""
+"""Lanes per loop (:func:`to_lanes`): a larger batch runs as several loops, whose per-step state and intermediates
+stay in the core's cache (small, closest: 51 M queries per CPU-second at B = 4,096 in one loop, 59 M at 1,024)."""
 
 LanePolicy = Callable[[EdgeParams, dict, Trace], jax.Array]
 """``(params, state, query) -> action i32[B]`` with the state's arrays [..., B] and the query's fields [B] ([S, B])."""
@@ -206,7 +209,7 @@ LANE_POLICIES: dict[str, LanePolicy] = {
 
 
 def _tables(params: EdgeParams) -> dict[str, jax.Array]:
-    """Per-scenario look-up tables, computed once before the scan."""
+    """Per-scenario look-up tables, computed once before the loop."""
     cheapest = _cheapest_table(params)
     proc = jnp.take_along_axis(params.proc_us, cheapest, axis=1)  # [S, A]
     any_feasible = jnp.any(_feasible(params), axis=1)  # [A]
@@ -311,7 +314,7 @@ def no_update(batch: int) -> dict:
 
 
 def to_lanes(traces: Trace, chunk: int = LANE_CHUNK) -> tuple[jax.Array, ...]:
-    """Trace [B, Q] (per-site fields [B, Q, S]) -> the scan's inputs: chunks of at most ``chunk`` lanes, each
+    """Trace [B, Q] (per-site fields [B, Q, S]) -> the loop's inputs: chunks of at most ``chunk`` lanes, each
     i32[Q, F, b], F = 7 + 2S. The rows of a query slot are time_us, source, app, jitter_pct, service_pct, rand, valid,
     net_pct[S], slow_pct[S] (one contiguous block per slot: each step reads one slice, where separate field arrays
     cost one slice kernel per field); :func:`simulate_lanes` runs the chunks one after another."""
@@ -329,7 +332,7 @@ def simulate_lanes(params: EdgeParams, traces: Trace | tuple[jax.Array, ...], po
 
     Args:
         params: one scenario (shared by every lane); traces: Trace [B, Q]; policy: a :data:`LANE_POLICIES` entry;
-        outcomes: also return the per-query outcomes; laid_out: ``traces`` are already in the scan's layout
+        outcomes: also return the per-query outcomes; laid_out: ``traces`` are already in the loop's layout
         (:func:`to_lanes`: chunks i32[Q, F, b]), e.g. converted once for repeated runs.
     Returns:
         counts i32[B, A, 5] (as ``SimState.counts`` of :func:`~respect_jax.edge_cluster.simulator.simulate`) and,
@@ -344,20 +347,41 @@ def simulate_lanes(params: EdgeParams, traces: Trace | tuple[jax.Array, ...], po
     tables = {**_tables(params), "first_slot": first_slot,
               "last_of_site": jnp.concatenate([is_first[1:], jnp.ones((1,), bool)])}
 
-    def body(carry, query):
-        st, pending = carry
-        st = apply_lanes(params, st, pending)  # the previous slot's update (see the module docstring)
-        query = _query_of(query)
-        (action,) = materialize(policy(params, st, query))
-        pending, out = resolve_lanes(params, st, query, action)
-        return (st, pending), (out if outcomes else None)
+    def run(lanes):
+        q_count, batch = lanes.shape[0], lanes.shape[-1]
+
+        def used(q):  # does any lane hold a real query at slot q (valid queries come first in every trace)
+            return jnp.any(jax.lax.dynamic_index_in_dim(lanes, q, 0, keepdims=False)[6] != 0)
+
+        def halve(bounds):  # slots [0, lo) are used, [hi, Q) are not
+            lo, hi = bounds
+            mid = (lo + hi) // 2
+            return jax.lax.cond(used(mid), lambda: (mid + 1, hi), lambda: (lo, mid))
+
+        steps, _ = jax.lax.while_loop(lambda b: b[0] < b[1], halve, (jnp.int32(0), jnp.int32(q_count)))
+
+        def cond(carry):  # stop after the last slot any lane uses
+            return carry[0] < steps
+
+        def body(carry):
+            q, st, pending, outs = carry
+            st = apply_lanes(params, st, pending)  # the previous slot's update (see the module docstring)
+            query = _query_of(jax.lax.dynamic_index_in_dim(lanes, q, 0, keepdims=False))
+            (action,) = materialize(policy(params, st, query))
+            pending, out = resolve_lanes(params, st, query, action)
+            if outcomes:
+                outs = jax.tree.map(lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, q, 0), outs, out)
+            return q + 1, st, pending, outs
+
+        state = {**init_lanes(params, batch), "tables": tables}
+        outs = Outcome(*[jnp.full((q_count, batch), -1, jnp.int32) for _ in range(6)]) if outcomes else None
+        _, final, pending, outs = jax.lax.while_loop(cond, body, (jnp.int32(0), state, no_update(batch), outs))
+        return jnp.moveaxis(apply_lanes(params, final, pending)["counts"], -1, 0), outs
 
     counts, outs = [], []
     for lanes in chunks:
-        batch = lanes.shape[-1]
-        state = {**init_lanes(params, batch), "tables": tables}
-        (final, pending), out = jax.lax.scan(body, (state, no_update(batch)), lanes)
-        counts.append(jnp.moveaxis(apply_lanes(params, final, pending)["counts"], -1, 0))
+        c, out = run(lanes)
+        counts.append(c)
         outs.append(out)
     out = jax.tree.map(lambda *xs: jnp.concatenate([x.T for x in xs]), *outs) if outcomes else None
     return jnp.concatenate(counts), out
