@@ -9,7 +9,7 @@ cheap: O(N K + E) vector operations each, on the host as on the device.
 
 The search is the compiled one's (:func:`respect_jax.local_search._improve_mixed` without escapes): at every step all
 ``2 N`` moves of one node one stage up or down that its predecessors' and successors' stages allow are scored
-incrementally from the current per-stage totals (:func:`single_move_scores`); the best-scored one is taken when its
+incrementally from the current per-stage totals (:class:`_Moves`); the best-scored one is taken when its
 score (the objective times ``1 + TIE_BREAK * mean((load / max load)^4)``, loads = stage times under ``latency``, stage
 memory under ``paper``) is lower by a relative ``MIN_IMPROVEMENT``; the best objective seen is returned.
 """
@@ -42,51 +42,13 @@ def value_and_score(graph: Graph, stage: np.ndarray, hw: Hardware, objective: st
     return obj, float(_score(np.asarray(obj), loads))
 
 
-def single_move_scores(graph: Graph, stage: np.ndarray, hw: Hardware, objective: str,
-                       lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """(objective f64[2N], score f64[2N]) of moving node v alone one stage up (rows 0..N-1) or down (rows N..2N-1),
-    inf where its predecessors' / successors' stages (or 0..K-1) forbid it; incremental from the current totals as
-    :func:`respect_jax.local_search.single_move_values`."""
-    k, n = int(hw.stages), graph.num_nodes
-    s = np.asarray(stage, np.int64)
-    m = stage_loads(graph, s, hw)
-    snd, rcv = graph.edges[:, 0], graph.edges[:, 1]
-    low = np.zeros(n, np.int64)
-    np.maximum.at(low, rcv, s[snd])
-    high = np.full(n, k - 1, np.int64)
-    np.minimum.at(high, snd, s[rcv])
-    last = np.full(n, -1, np.int64)
-    np.maximum.at(last, snd, s[rcv])
-    last = np.where(last < 0, k - 1, last)
-    out = float(hw.act_bytes) * graph.output_size.astype(np.float64)
-    at_last = s[rcv] == last[snd]  # a consumer on its producer's last stage
-    on_last = np.bincount(snd, at_last, minlength=n)
-    lifted = np.bincount(rcv, np.where(at_last, out[snd], 0.0), minlength=n)
-    sole = at_last & (on_last[snd] == 1)
-    dropped = np.bincount(rcv, np.where(sole, out[snd], 0.0), minlength=n)
-    eye = np.eye(k + 2)[:, 1:-1]  # rows 0..K+1 = stages -1..K one-hot (out of range: zeros)
-    here, above, below = eye[s + 1], eye[s + 2], eye[s]
-    p = (float(hw.param_bytes) * graph.params.astype(np.float64))[:, None]
-    c = graph.macs.astype(np.float64)[:, None]
-    mem = np.concatenate([m["mem_k"] + p * (above - here), m["mem_k"] + p * (below - here)])
-    macs = np.concatenate([m["macs_k"] + c * (above - here), m["macs_k"] + c * (below - here)])
-    in_k = np.concatenate([m["in_k"] + above * (lifted - out)[:, None], m["in_k"] + here * (out - dropped)[:, None]])
-    if objective == "latency":
-        loads = stage_time(mem, macs, in_k, hw)
-        obj = np.max(loads, axis=-1)
-    else:
-        comm = np.concatenate([m["comm_bytes"] + lifted - out, m["comm_bytes"] + out - dropped])
-        loads = mem
-        obj = np.max(mem, axis=-1) + lam * comm
-    ok = np.concatenate([s + 1 <= high, s - 1 >= low])
-    obj = np.where(ok, obj, np.inf)
-    return obj, np.where(ok, _score(obj, loads), np.inf)
-
-
 class _Moves:
-    """:func:`single_move_scores` with the graph's per-node data and edge groupings computed once: each call costs a
-    few O(N + E) reductions (``reduceat`` over edges grouped by producer / consumer, ``bincount``) and O(N) arithmetic
-    on the two stages a move changes (the other stages' max and sum of fourth powers come from a K-entry table)."""
+    """(objective f64[2N], score f64[2N]) of moving node v alone one stage up (rows 0..N-1) or down (rows N..2N-1), inf
+    where its predecessors' / successors' stages (or 0..K-1) forbid it, incremental from the current totals as
+    :func:`respect_jax.local_search.single_move_values`; the graph's per-node data and edge groupings are computed
+    once, so each call costs a few O(N + E) reductions (``reduceat`` over edges grouped by producer / consumer,
+    ``bincount``) and O(N) arithmetic on the two stages a move changes (the other stages' max and sum of fourth powers
+    come from a K-entry table)."""
 
     def __init__(self, graph: Graph, hw: Hardware, objective: str, lam: float):
         self.graph, self.hw, self.objective, self.lam = graph, hw, objective, float(lam)
