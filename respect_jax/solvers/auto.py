@@ -580,16 +580,13 @@ def solve_auto(
     if set(rebalance) - set(OBJECTIVES) or any(int(c) < 0 for c in rebalance.values()):
         raise ValueError(f"solver auto: rebalance must map objectives ({', '.join(OBJECTIVES)}) to cycles >= 0, "
                          f"got {rebalance}")
-    if cpsat_presolve_max_nodes is not None and (isinstance(cpsat_presolve_max_nodes, bool)
-                                                 or not isinstance(cpsat_presolve_max_nodes, int)
-                                                 or cpsat_presolve_max_nodes < 0):
-        raise ValueError(f"solver auto: cpsat_presolve_max_nodes must be an integer >= 0 or null, "
-                         f"got {cpsat_presolve_max_nodes!r}")
-    _check_node_limit("bound_early_max_nodes", bound_early_max_nodes)
-    _check_node_limit("host_polish_first_max_nodes", host_polish_first_max_nodes)
+    for name, limit in (("cpsat_presolve_max_nodes", cpsat_presolve_max_nodes),
+                        ("exact_after_line_min_nodes", exact_after_line_min_nodes),
+                        ("bound_early_max_nodes", bound_early_max_nodes),
+                        ("host_polish_first_max_nodes", host_polish_first_max_nodes)):
+        _check_node_limit(name, limit)
     if not isinstance(host_polish_moves, bool):
         raise ValueError(f"solver auto: host_polish_moves must be true or false, got {host_polish_moves!r}")
-    _check_node_limit("exact_after_line_min_nodes", exact_after_line_min_nodes)
     opts = {name: dict(o or {}) for name, o in (member_options or {}).items()}
     for name, o in opts.items():
         if name not in FAST_MEMBERS + EXACT:
