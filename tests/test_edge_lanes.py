@@ -85,8 +85,8 @@ def test_lanes_equal_the_reference_with_many_workers():
 
 def test_lanes_counts_only_and_odd_slot_count():
     """The counts-only call (what experiments/edge_speed.py times) on a scenario whose tables are read with selects
-    (``small``: every table <= SELECT_MAX entries) and an odd number of query slots (the scan is unrolled by 2): its
-    counts equal the scan simulator's."""
+    (``small``: every table <= SELECT_MAX entries) and an odd number of query slots whose last is padding (the loop
+    stops after the last slot a lane uses): its counts equal the scan simulator's."""
     scn = load_preset("small", horizon_s=0.3)
     traces = eval_traces(scn, "overload", jax.random.key(11), 4)
     traces = jax.tree.map(lambda x: x[:, : x.shape[1] - 1 + x.shape[1] % 2], traces)  # an odd Q
