@@ -356,7 +356,8 @@ class _LatencyRows:
         return cuts
 
     def brackets(self) -> tuple[tuple, tuple]:
-        """(ends under a t below every cost, ends under a t above every cost) of all rows: the widest brackets."""
+        """(ends under a t below every cost, ends under a t above every cost) of all rows: the widest brackets (new,
+        writable arrays: the searches narrow them in place)."""
         r, m, n = self.r, self.m, self.n
         return ((np.full(r, -1, np.int64), np.broadcast_to(self.idx, (r, m)) - 1),
                 (np.full(r, n, np.int64), np.full((r, m), n, np.int64)))
@@ -374,7 +375,6 @@ def latency_search(par: np.ndarray, macs: np.ndarray, cut_b: np.ndarray, hw: Har
         return np.zeros((r, 0), np.int64), pr.first(rows, np.full(r, pr.n))
     lo_bits, hi_bits = np.full(r, -1, np.int64), pr.upper().view(np.int64).copy()
     lo_ends, hi_ends = pr.brackets()
-    lo_ends = (lo_ends[0], lo_ends[1].copy())
     active = np.flatnonzero(hi_bits - lo_bits > 1)
     while len(active):
         mid = (lo_bits[active] + hi_bits[active]) // 2
@@ -417,8 +417,6 @@ def latency_best(par: np.ndarray, macs: np.ndarray, cut_b: np.ndarray, hw: Hardw
         best = int(np.argmin(values))
         return best, np.zeros(0, np.int64), float(values[best])
     lo_ends, hi_ends = pr.brackets()
-    lo_ends = (lo_ends[0], lo_ends[1].copy())
-    hi_ends = (hi_ends[0].copy(), hi_ends[1].copy())
     # a bottleneck no row reaches in exact arithmetic (the mean stage of the MACs, the largest node's MACs, with the
     # overhead), less a margin for rounding: tried first, it cuts the bracket to a small factor of the value
     node_macs = np.diff(macs, axis=1)
