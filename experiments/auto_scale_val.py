@@ -118,6 +118,9 @@ def main() -> None:
                         help='JSON {label: [solver, options]} or {label: [solver, options, tree]} (tree: the root '
                              'of another checkout whose respect_jax that method runs)')
     parser.add_argument("--best-known", nargs="*", default=[], help="earlier runs' JSON (globs) for best knowns")
+    parser.add_argument("--alternate", action="store_true",
+                        help="reverse the methods' order by the parity of the graph's seed index + family index + size "
+                             "index (graph files: its index) + stages index: each family's graphs alternate A B, B A")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     methods = json.loads(args.methods)
@@ -128,14 +131,20 @@ def main() -> None:
         cases = [(f"val_{family}_{size}_s{seed}", graph_config(size, family), seed + 1000 * size, size, family)
                  for seed in (int(s) for s in args.seeds.split(",")) for size in (int(s) for s in args.sizes.split(","))
                  for family in args.families.split(",")]
-    for name, cfg, graph_seed, size, family in cases:
+    seed_index: dict = {}
+    for case, (name, cfg, graph_seed, size, family) in enumerate(cases):
         seed = graph_seed - 1000 * size
-        for stages in (int(k) for k in args.stages.split(",")):
+        parity = case if family == "file" else seed_index.setdefault(seed, len(seed_index)) \
+            + args.families.split(",").index(family) + [int(x) for x in args.sizes.split(",")].index(size)
+        for k_index, stages in enumerate(int(k) for k in args.stages.split(",")):
             for objective in args.objectives.split(","):
                 hw = {**yaml.safe_load((HERE / "conf" / "hardware" / "coral_usb.yaml").read_text()),
                       "stages": stages}
                 group = []
-                for label, (solver, options, *tree) in methods.items():
+                order = list(methods.items())
+                if args.alternate and (parity + k_index) % 2:
+                    order.reverse()
+                for label, (solver, options, *tree) in order:
                     options = dict(options)
                     if solver == "auto":
                         options = {"time_budget_s": args.budget, "progress": False, **options}

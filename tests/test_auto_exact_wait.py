@@ -1,7 +1,8 @@
 """When ``solver=auto`` starts its exact solver and its crossing bound on large graphs. ``exact_after_line_min_nodes``:
 on a graph above the limit CP-SAT starts after the contiguous line's polish and rebalancing, hinted with their schedule;
 at or below it, at once with the best split (CP-SAT replaced by a stub that records its hint, scored with the loop
-evaluator). ``bound_early_max_nodes``: above it the bound starts after the line's restarts, not beside them."""
+evaluator); ``exact_after_polish_min_edges_per_node``: on dense enough graphs it waits for the polish only.
+``bound_early_max_nodes``: above it the bound starts after the line's restarts, not beside them."""
 
 from __future__ import annotations
 
@@ -121,3 +122,40 @@ def test_auto_rejects_a_bad_bound_early_limit(value):
     graph = layered(40, 1, 1.2)
     with pytest.raises(ValueError, match="bound_early_max_nodes"):
         run_solver("auto", graph, make_hw(2), "latency", progress=False, bound_early_max_nodes=value)
+
+
+
+def test_auto_starts_a_waiting_cpsat_after_the_polish_on_dense_enough_graphs(hints, monkeypatch):
+    """``exact_after_polish_min_edges_per_node``: on a graph with at least that many edges per node (here the limit is
+    exactly the graph's own density) a waiting CP-SAT starts once the line's first polish is done, before the
+    rebalancing (slowed by 2 s here) ends, hinted with a schedule as good as the polish's; with the limit just above
+    the density, only after the rebalancing."""
+    import time
+
+    graph, hw = layered(400, 11, 1.2), make_hw(4)
+    real = auto.rebalance_until
+
+    def slow(*args, **kwargs):
+        time.sleep(2.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(auto, "rebalance_until", slow)
+    options = dict(members=["contiguous"], exact="cpsat", crossing_bound=False, progress=False, time_budget_s=60.0,
+                   lattice_downsets=0, rebalance={"latency": 1}, line_moves={"latency": 30},
+                   line_restarts={"latency": 0}, exact_after_line_min_nodes=0)
+    density = graph.num_edges / graph.num_nodes
+    started = {}
+    for label, limit in (("polish", density), ("rebalance", density * (1 + 1e-6))):
+        result = run_solver("auto", graph, hw, "latency", exact_after_polish_min_edges_per_node=limit, **options)
+        portfolio = result["info"]["portfolio"]
+        started[label] = portfolio["cpsat"]["started_s"]
+        assert reference_objective(graph, hints[-1], hw, "latency") <= \
+            portfolio["contiguous+ls"]["objective"] * (1 + 1e-9)
+    assert started["polish"] < started["rebalance"] - 1.5, started
+
+
+@pytest.mark.parametrize("value", [-1, "2", True, float("inf")])
+def test_auto_rejects_a_bad_exact_after_polish_density(value):
+    graph = layered(40, 1, 1.2)
+    with pytest.raises(ValueError, match="exact_after_polish_min_edges_per_node must be a number >= 0 or null"):
+        run_solver("auto", graph, make_hw(2), "latency", progress=False, exact_after_polish_min_edges_per_node=value)

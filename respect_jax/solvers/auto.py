@@ -182,6 +182,13 @@ CPSAT_PRESOLVE_MAX_NODES = 900
 EXACT_AFTER_LINE_MIN_NODES = 900
 #: ... and at this share of the budget at the latest.
 EXACT_WAIT_SHARE = 0.6
+#: On such graphs with at least this many edges per node, the waiting exact solver starts once the line's first polish
+#: is done (the rebalancing then runs beside it), hinted with the polished schedule; sparser graphs wait for the
+#: rebalancing too (``exact_after_polish_min_edges_per_node``; None: always the rebalancing too). Off by default:
+#: on validation (own seeds 3106-3123, 1,000 nodes, K = 4, latency, 10 s, load 7-12, arms alternating) starting after
+#: the polish alone was better on 11 of 18 dense graphs (~2.9 edges per node), worse on 6, geometric mean x0.9996, and
+#: worse on 7 of 12 sparse ones (x1.006): no clear gain (``experiments/results/auto_scale_val_s31_summary.md``).
+EXACT_AFTER_POLISH_MIN_EDGES_PER_NODE = None
 #: The contiguous line's first polish makes its moves on the host (:mod:`respect_jax.solvers.host_polish`) while the
 #: compiled polish is still compiling (``host_polish_moves``).
 HOST_POLISH = True
@@ -497,6 +504,7 @@ def solve_auto(
     line_restarts: dict | None = None,
     cpsat_presolve_max_nodes: int | None = CPSAT_PRESOLVE_MAX_NODES,
     exact_after_line_min_nodes: int | None = EXACT_AFTER_LINE_MIN_NODES,
+    exact_after_polish_min_edges_per_node: float | None = EXACT_AFTER_POLISH_MIN_EDGES_PER_NODE,
     host_polish_moves: bool = HOST_POLISH,
     bound_early_max_nodes: int | None = BOUND_EARLY_MAX_NODES,
     host_polish_first_max_nodes: int | None = HOST_POLISH_FIRST_MAX_NODES,
@@ -544,6 +552,9 @@ def solve_auto(
             exact solver starts after the line's polish and rebalancing (at :data:`EXACT_WAIT_SHARE` of the budget at
             the latest; no head start), hinted with the best schedule then (:data:`EXACT_AFTER_LINE_MIN_NODES`; None:
             always at once). ``portfolio[exact]['started_s']``: when it started.
+        exact_after_polish_min_edges_per_node: such a waiting exact solver starts after the line's first polish
+            only (not its rebalancing) on graphs with at least this many edges per node
+            (:data:`EXACT_AFTER_POLISH_MIN_EDGES_PER_NODE`; None: always after the rebalancing too).
         bound_early_max_nodes: the crossing bound starts beside the line's restarts on graphs up to this many nodes,
             after them on larger ones (:data:`BOUND_EARLY_MAX_NODES`; None: always beside them).
         host_polish_moves: the contiguous line's first polish makes its moves on the host (:func:`host_polish`, float64
@@ -585,6 +596,12 @@ def solve_auto(
                         ("bound_early_max_nodes", bound_early_max_nodes),
                         ("host_polish_first_max_nodes", host_polish_first_max_nodes)):
         _check_node_limit(name, limit)
+    density = exact_after_polish_min_edges_per_node
+    if density is not None and (isinstance(density, bool) or not isinstance(density, (int, float))
+                                or not 0 <= density < float("inf")):
+        raise ValueError(f"solver auto: exact_after_polish_min_edges_per_node must be a number >= 0 or null, "
+                         f"got {density!r}")
+    after_polish = density is not None and graph.num_edges >= float(density) * max(graph.num_nodes, 1)
     if not isinstance(host_polish_moves, bool):
         raise ValueError(f"solver auto: host_polish_moves must be true or false, got {host_polish_moves!r}")
     opts = {name: dict(o or {}) for name, o in (member_options or {}).items()}
@@ -1000,6 +1017,8 @@ def solve_auto(
         value = offer("contiguous+ls", polished)
         portfolio["contiguous+ls"] = {"objective": value, "time_s": time.perf_counter() - t1}
         live.show("contiguous+ls", best_obj, winner, bound)
+        if after_polish:  # a waiting exact solver starts now (dense graphs), hinted with the polished schedule
+            start_exact()
         if cycles <= 0:
             return
         if proved() or best_obj <= bound * (1 + OPTIMAL_RTOL):
