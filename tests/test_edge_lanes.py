@@ -113,3 +113,30 @@ def test_lanes_in_chunks_equal_the_scan_simulator():
     for f in FIELDS:
         assert np.array_equal(np.asarray(getattr(out, f)), np.asarray(getattr(ref, f))), f
     assert np.array_equal(np.asarray(counts), np.asarray(sims.counts))
+
+
+def test_to_lanes_packs_the_small_fields_in_16_bits():
+    """Every field of a query slot comes back from the packed layout (two 16-bit fields per i32 row, ``valid`` in bit
+    15 of ``source``) at the extremes of its range; a field above SMALL_MAX is refused when laid out eagerly."""
+    from respect_jax.edge_cluster.lanes import SMALL_MAX, _query_of
+    from respect_jax.edge_cluster.types import Trace
+
+    b, q, s = 3, 4, 3
+    rng = np.random.default_rng(0)
+    small = lambda *shape: jnp.asarray(rng.integers(0, SMALL_MAX + 1, shape), jnp.int32)  # noqa: E731
+    traces = Trace(time_us=jnp.asarray(rng.integers(0, 2**31 - 1, (b, q)), jnp.int32), source=small(b, q),
+                   app=small(b, q).at[0, 0].set(SMALL_MAX), jitter_pct=small(b, q), service_pct=small(b, q),
+                   rand=jnp.asarray(rng.integers(0, 2**30, (b, q)), jnp.int32),
+                   valid=jnp.asarray(rng.integers(0, 2, (b, q)), bool).at[:, 0].set(True),
+                   net_pct=small(b, q, s).at[1, 2, 0].set(0), slow_pct=small(b, q, s).at[2, 1, 2].set(SMALL_MAX))
+    traces = traces.replace(source=traces.source.at[0, 1].set(SMALL_MAX))
+    (lanes,) = to_lanes(traces)
+    assert lanes.shape == (q, 4 + s, b)
+    for slot in range(q):
+        got = _query_of(lanes[slot])
+        for f in ("time_us", "source", "app", "jitter_pct", "service_pct", "rand", "valid"):
+            assert np.array_equal(np.asarray(getattr(got, f)), np.asarray(getattr(traces, f))[:, slot]), (f, slot)
+        for f in ("net_pct", "slow_pct"):
+            assert np.array_equal(np.asarray(getattr(got, f)), np.asarray(getattr(traces, f))[:, slot].T), (f, slot)
+    with pytest.raises(ValueError, match="slow_pct outside"):
+        to_lanes(traces.replace(slow_pct=traces.slow_pct.at[0, 0, 1].set(SMALL_MAX + 1)))
