@@ -132,6 +132,13 @@ CONTENTION = 2.0
 #: it gives up with its lower bound (when it proves the optimum nothing else runs after it). Its proofs on the
 #: generated validation graphs took at most 2.2 s of 10 at load ~8; the rest goes to the exact solver and bounds.
 LATTICE_SHARE = 0.3
+#: The downset programme's search is skipped on graphs of more than this many nodes (``lattice_max_nodes``; a graph
+#: with a unique topological order is still proven at once; None: never skipped). On 10,000-node layered graphs it
+#: proved nothing and took 1.5-4.1 s (load 8-11), delaying the contiguous line (dense: past ``fast_share``, so the line
+#: never ran); skipped there auto was better on 11 of 12 (own seeds 3100-3105, K = 4, latency, 10 s: dense x0.970,
+#: sparse x0.985); at 5,000 nodes (0.7-1.2 s) no clear effect (x0.993 / x1.000), so kept there
+#: (``experiments/results/auto_scale_val_s31_lattice*.md``). 6,000: between the two validated sizes.
+LATTICE_MAX_NODES = 6000
 #: Cycles of the rebalancing of the contiguous split's polished schedule (:func:`rebalance_until`) by objective
 #: (``rebalance`` option): chosen on generated layered graphs of seeds of our own
 #: (``experiments/results/auto_rebalance_s26.md``).
@@ -495,6 +502,7 @@ def solve_auto(
     progress: bool = True,
     crossing_bound: bool = True,
     lattice_downsets: int = MAX_DOWNSETS,
+    lattice_max_nodes: int | None = LATTICE_MAX_NODES,
     rebalance: dict | None = None,
     rebalance_min_nodes: int = REBALANCE_MIN_NODES,
     warm_polish: bool | None = None,
@@ -530,6 +538,8 @@ def solve_auto(
         lattice_downsets: after the contiguous split, the downset programme (:mod:`respect_jax.solvers.lattice`,
             :data:`LATTICE_SHARE` of the budget) keeping at most this many downsets per probe; a graph with a unique
             topological order is proven at once (the contiguous split is then optimal); 0: never.
+        lattice_max_nodes: the downset programme's search is skipped on graphs of more than this many nodes (not the
+            proof of a unique topological order; :data:`LATTICE_MAX_NODES`; None: never skipped).
         rebalance: ``{objective: cycles}`` (missing objectives: :data:`REBALANCE_CYCLES`): after the contiguous
             split's polish, the re-cuts and up to this many cycles of the rebalancing (:func:`rebalance_until`)
             until :data:`REBALANCE_SHARE` of the budget; 0: none.
@@ -594,7 +604,8 @@ def solve_auto(
     for name, limit in (("cpsat_presolve_max_nodes", cpsat_presolve_max_nodes),
                         ("exact_after_line_min_nodes", exact_after_line_min_nodes),
                         ("bound_early_max_nodes", bound_early_max_nodes),
-                        ("host_polish_first_max_nodes", host_polish_first_max_nodes)):
+                        ("host_polish_first_max_nodes", host_polish_first_max_nodes),
+                        ("lattice_max_nodes", lattice_max_nodes)):
         _check_node_limit(name, limit)
     density = exact_after_polish_min_edges_per_node
     if density is not None and (isinstance(density, bool) or not isinstance(density, (int, float))
@@ -827,7 +838,11 @@ def solve_auto(
 
     # 1b. graphs with few downsets: their optimum at once (every valid schedule is a chain of downsets)
     unique = "contiguous" in portfolio and has_unique_order(graph)  # the contiguous split is then the optimum
-    if lattice_downsets > 0:
+    lattice_capped = lattice_downsets > 0 and not unique and lattice_max_nodes is not None \
+        and graph.num_nodes > int(lattice_max_nodes)
+    if lattice_capped:
+        portfolio["lattice"] = {"skipped": f"{graph.num_nodes} nodes > lattice_max_nodes {int(lattice_max_nodes)}"}
+    if lattice_downsets > 0 and not lattice_capped:
         t0 = time.perf_counter()
         if unique:
             bound = max(bound, portfolio["contiguous"]["objective"])
