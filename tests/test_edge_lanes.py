@@ -140,3 +140,20 @@ def test_to_lanes_packs_the_small_fields_in_16_bits():
             assert np.array_equal(np.asarray(getattr(got, f)), np.asarray(getattr(traces, f))[:, slot].T), (f, slot)
     with pytest.raises(ValueError, match="slow_pct outside"):
         to_lanes(traces.replace(slow_pct=traces.slow_pct.at[0, 0, 1].set(SMALL_MAX + 1)))
+
+
+def test_lanes_when_every_slot_is_used_and_their_count_is_odd():
+    """Q odd and the last slot used by a lane: the loop's last iteration (UNROLL = 2 slots) runs one slot past Q,
+    which must count as padding (neither the last slot run twice nor its outcome overwritten)."""
+    scn = load_preset("small", horizon_s=0.3)
+    traces = eval_traces(scn, "overload", jax.random.key(17), 3)
+    longest = int(np.asarray(traces.valid).sum(axis=1).max())
+    q = longest if longest % 2 else longest - 1
+    traces = jax.tree.map(lambda x: x[:, :q], traces)
+    assert q % 2 == 1 and bool(np.asarray(traces.valid)[:, -1].any())
+    index = jnp.arange(len(POLICIES))
+    counts, out = _lanes(scn.params, traces, index)
+    sims, ref = _scan(scn.params, traces, index)
+    for f in FIELDS:
+        assert np.array_equal(np.asarray(getattr(out, f)), np.asarray(getattr(ref, f))), f
+    assert np.array_equal(np.asarray(counts), np.asarray(sims.counts))

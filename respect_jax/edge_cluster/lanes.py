@@ -19,6 +19,7 @@ SIMD lane) and one loop over the Q query slots advances all B traces together:
 * the loop stops after the last query slot that any lane of the chunk uses (valid queries come first in every trace;
   the slot count is found by a binary search over the slots before the loop): padding slots after it are not run
   (their outcomes stay INVALID, -1), so a batch padded to a common Q costs the steps of its longest trace only;
+  each iteration runs :data:`UNROLL` slots (a slot past the last used one is run as padding);
 * the traces stream from memory at every step (~18 % of a step's time on ``small`` with 4-byte fields, measured by
   re-reading two cached slots instead), so :func:`to_lanes` packs
   every field but ``time_us`` and ``rand`` in 16 bits, two per i32 row (``valid`` in bit 15 of ``source``): 4 + S
@@ -63,6 +64,10 @@ SELECT_MAX = 32
 LANE_CHUNK = 1024
 """Lanes per loop (:func:`to_lanes`): a larger batch runs as several loops, whose per-step state and intermediates
 stay in the core's cache (small, closest: 51 M queries per CPU-second at B = 4,096 in one loop, 59 M at 1,024)."""
+
+UNROLL = 2
+"""Query slots per loop iteration: with 2, XLA writes the second slot's [K, B] worker update straight into the loop
+carry (with 1 it copies it there at every step): x1.01-1.05 at B = 4,096 (session 31, paired)."""
 
 LanePolicy = Callable[[EdgeParams, dict, Trace], jax.Array]
 """``(params, state, query) -> action i32[B]`` with the state's arrays [..., B] and the query's fields [B] ([S, B])."""
@@ -403,19 +408,31 @@ def simulate_lanes(params: EdgeParams, traces: Trace | tuple[jax.Array, ...], po
         def cond(carry):  # stop after the last slot any lane uses
             return carry[0] < steps
 
-        def body(carry):
-            q, st, pending, outs = carry
+        def step(q, st, pending, outs, first):
             st = apply_lanes(params, st, pending)  # the previous slot's update (see the module docstring)
             query = _query_of(jax.lax.dynamic_index_in_dim(lanes, q, 0, keepdims=False))
+            if not first:  # q may be Q (it reads slot Q - 1 again): padding here
+                query = query.replace(valid=query.valid & (q < steps))
             (action,) = materialize(policy(params, st, query))
             pending, out = resolve_lanes(params, st, query, action)
             if outcomes:
                 outs = jax.tree.map(lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, q, 0), outs, out)
-            return q + 1, st, pending, outs
+            return st, pending, outs
+
+        def body(carry):  # two slots per iteration (UNROLL): the [K, B] worker update needs no copy into the carry
+            q, st, pending, outs = carry
+            for i in range(UNROLL):
+                if i:  # computed once, not fused into the next slot's [K, B] update
+                    pending = dict(zip(pending, materialize(*pending.values()), strict=True))
+                st, pending, outs = step(q + i, st, pending, outs, i == 0)
+            return q + UNROLL, st, pending, outs
 
         state = {**init_lanes(params, batch), "tables": tables}
-        outs = Outcome(*[jnp.full((q_count, batch), -1, jnp.int32) for _ in range(6)]) if outcomes else None
+        # UNROLL - 1 spare slots: the last iteration may run past Q (its slots are padding, their outcomes dropped)
+        outs = (Outcome(*[jnp.full((q_count + UNROLL - 1, batch), -1, jnp.int32) for _ in range(6)]) if outcomes
+                else None)
         _, final, pending, outs = jax.lax.while_loop(cond, body, (jnp.int32(0), state, no_update(batch), outs))
+        outs = jax.tree.map(lambda x: x[:q_count], outs) if outcomes else None
         return jnp.moveaxis(apply_lanes(params, final, pending)["counts"], -1, 0), outs
 
     counts, outs = [], []
