@@ -90,7 +90,7 @@ from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_boun
 from respect_jax.solvers.host_polish import host_polish
 from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
 from respect_jax.solvers.numpy_eval import objective_np
-from respect_jax.solvers.orders import SINK_WEIGHTS, live_splits
+from respect_jax.solvers.orders import SINK_WEIGHTS, live_splits, macs_first_split
 from respect_jax.solvers.rebalance import rebalance_many, rebalance_step
 from respect_jax.solvers.stopping import Stopped, StopSignal
 
@@ -162,6 +162,9 @@ LINE_MOVES = {"latency": 3000}
 LINE_CHUNK = 100
 #: Share of the budget after which no further live-byte order is started (each takes 0.05-0.34 s at 10,000 nodes).
 ORDERS_SHARE = 0.2
+#: Whether the exact split of the MACs-first order (:func:`respect_jax.solvers.orders.macs_first_order`) joins the
+#: live-byte splits, by objective (``macs_order``; the best of them starts the contiguous line, the others restart it).
+MACS_ORDER = {"latency": True, "paper": False}
 #: Restarts of the rebalanced contiguous line by objective (``line_restarts``): when the line is done before
 #: :data:`REBALANCE_SHARE` of the budget (1,000-node graphs: after 1.5-3 s of 10), it runs again (polish and
 #: rebalancing, :func:`restart_line`) from the other splits (the SPEC one, the other live-byte orders, best first),
@@ -508,6 +511,7 @@ def solve_auto(
     warm_polish: bool | None = None,
     orders: dict | None = None,
     orders_min_nodes: int = ORDERS_MIN_NODES,
+    macs_order: dict | None = None,
     line_moves: dict | None = None,
     line_restarts: dict | None = None,
     cpsat_presolve_max_nodes: int | None = CPSAT_PRESOLVE_MAX_NODES,
@@ -553,6 +557,9 @@ def solve_auto(
             (:func:`respect_jax.solvers.orders.best_live_split`, ``portfolio['orders']``); the best of them starts the
             contiguous line when it beats the SPEC split; []: none.
         orders_min_nodes: no live-byte orders on smaller graphs.
+        macs_order: ``{objective: bool}`` (missing objectives: :data:`MACS_ORDER`): with the live-byte orders, also
+            the exact split of the MACs-first order (``portfolio['orders']['sink_weight']`` ``"macs"`` when it is the
+            best).
         line_restarts: ``{objective: count}`` (missing objectives: :data:`LINE_RESTARTS`): restarts of the
             rebalanced line from the other splits while it has time left (:func:`restart_line`,
             ``portfolio['contiguous+restart']``); 0: none.
@@ -589,6 +596,10 @@ def solve_auto(
     orders = {**ORDER_SINK_WEIGHTS, **(orders or {})}
     line_moves = dict(LINE_MOVES if line_moves is None else line_moves)
     line_restarts = {**LINE_RESTARTS, **(line_restarts or {})}
+    macs_order = {**MACS_ORDER, **(macs_order or {})}
+    if set(macs_order) - set(OBJECTIVES) or any(not isinstance(v, bool) for v in macs_order.values()):
+        raise ValueError(f"solver auto: macs_order must map objectives ({', '.join(OBJECTIVES)}) to true or false, "
+                         f"got {macs_order}")
     if set(line_restarts) - set(OBJECTIVES) or any(int(c) < 0 for c in line_restarts.values()):
         raise ValueError(f"solver auto: line_restarts must map objectives ({', '.join(OBJECTIVES)}) to counts >= 0, "
                          f"got {line_restarts}")
@@ -705,6 +716,9 @@ def solve_auto(
         orders_end = start + ORDERS_SHARE * float(time_budget_s)
         splits = live_splits(graph, hw, objective, lam, weights,
                              stop=lambda: signal() or time.perf_counter() >= orders_end)
+        if macs_order[objective] and not signal():
+            split, value = macs_first_split(graph, hw, objective, lam)
+            splits.append(("macs", split, value))
         if splits:
             weight, split, _ = min(splits, key=lambda x: x[2])  # the first of equals
             value = offer("orders", split)
