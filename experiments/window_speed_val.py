@@ -4,7 +4,8 @@
 ``starts``: the default decoding with ``ls_window=0`` per case (``--cases`` JSON lines of ``latency_rebalance_val.py
 oracle`` and ``--graphs`` globs at ``--stages``), cached as ``<cache>/<key>.npy``. ``run``: from each cached start,
 :func:`~respect_jax.solvers.window.window_search` with the decoding's default knobs (3 re-solves, escalation 2;
-``--probing``: CP-SAT's probing level, omitted: the tree's default), timed, the schedules saved to ``--out`` (.npz).
+``--probing`` / ``--presolve``: CP-SAT's probing level / presolve level of ``window_resolve``, omitted: the tree's
+defaults), timed, the schedules saved to ``--out`` (.npz).
 Run ``run`` in fresh processes alternating the trees to compare (``PYTHONPATH=<tree>``: e.g. a ``git archive`` of the
 old commit). ``compare A B``: schedules changed, better / worse (largest stage time), the time ratio B / A. Refuses
 the bundled models (the test set).
@@ -64,6 +65,7 @@ def run(args) -> None:
 
     load_cp_sat()
     extra = {} if args.probing is None else {"probing": int(args.probing)}
+    extra.update({} if args.presolve is None else {"presolve": int(args.presolve)})
     out, total = {}, 0.0
     for case in _cases(args):
         path = Path(args.cache) / f"{_key(case)}.npy"
@@ -71,7 +73,7 @@ def run(args) -> None:
             continue
         graph, hw = case_problem(case)
         start = time.perf_counter()
-        s, _ = window_search(graph, hw, np.load(path), 3, 0.2, escalate=2, **extra)
+        s, _ = window_search(graph, hw, np.load(path), 3, float(args.limit), escalate=2, **extra)
         took = time.perf_counter() - start
         total += took
         out[_key(case)] = s
@@ -107,6 +109,8 @@ def main() -> None:
         p.add_argument("--cache", default="/tmp/window_speed_cache")
         if name == "run":
             p.add_argument("--probing", type=int, default=None)
+            p.add_argument("--presolve", type=int, default=None)
+            p.add_argument("--limit", type=float, default=0.2, help="deterministic limit per re-solve")
             p.add_argument("--out", required=True)
     p = sub.add_parser("compare")
     p.add_argument("a")

@@ -557,3 +557,50 @@ def test_window_probing_reaches_cp_sat_and_both_levels_are_exact(monkeypatch):
         with pytest.raises(ValueError, match="ls_window_probing must") as err:
             _checked("latency", 32, 0.2, 100, "single", ls_window_probing=bad)
         assert "\n" not in str(err.value)
+
+
+def test_window_presolve_reaches_cp_sat_and_every_level_is_exact(monkeypatch):
+    """``presolve`` (``ls_window_presolve``; None: WINDOW_PRESOLVE) sets CP-SAT's presolve in every re-solve of
+    window_search: 0 presolve off, 1-2 that many iterations without symmetry detection, 3 CP-SAT's own defaults
+    (3 iterations, symmetry level 2, compared with a fresh CpSolver's parameters); every level reaches the
+    brute-force optimum on small windows; solver=policy routes the option; bad values are one-line errors.
+    Fails if the level is ignored, if 0 only sets zero iterations instead of turning presolve off, or if the option
+    is not passed on to window_search."""
+    from ortools.sat.python import cp_model
+
+    from respect_jax.policy import solver as policy_solver
+    from respect_jax.policy.order_solver import _checked, window_escalation
+
+    defaults = cp_model.CpSolver().parameters
+    expected = {0: (False, int(defaults.max_presolve_iterations), int(defaults.symmetry_level)),
+                1: (True, 1, 0), 2: (True, 2, 0),
+                3: (True, int(defaults.max_presolve_iterations), int(defaults.symmetry_level))}
+    assert expected[3] == (True, 3, 2)  # CP-SAT's defaults, the sessions 26-30 decoding
+    seen: list[tuple[bool, int, int]] = []
+    solve = cp_model.CpSolver.solve
+
+    def recording(self, model, *args, **kwargs):
+        p = self.parameters
+        seen.append((bool(p.cp_model_presolve), int(p.max_presolve_iterations), int(p.symmetry_level)))
+        return solve(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", recording)
+    for graph, hw, s, first, last in _cases(6, seed=32):
+        best, _ = brute_window(graph, hw, s, first, last)
+        for presolve in (None, 0, 1, 2, 3):
+            new = window_resolve(graph, hw, s, first, last, deterministic_limit=10.0, presolve=presolve)
+            top = float(np.max(reference_metrics(graph, new, hw)["time_k"][first:last + 1]))
+            assert top == pytest.approx(best, rel=1e-6)
+            assert seen[-1] == expected[window.WINDOW_PRESOLVE if presolve is None else presolve]
+    graph, hw, s, _, _ = _cases(6, seed=32)[0]
+    seen.clear()
+    window_search(graph, hw, s, 3, 10.0, min_free=0.0, **window_escalation(None, None, None, None, None, 0))
+    assert seen and set(seen) == {expected[0]}
+    _, options = policy_solver._route(ls_window_presolve=2)  # the order policy (default checkpoint)
+    assert options["ls_window_presolve"] == 2
+    with pytest.raises(ValueError, match="presolve must be one of"):
+        window_resolve(graph, hw, s, 0, 1, presolve=4)
+    for bad in (-1, 4, True):
+        with pytest.raises(ValueError, match="ls_window_presolve must") as err:
+            _checked("latency", 32, 0.2, 100, "single", ls_window_presolve=bad)
+        assert "\n" not in str(err.value)

@@ -59,7 +59,7 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
              ls_window_widths: Sequence[int] | None = None, ls_window_max_nodes: int | None = None,
              ls_window_escalate: int | None = None, ls_window_escalate_widths: Sequence[int] | None = None,
              ls_window_escalate_max_nodes: int | None = None, ls_window_escalate_stages: int | None = None,
-             ls_window_probing: int | None = None) -> None:
+             ls_window_probing: int | None = None, ls_window_presolve: int | None = None) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if int(samples) < 0:
@@ -92,6 +92,9 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
     _check_optional_int("ls_window_probing", ls_window_probing, 0)
     if ls_window_probing is not None and int(ls_window_probing) > 3:
         raise ValueError(f"ls_window_probing must be an integer in 0..3 (or null), got {ls_window_probing!r}")
+    _check_optional_int("ls_window_presolve", ls_window_presolve, 0)
+    if ls_window_presolve is not None and int(ls_window_presolve) > 3:
+        raise ValueError(f"ls_window_presolve must be an integer in 0..3 (or null), got {ls_window_presolve!r}")
 
 
 def _check_optional_int(name: str, value, least: int) -> None:
@@ -148,14 +151,16 @@ def _widths(widths: Sequence[int] | None) -> tuple[int, ...] | None:
 
 
 def window_escalation(escalate: int | None, widths: Sequence[int] | None, max_nodes: int | None,
-                      stages: int | None, probing: int | None = None) -> dict:
+                      stages: int | None, probing: int | None = None, presolve: int | None = None) -> dict:
     """The keyword arguments of :func:`~respect_jax.solvers.window.window_search`'s escalation from the
     ``ls_window_escalate*`` options (``escalate`` None: :data:`WINDOW_ESCALATE`; the others None: the module's
-    defaults), and its CP-SAT probing level (``ls_window_probing``; None: the module's default)."""
+    defaults), and CP-SAT's probing level and presolve in its re-solves (``ls_window_probing``,
+    ``ls_window_presolve``; None: the module's defaults)."""
     return {"escalate": WINDOW_ESCALATE if escalate is None else int(escalate), "escalate_widths": _widths(widths),
             "escalate_max_nodes": None if max_nodes is None else int(max_nodes),
             "escalate_stages": None if stages is None else int(stages),
-            "probing": None if probing is None else int(probing)}
+            "probing": None if probing is None else int(probing),
+            "presolve": None if presolve is None else int(presolve)}
 
 
 def window_solves(objective: str, rebalance: int, ls_window: int | None) -> int:
@@ -349,6 +354,7 @@ def solve_order_policy(
     ls_window_escalate_max_nodes: int | None = None,
     ls_window_escalate_stages: int | None = None,
     ls_window_probing: int | None = None,
+    ls_window_presolve: int | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> SolveResult:
     """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality).
@@ -359,9 +365,10 @@ def solve_order_policy(
     :class:`~respect_jax.solvers.stopping.Stopped`. A compiled call in progress is never interrupted."""
     _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
              ls_window, ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes, ls_window_escalate,
-             ls_window_escalate_widths, ls_window_escalate_max_nodes, ls_window_escalate_stages, ls_window_probing)
+             ls_window_escalate_widths, ls_window_escalate_max_nodes, ls_window_escalate_stages, ls_window_probing,
+             ls_window_presolve)
     escalation = window_escalation(ls_window_escalate, ls_window_escalate_widths, ls_window_escalate_max_nodes,
-                                   ls_window_escalate_stages, ls_window_probing)
+                                   ls_window_escalate_stages, ls_window_probing, ls_window_presolve)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
     window = window_solves(objective, rebalance, ls_window)
@@ -438,6 +445,7 @@ def _many(
     ls_window_escalate_max_nodes: int | None = None,
     ls_window_escalate_stages: int | None = None,
     ls_window_probing: int | None = None,
+    ls_window_presolve: int | None = None,
     threads: int | None = None,
 ) -> list[SolveResult]:
     """Every graph of ``graphs``: one forward pass per batch of ``batch_size`` graphs of a size bucket (all
@@ -454,9 +462,10 @@ def _many(
         raise ValueError(f"threads must be >= 1, got {threads}")
     _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
              ls_window, ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes, ls_window_escalate,
-             ls_window_escalate_widths, ls_window_escalate_max_nodes, ls_window_escalate_stages, ls_window_probing)
+             ls_window_escalate_widths, ls_window_escalate_max_nodes, ls_window_escalate_stages, ls_window_probing,
+             ls_window_presolve)
     escalation = window_escalation(ls_window_escalate, ls_window_escalate_widths, ls_window_escalate_max_nodes,
-                                   ls_window_escalate_stages, ls_window_probing)
+                                   ls_window_escalate_stages, ls_window_probing, ls_window_presolve)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
     window = window_solves(objective, rebalance, ls_window)

@@ -287,6 +287,7 @@ def _route(
     ls_window_escalate_max_nodes: int | None = None,
     ls_window_escalate_stages: int | None = None,
     ls_window_probing: int | None = None,
+    ls_window_presolve: int | None = None,
     pair_escapes: int = 0,
     pair_candidates: int = 1,
     threads: int | None = None,
@@ -323,15 +324,16 @@ def _route(
             "ls_window_escalate": ls_window_escalate, "ls_window_escalate_widths": ls_window_escalate_widths,
             "ls_window_escalate_max_nodes": ls_window_escalate_max_nodes,
             "ls_window_escalate_stages": ls_window_escalate_stages, "ls_window_probing": ls_window_probing,
+            "ls_window_presolve": ls_window_presolve,
             **({} if threads is None else {"threads": threads})}
     if any(x is not None for x in (ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance, ls_window,
                                    ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes,
                                    ls_window_escalate, ls_window_escalate_widths, ls_window_escalate_max_nodes,
-                                   ls_window_escalate_stages, ls_window_probing,
+                                   ls_window_escalate_stages, ls_window_probing, ls_window_presolve,
                                    threads)):
         raise ValueError("ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance, ls_window, ls_window_limit, "
                          "ls_window_free, ls_window_widths, ls_window_max_nodes, ls_window_escalate*, "
-                         "ls_window_probing "
+                         "ls_window_probing, ls_window_presolve "
                          "and threads need an order-policy checkpoint; the step policy takes local_search and "
                          "pair_escapes")
     local_search = 0 if local_search is None else local_search

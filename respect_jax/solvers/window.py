@@ -30,6 +30,8 @@ Speed (session 29): the sub-problem's model is written as protobuf text from Num
 (:func:`window_model`; the same model as the scalar ``cp_model`` calls before it, so the same answer), and CP-SAT runs
 without probing (:data:`WINDOW_PROBING`): probing took ~3/4 of a re-solve's wall time, in presolve and at the start of
 the search, and on validation no schedule got worse without it (``experiments/results/window_speed_val.md``).
+Session 31: one presolve iteration without symmetry detection (:data:`WINDOW_PRESOLVE`; CP-SAT's default runs three
+with it), since most re-solves start from a split that is already optimal and spent about half their wall time there.
 """
 
 from __future__ import annotations
@@ -62,6 +64,14 @@ ESCALATE_STAGES = 6
 #: CP-SAT's ``cp_model_probing_level`` in the window re-solves (its default: 2). Probing took ~3/4 of a re-solve's wall
 #: time there (presolve and search start) for no gain on validation (``experiments/results/window_speed_val.md``)
 WINDOW_PROBING = 0
+#: CP-SAT's presolve in the window re-solves (``ls_window_presolve``): 0 presolve off, 1-2 that many presolve iterations
+#: (``max_presolve_iterations``) without symmetry detection, 3 CP-SAT's default (3 iterations, symmetry level 2;
+#: sessions 26-30). Where the start is already optimal (most re-solves) CP-SAT's presolve took about half of a
+#: re-solve's wall time for no deterministic time; 1: window step x0.6-0.7, no schedule worse on validation
+#: (``experiments/results/window_presolve_val_s31.md``)
+WINDOW_PRESOLVE = 1
+#: the presolve levels :func:`window_resolve` takes (CP-SAT's default: 3 iterations with symmetry detection)
+PRESOLVE_LEVELS = (0, 1, 2, 3)
 
 
 def escalation_signal(capped: int, exhausted: bool, stages: int, min_stages: int) -> bool:
@@ -227,13 +237,15 @@ def window_model(graph: Graph, hw: Hardware, assignment: np.ndarray, first: int,
 
 def window_resolve(graph: Graph, hw: Hardware, assignment: np.ndarray, first: int, last: int,
                    deterministic_limit: float = 0.2, wall_limit: float = 5.0, info: dict | None = None,
-                   probing: int | None = None) -> np.ndarray:
+                   probing: int | None = None, presolve: int | None = None) -> np.ndarray:
     """int64[N]: ``assignment`` (a valid ``latency`` schedule by node id) with the nodes on stages ``first .. last``
     re-split among those stages by CP-SAT to minimise the largest of their stage times; the other nodes keep their
     stage. The best schedule CP-SAT finds within ``deterministic_limit`` (its deterministic time units; one worker, a
     fixed seed) or ``wall_limit`` seconds (a safety cap), started from ``assignment``; ``assignment`` itself when none
     is found or the window holds fewer than two nodes. Valid whenever ``assignment`` is; not necessarily better (the
-    caller compares). ``probing``: CP-SAT's ``cp_model_probing_level`` (None: :data:`WINDOW_PROBING`). The model:
+    caller compares). ``probing``: CP-SAT's ``cp_model_probing_level`` (None: :data:`WINDOW_PROBING`); ``presolve``
+    (None: :data:`WINDOW_PRESOLVE`): 0 no presolve, 1-2 that many presolve iterations without symmetry detection, 3
+    CP-SAT's default presolve (3 iterations, symmetry detection). The model:
     :func:`window_model`. ``info`` (optional): gets ``optimal``, whether the returned split is proven to minimise the
     window's largest stage time (CP-SAT's status, or a window of fewer than two nodes)."""
     from ortools.sat.python import cp_model  # imported when a window is solved, not with the registry
@@ -253,6 +265,14 @@ def window_resolve(graph: Graph, hw: Hardware, assignment: np.ndarray, first: in
     solver.parameters.random_seed = 0
     solver.parameters.linearization_level = 0
     solver.parameters.cp_model_probing_level = WINDOW_PROBING if probing is None else int(probing)
+    level = WINDOW_PRESOLVE if presolve is None else int(presolve)
+    if level not in PRESOLVE_LEVELS:
+        raise ValueError(f"presolve must be one of {PRESOLVE_LEVELS} (or None), got {presolve!r}")
+    if level == 0:
+        solver.parameters.cp_model_presolve = False
+    elif level < 3:
+        solver.parameters.max_presolve_iterations = level
+        solver.parameters.symmetry_level = 0
     solver.parameters.max_deterministic_time = float(deterministic_limit)
     solver.parameters.max_time_in_seconds = float(wall_limit)
     status = solver.solve(m)
@@ -343,7 +363,7 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
                   max_nodes: int | None = None, min_free: float | None = None, escalate: int = 0,
                   escalate_widths: tuple[int, ...] | None = None, escalate_max_nodes: int | None = None,
                   escalate_stages: int | None = None, probing: int | None = None,
-                  info: dict | None = None) -> tuple[np.ndarray, int]:
+                  presolve: int | None = None, info: dict | None = None) -> tuple[np.ndarray, int]:
     """(int64[N] schedule, re-solves kept): up to ``solves`` :func:`window_resolve` calls from ``assignment`` (a valid
     ``latency`` schedule) on windows of adjacent stages that contain the current bottleneck stage: those of
     ``widths[0]`` stages first (None: :data:`WINDOW_WIDTHS`; the window with the smaller sum of stage times first),
@@ -362,7 +382,8 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
     goes on from its schedule with up to
     ``escalate`` more re-solves of ``escalate_widths`` stages (None: :data:`ESCALATE_WIDTHS`) and windows of at most
     ``escalate_max_nodes`` nodes (None: :data:`ESCALATE_MAX_NODES`), the windows already tried skipped.
-    ``probing``: CP-SAT's probing level in every re-solve (:func:`window_resolve`; None: :data:`WINDOW_PROBING`).
+    ``probing`` / ``presolve``: CP-SAT's probing level and presolve in every re-solve (:func:`window_resolve`; None:
+    :data:`WINDOW_PROBING` / :data:`WINDOW_PRESOLVE`).
 
     ``info`` (optional): gets ``used`` (re-solves run by the first search), ``capped`` (its windows skipped for
     ``max_nodes``), ``exhausted`` (whether it ended on its ``solves`` budget rather than with every window of the
@@ -405,7 +426,8 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
                 if window_free_share(graph, s, first, last) < threshold:
                     continue
                 solved: dict = {}
-                new = window_resolve(graph, hw, s, first, last, deterministic_limit, info=solved, probing=probing)
+                new = window_resolve(graph, hw, s, first, last, deterministic_limit, info=solved, probing=probing,
+                                     presolve=presolve)
                 used += 1
                 times = stage_times_np(graph, new[None], hw)[0]
                 if leximax_less(times, current):
