@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from respect_jax.costs import Hardware
-from respect_jax.graphs.graph import Graph
+from respect_jax.graphs.graph import Graph, kahn_order
 from respect_jax.solvers.numpy_eval import objective_np
 from respect_jax.solvers.partitioners import contiguous_assignment, contiguous_search
 
@@ -101,19 +101,9 @@ def macs_first_order(graph: Graph) -> np.ndarray:
     second one, the shape of CP-SAT's long-run schedules there, where the live-byte orders' splits put ~80 % of the
     nodes on the first stage (``experiments/results/auto_scale_val_s31_summary.md``). O((N + E) log N)."""
     n = graph.num_nodes
-    succ = graph.successors()
     indeg = [len(p) for p in graph.predecessors()]
     macs = graph.macs.astype(np.float64).tolist()
-    heap = [(-macs[u], u) for u in range(n) if indeg[u] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, u = heapq.heappop(heap)
-        order.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heapq.heappush(heap, (-macs[v], v))
+    order = kahn_order(indeg, graph.successors(), [(-macs[u], u) for u in range(n)])
     if len(order) != n:
         raise ValueError(f"graph {graph.name!r} has a cycle")
     return np.asarray(order, np.int64)
