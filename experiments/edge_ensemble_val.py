@@ -34,6 +34,7 @@ from edge_dynamic import STATIC, best_and_tied  # noqa: E402
 from edge_validation import (  # noqa: E402
     add_validation_args,
     cell_traces,
+    cells_against,
     load_agents,
     refuse_evaluation_seed,
     write_report,
@@ -192,11 +193,7 @@ def main() -> None:
         for name, doc in docs.items():
             for ld in doc["loads"]:
                 best, _ = best_and_tied(doc, ld, STATIC)
-                cells = []
-                for p in names:
-                    diff = np.asarray(doc["per_trace"][p][ld]) - np.asarray(doc["per_trace"][best][ld])
-                    d, c = mean_ci(diff)
-                    cells.append(f"{doc['mean'][p][ld]:.3f} ({d:+.3f} ± {c:.3f})")
+                cells = cells_against(doc, ld, best, names)
                 spread = np.ptp([doc["mean"][f"s{s}"][ld] for s in agents])
                 lines.append(f"| {name} | {ld} | {best} {doc['mean'][best][ld]:.3f} | " + " | ".join(cells)
                              + f" | {spread:.3f} |")

@@ -27,7 +27,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edge_dynamic import DYNAMIC, STATIC, best_and_tied  # noqa: E402
-from edge_validation import add_validation_args, load_agents, refuse_evaluation_seed, write_report  # noqa: E402
+from edge_validation import (  # noqa: E402
+    add_validation_args,
+    cells_against,
+    load_agents,
+    refuse_evaluation_seed,
+    write_report,
+)
 
 from respect_jax.edge_cluster.evaluation import compare, mean_ci  # noqa: E402
 from respect_jax.edge_cluster.policies import STATIC_POLICIES  # noqa: E402
@@ -77,11 +83,7 @@ def main() -> None:
     for name, doc in docs.items():
         for ld in doc["loads"]:
             best, _ = best_and_tied(doc, ld, STATIC)
-            cells = []
-            for p in names:
-                diff = np.asarray(doc["per_trace"][p][ld]) - np.asarray(doc["per_trace"][best][ld])
-                d, c = mean_ci(diff)
-                cells.append(f"{doc['mean'][p][ld]:.3f} ({d:+.3f} ± {c:.3f})")
+            cells = cells_against(doc, ld, best, names)
             lines.append(f"| {name} | {ld} | {best} {doc['mean'][best][ld]:.3f} | " + " | ".join(cells) + " |")
     lines += ["", "In brackets: paired difference to the best static policy (mean ± 95 % half-width over the traces).",
               "", "| policy | average over the cells |", "|---|---|"]

@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 import jax
+import numpy as np
 
 from respect_jax.cli.common import machine_description
-from respect_jax.edge_cluster.evaluation import eval_traces
+from respect_jax.edge_cluster.evaluation import eval_traces, mean_ci
 from respect_jax.edge_cluster.scenarios import Scenario
 from respect_jax.edge_cluster.switching import load_edge_agent
 
@@ -70,3 +71,14 @@ def write_report(out: str | Path, stem: str, lines: list[str], results: dict) ->
     doc = {"argv": sys.argv[1:], **results, "machine": machine_description()}
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
     print("\n".join(lines))
+
+
+def cells_against(doc: dict, load: str, best: str, names: list[str]) -> list[str]:
+    """One table cell per policy of ``names`` in ``load``: its mean success ratio and, in brackets, the paired
+    difference to policy ``best`` over the same traces (mean +- 95 % half-width)."""
+    cells = []
+    for p in names:
+        diff = np.asarray(doc["per_trace"][p][load]) - np.asarray(doc["per_trace"][best][load])
+        d, c = mean_ci(diff)
+        cells.append(f"{doc['mean'][p][load]:.3f} ({d:+.3f} ± {c:.3f})")
+    return cells
