@@ -11,7 +11,6 @@ reader) beside the best live-byte split.
 from __future__ import annotations
 
 import argparse
-import heapq
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from bench_scale import graph_config  # noqa: E402
 import respect_jax.solvers.cpsat  # noqa: E402,F401  (registers solver=cpsat)
 from respect_jax.costs import hardware_from_dict  # noqa: E402
 from respect_jax.graphs import generate_numpy  # noqa: E402
+from respect_jax.graphs.graph import kahn_order  # noqa: E402
 from respect_jax.solvers import get_solver  # noqa: E402
 from respect_jax.solvers.auto import solve_auto  # noqa: E402
 from respect_jax.solvers.orders import live_splits  # noqa: E402
@@ -35,23 +35,10 @@ from respect_jax.solvers.rebalance import stage_times_np  # noqa: E402
 def alap_order(graph) -> np.ndarray:
     """A topological order with every node as late as possible (Kahn's algorithm on the reversed graph, reversed)."""
     n = graph.num_nodes
-    preds: list[list[int]] = [[] for _ in range(n)]
-    outdeg = np.zeros(n, np.int64)
-    for u, v in graph.edges.tolist():
-        preds[v].append(u)
-        outdeg[u] += 1
     pos = np.empty(n, np.int64)
     pos[np.asarray(graph.topological_order())] = np.arange(n)
-    heap = [(-int(pos[u]), u) for u in range(n) if outdeg[u] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, u = heapq.heappop(heap)
-        order.append(u)
-        for p in preds[u]:
-            outdeg[p] -= 1
-            if outdeg[p] == 0:
-                heapq.heappush(heap, (-int(pos[p]), p))
+    outdeg = [len(s) for s in graph.successors()]
+    order = kahn_order(outdeg, graph.predecessors(), [-int(pos[u]) for u in range(n)])
     return np.asarray(order[::-1], np.int64)
 
 
