@@ -121,7 +121,8 @@ def test_auto_rebalances_the_contiguous_line_under_latency_only():
     assert got < value(split) * (1 - 1e-6)
     off = run_solver("auto", graph, hw, "latency", rebalance={"latency": 0}, **options)
     assert "contiguous+rebalance" not in off["info"]["portfolio"]
-    assert got <= off["objective"] * (1 + 1e-9)
+    # both through the float64 reference (auto's own objective is float32: equal schedules differ there by ~1e-8)
+    assert got <= reference_objective(graph, off["assignment"], hw, "latency") * (1 + 1e-9)
     small = run_solver("auto", graph, hw, "latency", rebalance_min_nodes=graph.num_nodes + 1, **options)
     assert "contiguous+rebalance" not in small["info"]["portfolio"]
     paper = run_solver("auto", graph, hw, "paper", **options)
