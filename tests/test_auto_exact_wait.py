@@ -6,6 +6,8 @@ evaluator); ``exact_after_polish_min_edges_per_node``: on dense enough graphs it
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from conftest import make_hw
 from test_auto_rebalance import layered
@@ -14,6 +16,17 @@ import respect_jax.solvers.auto as auto
 from respect_jax.reference import reference_objective
 from respect_jax.solvers import run_solver
 from respect_jax.solvers.base import SolveResult
+
+
+def slow_rebalancing(monkeypatch, seconds: float) -> None:
+    """auto's line rebalancing (``rebalance_until``), each call delayed by ``seconds``."""
+    real = auto.rebalance_until
+
+    def slow(*args, **kwargs):
+        time.sleep(seconds)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(auto, "rebalance_until", slow)
 
 
 @pytest.fixture
@@ -62,15 +75,7 @@ def test_auto_starts_a_waiting_cpsat_by_its_timer_when_the_line_runs_long(hints,
     """The line held past the wait share (its rebalancing slowed down): CP-SAT starts at the timer, near
     EXACT_WAIT_SHARE of the budget, not after the line."""
     graph, hw = layered(400, 11, 1.2), make_hw(4)
-    real = auto.rebalance_until
-
-    def slow(*args, **kwargs):
-        import time
-
-        time.sleep(4.0)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(auto, "rebalance_until", slow)
+    slow_rebalancing(monkeypatch, 4.0)
     monkeypatch.setattr(auto, "EXACT_WAIT_SHARE", 0.1)
     result = run_solver("auto", graph, hw, "latency", members=["contiguous"], exact="cpsat", crossing_bound=False,
                         progress=False, time_budget_s=20.0, lattice_downsets=0, rebalance={"latency": 1},
@@ -90,8 +95,6 @@ def test_auto_starts_the_bound_after_the_restarts_above_its_limit(monkeypatch):
     """``bound_early_max_nodes``: on a 400-node layered graph (latency, K = 4, no exact solver) with one restart of the
     line (slowed by 2 s), the crossing bound starts before the restart ends when the limit is the graph's size or null,
     and after it when the limit is below the size."""
-    import time
-
     graph, hw = layered(400, 13, 1.2), make_hw(4)
     events = []
     real_restart = auto.restart_line
@@ -130,16 +133,8 @@ def test_auto_starts_a_waiting_cpsat_after_the_polish_on_dense_enough_graphs(hin
     exactly the graph's own density) a waiting CP-SAT starts once the line's first polish is done, before the
     rebalancing (slowed by 2 s here) ends, hinted with a schedule as good as the polish's; with the limit just above
     the density, only after the rebalancing."""
-    import time
-
     graph, hw = layered(400, 11, 1.2), make_hw(4)
-    real = auto.rebalance_until
-
-    def slow(*args, **kwargs):
-        time.sleep(2.0)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(auto, "rebalance_until", slow)
+    slow_rebalancing(monkeypatch, 2.0)
     options = dict(members=["contiguous"], exact="cpsat", crossing_bound=False, progress=False, time_budget_s=60.0,
                    lattice_downsets=0, rebalance={"latency": 1}, line_moves={"latency": 30},
                    line_restarts={"latency": 0}, exact_after_line_min_nodes=0)
