@@ -88,11 +88,16 @@ def live_splits(graph: Graph, hw: Hardware, objective: str, lam: float, sink_wei
     for w in sink_weights:
         if stop is not None and stop():
             break
-        order = live_order(graph, float(w))
-        cuts, _, _ = contiguous_search(graph, hw, objective, lam, order)
-        a = np.asarray(contiguous_assignment(graph, cuts, order), np.int64)
-        out.append((float(w), a, objective_np(graph, a, hw, objective, lam)))
+        out.append((float(w), *split_of_order(graph, hw, objective, lam, live_order(graph, float(w)))))
     return out
+
+
+def split_of_order(graph: Graph, hw: Hardware, objective: str, lam: float,
+                   order: np.ndarray) -> tuple[np.ndarray, float]:
+    """(int64[N] assignment by node id, its float64 objective): the exact contiguous split of ``order``."""
+    cuts, _, _ = contiguous_search(graph, hw, objective, lam, order)
+    a = np.asarray(contiguous_assignment(graph, cuts, order), np.int64)
+    return a, objective_np(graph, a, hw, objective, lam)
 
 
 def macs_first_order(graph: Graph) -> np.ndarray:
@@ -111,10 +116,7 @@ def macs_first_order(graph: Graph) -> np.ndarray:
 
 def macs_first_split(graph: Graph, hw: Hardware, objective: str, lam: float) -> tuple[np.ndarray, float]:
     """(int64[N] assignment by node id, its float64 objective): the exact contiguous split of the MACs-first order."""
-    order = macs_first_order(graph)
-    cuts, _, _ = contiguous_search(graph, hw, objective, lam, order)
-    a = np.asarray(contiguous_assignment(graph, cuts, order), np.int64)
-    return a, objective_np(graph, a, hw, objective, lam)
+    return split_of_order(graph, hw, objective, lam, macs_first_order(graph))
 
 
 def best_live_split(graph: Graph, hw: Hardware, objective: str, lam: float,
