@@ -57,7 +57,7 @@ def test_auto_orders_entry_is_the_best_of_the_live_and_macs_splits(seed):
     graph, hw = layered(400, seed, 2.9), make_hw(4)
     live = min(v for _, _, v in live_splits(graph, hw, "latency", 1.0, [2.0, 3.0, 4.0]))
     _, macs = macs_first_split(graph, hw, "latency", 1.0)
-    options = dict(members=["contiguous"], exact="none", crossing_bound=False, progress=False, time_budget_s=2.0,
+    options = dict(members=["contiguous"], exact="none", crossing_bound=False, progress=False, time_budget_s=30.0,
                    lattice_downsets=0, line_restarts={"latency": 0})
     for on, expected in ((True, min(live, macs)), (False, live)):
         entry = run_solver("auto", graph, hw, "latency", macs_order={"latency": on}, **options)["info"]["portfolio"]
