@@ -367,11 +367,13 @@ def test_window_search_escalation_never_re_solves_a_window_from_the_same_schedul
 
 
 def test_escalation_options_bad_values_are_one_line_errors():
-    """ls_window_escalate* options are checked before anything runs (order_solver._checked), one line each."""
-    from respect_jax.policy.order_solver import _checked
+    """ls_window_escalate* options are checked before anything runs (order_solver.window_options), one line each."""
+    from respect_jax.policy.order_solver import window_options
 
-    _checked("latency", 32, 0.2, 100, "single", ls_window_escalate=0, ls_window_escalate_widths=[2, 3, 4],
-             ls_window_escalate_max_nodes=450, ls_window_escalate_stages=2)
+    resolved = window_options("latency", 1, ls_window_escalate=0, ls_window_escalate_widths=[2, 3, 4],
+                              ls_window_escalate_max_nodes=450, ls_window_escalate_stages=2)
+    assert (resolved.escalate, resolved.escalate_widths, resolved.escalate_max_nodes, resolved.escalate_stages) \
+        == (0, (2, 3, 4), 450, 2)
     for bad, match in [({"ls_window_escalate": -1}, "ls_window_escalate must"),
                        ({"ls_window_escalate": True}, "ls_window_escalate must"),
                        ({"ls_window_escalate_widths": [1, 4]}, "ls_window_escalate_widths"),
@@ -381,7 +383,7 @@ def test_escalation_options_bad_values_are_one_line_errors():
                        ({"ls_window_escalate_stages": 1}, "ls_window_escalate_stages"),
                        ({"ls_window_escalate_stages": False}, "ls_window_escalate_stages")]:
         with pytest.raises(ValueError, match=match) as err:
-            _checked("latency", 32, 0.2, 100, "single", **bad)
+            window_options("latency", 1, **bad)
         assert "\n" not in str(err.value)
 
 
@@ -531,7 +533,7 @@ def test_window_probing_reaches_cp_sat_and_both_levels_are_exact(monkeypatch):
     ls_window_probing are one-line errors."""
     from ortools.sat.python import cp_model
 
-    from respect_jax.policy.order_solver import _checked, window_escalation
+    from respect_jax.policy.order_solver import window_options
 
     levels: list[int] = []
     solve = cp_model.CpSolver.solve
@@ -551,11 +553,12 @@ def test_window_probing_reaches_cp_sat_and_both_levels_are_exact(monkeypatch):
     assert window.WINDOW_PROBING == 0
     graph, hw, s, _, _ = _cases(6, seed=31)[0]
     levels.clear()
-    window_search(graph, hw, s, 3, 10.0, min_free=0.0, **window_escalation(None, None, None, None, 1))
+    window_search(graph, hw, s, 3, 10.0, **{**window_options("latency", 1, ls_window_probing=1).search_kwargs(),
+                                           "min_free": 0.0})
     assert levels and set(levels) == {1}
     for bad in (-1, 4, True):
         with pytest.raises(ValueError, match="ls_window_probing must") as err:
-            _checked("latency", 32, 0.2, 100, "single", ls_window_probing=bad)
+            window_options("latency", 1, ls_window_probing=bad)
         assert "\n" not in str(err.value)
 
 
@@ -569,7 +572,7 @@ def test_window_presolve_reaches_cp_sat_and_every_level_is_exact(monkeypatch):
     from ortools.sat.python import cp_model
 
     from respect_jax.policy import solver as policy_solver
-    from respect_jax.policy.order_solver import _checked, window_escalation
+    from respect_jax.policy.order_solver import window_options
 
     defaults = cp_model.CpSolver().parameters
     expected = {0: (False, int(defaults.max_presolve_iterations), int(defaults.symmetry_level)),
@@ -594,7 +597,8 @@ def test_window_presolve_reaches_cp_sat_and_every_level_is_exact(monkeypatch):
             assert seen[-1] == expected[window.WINDOW_PRESOLVE if presolve is None else presolve]
     graph, hw, s, _, _ = _cases(6, seed=32)[0]
     seen.clear()
-    window_search(graph, hw, s, 3, 10.0, min_free=0.0, **window_escalation(None, None, None, None, None, 0))
+    window_search(graph, hw, s, 3, 10.0, **{**window_options("latency", 1, ls_window_presolve=0).search_kwargs(),
+                                           "min_free": 0.0})
     assert seen and set(seen) == {expected[0]}
     _, options = policy_solver._route(ls_window_presolve=2)  # the order policy (default checkpoint)
     assert options["ls_window_presolve"] == 2
@@ -602,5 +606,39 @@ def test_window_presolve_reaches_cp_sat_and_every_level_is_exact(monkeypatch):
         window_resolve(graph, hw, s, 0, 1, presolve=4)
     for bad in (-1, 4, True):
         with pytest.raises(ValueError, match="ls_window_presolve must") as err:
-            _checked("latency", 32, 0.2, 100, "single", ls_window_presolve=bad)
+            window_options("latency", 1, ls_window_presolve=bad)
         assert "\n" not in str(err.value)
+
+
+def test_window_options_resolve_defaults_and_reach_every_entry_point():
+    """``window_options`` resolves None to the module defaults (WINDOW_SOLVES re-solves under latency with the
+    rebalancing, none under paper or without it; WINDOW_LIMIT; WINDOW_ESCALATE), its ``search_kwargs`` are
+    window_search's own keyword arguments, and every ``ls_window*`` option is an option of solver=policy and
+    solver=order_policy (a misspelt one is refused in one line). Fails if a default is resolved differently, if a
+    field is dropped on the way to window_search, or if an option falls out of the option check."""
+    import inspect
+
+    from respect_jax.policy import order_solver
+    from respect_jax.policy import solver as policy_solver
+    from respect_jax.solvers.base import check_solver_options, solver_options
+
+    default = order_solver.window_options("latency", 1)
+    assert (default.solves, default.limit, default.escalate) == (3, 0.2, 2)
+    assert order_solver.WINDOW_SOLVES["latency"] == 3 and order_solver.WINDOW_LIMIT == 0.2
+    assert order_solver.window_options("paper", 1).solves == 0
+    assert order_solver.window_options("latency", 0, ls_window=5).solves == 0  # no rebalancing: no windows
+    assert order_solver.window_options("latency", 1, ls_window=5, ls_window_limit=1).limit == 1.0
+    kwargs = order_solver.window_options("latency", 1, ls_window_free=0.5, ls_window_widths=[3],
+                                         ls_window_max_nodes=10, ls_window_presolve=2).search_kwargs()
+    assert set(kwargs) <= set(inspect.signature(window_search).parameters)
+    assert (kwargs["min_free"], kwargs["widths"], kwargs["max_nodes"], kwargs["presolve"]) == (0.5, (3,), 10, 2)
+    names = set(order_solver.WINDOW_OPTION_NAMES)
+    assert len(names) == 11 and all(n.startswith("ls_window") for n in names)
+    for solver in ("policy", "order_policy"):
+        assert names <= set(solver_options(solver))
+        check_solver_options(solver, {"ls_window_presolve": 1, "ls_window_limit": 0.5})
+        with pytest.raises(ValueError, match="unknown option\\(s\\) ls_window_limt;") as err:
+            check_solver_options(solver, {"ls_window_limt": 0.5})
+        assert "\n" not in str(err.value)
+    with pytest.raises(TypeError, match="ls_window_limt"):
+        policy_solver._route(ls_window_limt=0.5)

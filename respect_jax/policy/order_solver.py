@@ -18,6 +18,8 @@ from the scheduling time and the winning candidate (``candidate``: 0 the greedy 
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -54,12 +56,7 @@ _compiled_shapes: set[tuple] = set()
 
 def _checked(objective: str, samples: int, noise: float, local_search: int, ls_moves: str = "closure",
              ls_screen: int = 0, ls_escapes: int = 0, ls_boundaries: int | None = None,
-             ls_rebalance: int | None = None, ls_window: int | None = None,
-             ls_window_limit: float | None = None, ls_window_free: float | None = None,
-             ls_window_widths: Sequence[int] | None = None, ls_window_max_nodes: int | None = None,
-             ls_window_escalate: int | None = None, ls_window_escalate_widths: Sequence[int] | None = None,
-             ls_window_escalate_max_nodes: int | None = None, ls_window_escalate_stages: int | None = None,
-             ls_window_probing: int | None = None, ls_window_presolve: int | None = None) -> None:
+             ls_rebalance: int | None = None) -> None:
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if int(samples) < 0:
@@ -76,25 +73,6 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
         raise ValueError(f"ls_boundaries must be >= 0 (or null), got {ls_boundaries}")
     if ls_rebalance is not None and int(ls_rebalance) < 0:
         raise ValueError(f"ls_rebalance must be >= 0 (or null), got {ls_rebalance}")
-    _check_optional_int("ls_window", ls_window, 0)
-    if ls_window is not None and int(ls_window) > 0 and objective != "latency":
-        raise ValueError(f"ls_window re-solves windows of stages under the latency objective only, got {objective!r}")
-    if ls_window_limit is not None and not float(ls_window_limit) > 0:
-        raise ValueError(f"ls_window_limit must be > 0 (or null), got {ls_window_limit!r}")
-    if ls_window_free is not None and not 0.0 <= float(ls_window_free) <= 1.0:
-        raise ValueError(f"ls_window_free must be in [0, 1] (or null), got {ls_window_free!r}")
-    _check_optional_widths("ls_window_widths", ls_window_widths)
-    _check_optional_int("ls_window_max_nodes", ls_window_max_nodes, 2)
-    _check_optional_int("ls_window_escalate", ls_window_escalate, 0)
-    _check_optional_widths("ls_window_escalate_widths", ls_window_escalate_widths)
-    _check_optional_int("ls_window_escalate_max_nodes", ls_window_escalate_max_nodes, 2)
-    _check_optional_int("ls_window_escalate_stages", ls_window_escalate_stages, 2)
-    _check_optional_int("ls_window_probing", ls_window_probing, 0)
-    if ls_window_probing is not None and int(ls_window_probing) > 3:
-        raise ValueError(f"ls_window_probing must be an integer in 0..3 (or null), got {ls_window_probing!r}")
-    _check_optional_int("ls_window_presolve", ls_window_presolve, 0)
-    if ls_window_presolve is not None and int(ls_window_presolve) > 3:
-        raise ValueError(f"ls_window_presolve must be an integer in 0..3 (or null), got {ls_window_presolve!r}")
 
 
 def _check_optional_int(name: str, value, least: int) -> None:
@@ -150,25 +128,97 @@ def _widths(widths: Sequence[int] | None) -> tuple[int, ...] | None:
     return None if widths is None else tuple(int(w) for w in widths)
 
 
-def window_escalation(escalate: int | None, widths: Sequence[int] | None, max_nodes: int | None,
-                      stages: int | None, probing: int | None = None, presolve: int | None = None) -> dict:
-    """The keyword arguments of :func:`~respect_jax.solvers.window.window_search`'s escalation from the
-    ``ls_window_escalate*`` options (``escalate`` None: :data:`WINDOW_ESCALATE`; the others None: the module's
-    defaults), and CP-SAT's probing level and presolve in its re-solves (``ls_window_probing``,
-    ``ls_window_presolve``; None: the module's defaults)."""
-    return {"escalate": WINDOW_ESCALATE if escalate is None else int(escalate), "escalate_widths": _widths(widths),
-            "escalate_max_nodes": None if max_nodes is None else int(max_nodes),
-            "escalate_stages": None if stages is None else int(stages),
-            "probing": None if probing is None else int(probing),
-            "presolve": None if presolve is None else int(presolve)}
+@dataclasses.dataclass(frozen=True)
+class WindowOptions:
+    """The decoding's exact window re-solves under ``latency`` (:func:`respect_jax.solvers.window.window_search`),
+    resolved from the ``ls_window*`` options by :func:`window_options`: ``solves`` re-solves (0: none) with CP-SAT's
+    deterministic ``limit`` each; the rest are ``window_search``'s keyword arguments (None: its module's defaults):
+    windows of ``widths`` stages around the bottleneck, at most ``max_nodes`` nodes, skipped below the free share
+    ``free``; then up to ``escalate`` more re-solves where its signal holds (``escalate_widths``,
+    ``escalate_max_nodes``, at every K >= ``escalate_stages``); CP-SAT's ``probing`` level and ``presolve`` rounds."""
+
+    solves: int = 0
+    limit: float = WINDOW_LIMIT
+    free: float | None = None
+    widths: tuple[int, ...] | None = None
+    max_nodes: int | None = None
+    escalate: int = WINDOW_ESCALATE
+    escalate_widths: tuple[int, ...] | None = None
+    escalate_max_nodes: int | None = None
+    escalate_stages: int | None = None
+    probing: int | None = None
+    presolve: int | None = None
+
+    def search_kwargs(self) -> dict:
+        """The keyword arguments of :func:`~respect_jax.solvers.window.window_search` after (graph, hw, assignment,
+        solves, limit)."""
+        return {"widths": self.widths, "max_nodes": self.max_nodes, "min_free": self.free,
+                "escalate": self.escalate, "escalate_widths": self.escalate_widths,
+                "escalate_max_nodes": self.escalate_max_nodes, "escalate_stages": self.escalate_stages,
+                "probing": self.probing, "presolve": self.presolve}
 
 
-def window_solves(objective: str, rebalance: int, ls_window: int | None) -> int:
-    """Window re-solves: ``ls_window``, or when None :data:`WINDOW_SOLVES` of the objective; always 0 without the
-    rebalancing (``rebalance`` 0) and under ``paper``."""
+def window_options(
+    objective: str,
+    rebalance: int,
+    *,
+    ls_window: int | None = None,
+    ls_window_limit: float | None = None,
+    ls_window_free: float | None = None,
+    ls_window_widths: Sequence[int] | None = None,
+    ls_window_max_nodes: int | None = None,
+    ls_window_escalate: int | None = None,
+    ls_window_escalate_widths: Sequence[int] | None = None,
+    ls_window_escalate_max_nodes: int | None = None,
+    ls_window_escalate_stages: int | None = None,
+    ls_window_probing: int | None = None,
+    ls_window_presolve: int | None = None,
+) -> WindowOptions:
+    """The ``ls_window*`` options of ``solver=order_policy`` / ``solver=policy`` (conf/solver/order_policy.yaml;
+    None: the defaults) checked (a one-line ValueError on a bad value) and resolved: ``ls_window`` re-solves, or when
+    None :data:`WINDOW_SOLVES` of the objective, always 0 without the rebalancing (``rebalance`` 0) and under
+    ``paper``; ``ls_window_limit`` None: :data:`WINDOW_LIMIT`; ``ls_window_escalate`` None: :data:`WINDOW_ESCALATE`."""
+    _check_optional_int("ls_window", ls_window, 0)
+    if ls_window is not None and int(ls_window) > 0 and objective != "latency":
+        raise ValueError(f"ls_window re-solves windows of stages under the latency objective only, got {objective!r}")
+    if ls_window_limit is not None and not float(ls_window_limit) > 0:
+        raise ValueError(f"ls_window_limit must be > 0 (or null), got {ls_window_limit!r}")
+    if ls_window_free is not None and not 0.0 <= float(ls_window_free) <= 1.0:
+        raise ValueError(f"ls_window_free must be in [0, 1] (or null), got {ls_window_free!r}")
+    _check_optional_widths("ls_window_widths", ls_window_widths)
+    _check_optional_int("ls_window_max_nodes", ls_window_max_nodes, 2)
+    _check_optional_int("ls_window_escalate", ls_window_escalate, 0)
+    _check_optional_widths("ls_window_escalate_widths", ls_window_escalate_widths)
+    _check_optional_int("ls_window_escalate_max_nodes", ls_window_escalate_max_nodes, 2)
+    _check_optional_int("ls_window_escalate_stages", ls_window_escalate_stages, 2)
+    _check_optional_int("ls_window_probing", ls_window_probing, 0)
+    if ls_window_probing is not None and int(ls_window_probing) > 3:
+        raise ValueError(f"ls_window_probing must be an integer in 0..3 (or null), got {ls_window_probing!r}")
+    _check_optional_int("ls_window_presolve", ls_window_presolve, 0)
+    if ls_window_presolve is not None and int(ls_window_presolve) > 3:
+        raise ValueError(f"ls_window_presolve must be an integer in 0..3 (or null), got {ls_window_presolve!r}")
     if int(rebalance) <= 0 or objective != "latency":
-        return 0
-    return WINDOW_SOLVES[objective] if ls_window is None else int(ls_window)
+        solves = 0
+    else:
+        solves = WINDOW_SOLVES[objective] if ls_window is None else int(ls_window)
+
+    def optional_int(value) -> int | None:
+        return None if value is None else int(value)
+
+    return WindowOptions(
+        solves=solves, limit=WINDOW_LIMIT if ls_window_limit is None else float(ls_window_limit),
+        free=None if ls_window_free is None else float(ls_window_free), widths=_widths(ls_window_widths),
+        max_nodes=optional_int(ls_window_max_nodes),
+        escalate=WINDOW_ESCALATE if ls_window_escalate is None else int(ls_window_escalate),
+        escalate_widths=_widths(ls_window_escalate_widths),
+        escalate_max_nodes=optional_int(ls_window_escalate_max_nodes),
+        escalate_stages=optional_int(ls_window_escalate_stages), probing=optional_int(ls_window_probing),
+        presolve=optional_int(ls_window_presolve))
+
+
+#: the names of the ``ls_window*`` options (:func:`window_options`' keyword-only arguments)
+WINDOW_OPTION_NAMES = tuple(name for name, p in inspect.signature(window_options).parameters.items()
+                            if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
 #: the decoding's re-cuts keep their candidates per graph (:func:`respect_jax.local_search.boundary_candidates`'
@@ -178,11 +228,8 @@ BOUNDARY_MEMO = True
 
 def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, scores, samples: int, noise: float,
             seed: int, local_search: int, polish_options: dict, boundaries: int = 0,
-            stop: Callable[[], bool] | None = None, rebalance: int = 0, window: int = 0,
-            window_limit: float = WINDOW_LIMIT, window_free: float | None = None,
-            window_widths: Sequence[int] | None = None,
-            window_max_nodes: int | None = None,
-            window_escalate: dict | None = None) -> list[tuple[np.ndarray, dict]]:
+            stop: Callable[[], bool] | None = None, rebalance: int = 0,
+            window: WindowOptions | None = None) -> list[tuple[np.ndarray, dict]]:
     """Per graph (int64[n] assignment, info entries): the best split of its sampled orders (every graph's orders
     split together: :func:`respect_jax.policy.order.decode_many`), then ``local_search`` hill-climbing moves on it
     (:func:`respect_jax.local_search.polish_many` with ``polish_options``: kind, screen, escapes; each graph's own
@@ -192,12 +239,9 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
     boundaries): once True the steps left are skipped and ``info['stopped']`` names the first one skipped. Then
     ``rebalance`` cycles of :func:`~respect_jax.solvers.rebalance.rebalance_many` from that schedule (with the
     re-cuts only; ``info['rebalanced']``: the cycles that improved it; never worse), then under ``latency`` up to
-    ``window`` exact re-solves of 2-3 adjacent stages around the bottleneck (:func:`respect_jax.solvers.window.
-    window_search`, CP-SAT with the deterministic limit ``window_limit`` each, windows with a free share below
-    ``window_free`` skipped, of ``window_widths`` stages, at most ``window_max_nodes`` nodes (None: the module's
-    defaults), then its escalation where its signal holds (``window_escalate``: the keyword arguments ``escalate``,
-    ``escalate_widths``, ``escalate_max_nodes``, ``escalate_stages`` of ``window_search``; None: none);
-    ``info['windowed']``: the re-solves kept; never worse)."""
+    ``window.solves`` exact re-solves of adjacent stages around the bottleneck (:func:`respect_jax.solvers.window.
+    window_search` with the options of ``window``, :class:`WindowOptions`; None: none; ``info['windowed']``: the
+    re-solves kept; never worse)."""
     decoded = decode_many(graphs, hw, objective, lam, scores, int(samples), float(noise), [seed] * len(graphs))
     label = ("greedy" if int(samples) == 0 else f"sample_{int(samples)}") + ("+ls" if int(local_search) > 0 else "")
     assignments = [assignment for assignment, _, _ in decoded]
@@ -234,7 +278,7 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
         assignments, cycles = rebalance_many(graphs, hw, objective, lam, assignments, int(local_search), polish_options,
                                          int(boundaries), more, stop, memos)
     windowed, window_load_s = [0] * len(graphs), 0.0
-    solves = int(window)  # window_solves(): 0 under paper and without the rebalancing
+    solves = 0 if window is None else window.solves  # 0 under paper and without the rebalancing
     if int(local_search) > 0 and int(boundaries) > 0 and solves > 0 and stopped is None:
         for i, g in enumerate(graphs):
             if stop is not None and stop():
@@ -242,10 +286,8 @@ def _decode(graphs: Sequence[Graph], hw: Hardware, objective: str, lam: float, s
                 break
             if window_needed(g, hw, assignments[i]):
                 window_load_s += load_cp_sat()  # one-off import, reported as set-up (load_s)
-                assignments[i], windowed[i] = window_search(g, hw, assignments[i], solves, float(window_limit),
-                                                            widths=_widths(window_widths),
-                                                            max_nodes=window_max_nodes, min_free=window_free,
-                                                            **(window_escalate or {}))
+                assignments[i], windowed[i] = window_search(g, hw, assignments[i], solves, window.limit,
+                                                            **window.search_kwargs())
     out = []
     for assignment, (_, value, candidate), cut, cyc, win in zip(assignments, decoded, recut, cycles, windowed,
                                                                  strict=True):
@@ -344,35 +386,20 @@ def solve_order_policy(
     ls_escapes: int = 0,
     ls_boundaries: int | None = None,
     ls_rebalance: int | None = None,
-    ls_window: int | None = None,
-    ls_window_limit: float | None = None,
-    ls_window_free: float | None = None,
-    ls_window_widths: Sequence[int] | None = None,
-    ls_window_max_nodes: int | None = None,
-    ls_window_escalate: int | None = None,
-    ls_window_escalate_widths: Sequence[int] | None = None,
-    ls_window_escalate_max_nodes: int | None = None,
-    ls_window_escalate_stages: int | None = None,
-    ls_window_probing: int | None = None,
-    ls_window_presolve: int | None = None,
     stop: Callable[[], bool] | None = None,
+    **ls_window_options,
 ) -> SolveResult:
     """Schedule ``graph`` with the order policy (valid by construction; not a proof of optimality).
+    ``ls_window_options``: the ``ls_window*`` options of :func:`window_options` (the exact window re-solves).
 
     ``stop`` (optional ``stop() -> bool``; ``solver=auto`` passes its stop signal): looked at after the forward pass
     and between the decoding's steps (:func:`_decode`); once True, the schedule so far is returned (``info['stopped']``
     names the first step skipped, the polish's compilation included); True before the forward pass raises
     :class:`~respect_jax.solvers.stopping.Stopped`. A compiled call in progress is never interrupted."""
-    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
-             ls_window, ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes, ls_window_escalate,
-             ls_window_escalate_widths, ls_window_escalate_max_nodes, ls_window_escalate_stages, ls_window_probing,
-             ls_window_presolve)
-    escalation = window_escalation(ls_window_escalate, ls_window_escalate_widths, ls_window_escalate_max_nodes,
-                                   ls_window_escalate_stages, ls_window_probing, ls_window_presolve)
+    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
-    window = window_solves(objective, rebalance, ls_window)
-    window_limit = WINDOW_LIMIT if ls_window_limit is None else float(ls_window_limit)
+    window = window_options(objective, rebalance, **ls_window_options)
     polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
     path, model, doc, load_s = _load(checkpoint)
     if stop is not None and stop():
@@ -382,8 +409,7 @@ def solve_order_policy(
     if stop is None or not stop():
         compile_s += _warm_polish([graph], hw, objective, lam, local_search, polish_options)
     ((assignment, decoded),) = _decode([graph], hw, objective, lam, [scores], samples, noise, seed, local_search,
-                                          polish_options, boundaries, stop, rebalance, window, window_limit,
-                                          ls_window_free, ls_window_widths, ls_window_max_nodes, escalation)
+                                          polish_options, boundaries, stop, rebalance, window)
     load_s += decoded.pop("window_load_s", 0.0)
     info = {"checkpoint": path, **decoded, "load_s": load_s, "compile_s": compile_s,
             "bucket": shape, "trained": doc.get("best")}
@@ -435,18 +461,8 @@ def _many(
     ls_escapes: int = 0,
     ls_boundaries: int | None = None,
     ls_rebalance: int | None = None,
-    ls_window: int | None = None,
-    ls_window_limit: float | None = None,
-    ls_window_free: float | None = None,
-    ls_window_widths: Sequence[int] | None = None,
-    ls_window_max_nodes: int | None = None,
-    ls_window_escalate: int | None = None,
-    ls_window_escalate_widths: Sequence[int] | None = None,
-    ls_window_escalate_max_nodes: int | None = None,
-    ls_window_escalate_stages: int | None = None,
-    ls_window_probing: int | None = None,
-    ls_window_presolve: int | None = None,
     threads: int | None = None,
+    **ls_window_options,
 ) -> list[SolveResult]:
     """Every graph of ``graphs``: one forward pass per batch of ``batch_size`` graphs of a size bucket (all
     dispatched first), then per decoding unit (:func:`_decode_units`, ``threads`` of them at a time; None:
@@ -460,16 +476,10 @@ def _many(
     threads = MANY_THREADS if threads is None else int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
-             ls_window, ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes, ls_window_escalate,
-             ls_window_escalate_widths, ls_window_escalate_max_nodes, ls_window_escalate_stages, ls_window_probing,
-             ls_window_presolve)
-    escalation = window_escalation(ls_window_escalate, ls_window_escalate_widths, ls_window_escalate_max_nodes,
-                                   ls_window_escalate_stages, ls_window_probing, ls_window_presolve)
+    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance)
     boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
     rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
-    window = window_solves(objective, rebalance, ls_window)
-    window_limit = WINDOW_LIMIT if ls_window_limit is None else float(ls_window_limit)
+    window = window_options(objective, rebalance, **ls_window_options)
     polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
     path, model, doc, load_s = _load(checkpoint)
     plan = forward_plan(graphs, int(batch_size))
@@ -495,10 +505,7 @@ def _many(
             idx += chunk
             scores += [batch_scores[row, : graphs[i].num_nodes] for row, i in enumerate(chunk)]
         return idx, _decode([graphs[i] for i in idx], hw, objective, lam, scores, samples, noise, seed, local_search,
-                            polish_options, boundaries, rebalance=rebalance, window=window,
-                            window_limit=window_limit, window_free=ls_window_free,
-                            window_widths=ls_window_widths, window_max_nodes=ls_window_max_nodes,
-                            window_escalate=escalation)
+                            polish_options, boundaries, rebalance=rebalance, window=window)
 
     units = _decode_units(pending, int(samples) + 1)
     if threads == 1 or len(units) == 1:
@@ -520,6 +527,8 @@ def _many(
 
 
 solve_order_policy.many = _many
+# the ``ls_window*`` options it collects (``**ls_window_options``) are window_options' (the option check's names)
+solve_order_policy.forwards_to = window_options
 
 
 def forward_ready_for(graph: Graph, hw: Hardware, objective: str, checkpoint: str | None = None, **_) -> bool:

@@ -51,8 +51,10 @@ from respect_jax.policy.config import MULTI_STRATEGIES, Decoding
 from respect_jax.policy.order import is_order_checkpoint
 from respect_jax.policy.order_solver import (  # at import: not timed
     DEFAULT_ORDER_CHECKPOINT,
+    WINDOW_OPTION_NAMES,
     forward_ready_for,
     solve_order_policy,
+    window_options,
 )
 from respect_jax.resources import data_path
 from respect_jax.solvers.base import SolveResult, register_solver
@@ -277,26 +279,20 @@ def _route(
     ls_escapes: int | None = None,
     ls_boundaries: int | None = None,
     ls_rebalance: int | None = None,
-    ls_window: int | None = None,
-    ls_window_limit: float | None = None,
-    ls_window_free: float | None = None,
-    ls_window_widths: list[int] | None = None,
-    ls_window_max_nodes: int | None = None,
-    ls_window_escalate: int | None = None,
-    ls_window_escalate_widths: list[int] | None = None,
-    ls_window_escalate_max_nodes: int | None = None,
-    ls_window_escalate_stages: int | None = None,
-    ls_window_probing: int | None = None,
-    ls_window_presolve: int | None = None,
     pair_escapes: int = 0,
     pair_candidates: int = 1,
     threads: int | None = None,
+    **ls_window_options,
 ) -> tuple[Callable, dict]:
     """(solver function of the checkpoint's family, its options) for ``solver=policy``'s options (the
     options of ``conf/solver/policy.yaml``; ``decoding`` / ``samples`` / ``local_search`` None: the family's
     default; ``ls_moves`` / ``ls_screen`` / ``ls_escapes``: the order policy's only, None: its default;
     ``threads``: the order policy's decoding threads over many graphs (:func:`_many_policy`; None: its default),
-    not an option of one graph's call)."""
+    not an option of one graph's call; ``ls_window_options``: the order policy's ``ls_window*`` options,
+    :func:`~respect_jax.policy.order_solver.window_options`)."""
+    unknown = sorted(set(ls_window_options) - set(WINDOW_OPTION_NAMES))
+    if unknown:
+        raise TypeError(f"solver policy: unexpected option(s) {', '.join(unknown)}")
     path = checkpoint if checkpoint else DEFAULT_ORDER_CHECKPOINT
     if not Path(path).exists():
         raise ValueError(f"checkpoint {path} does not exist")
@@ -318,19 +314,10 @@ def _route(
             "ls_moves": ORDER_DEFAULT_LS_MOVES if ls_moves is None else ls_moves,
             "ls_screen": ORDER_DEFAULT_LS_SCREEN if ls_screen is None else int(ls_screen),
             "ls_escapes": ORDER_DEFAULT_LS_ESCAPES if ls_escapes is None else int(ls_escapes),
-            "ls_boundaries": ls_boundaries, "ls_rebalance": ls_rebalance, "ls_window": ls_window,
-            "ls_window_limit": ls_window_limit, "ls_window_free": ls_window_free,
-            "ls_window_widths": ls_window_widths, "ls_window_max_nodes": ls_window_max_nodes,
-            "ls_window_escalate": ls_window_escalate, "ls_window_escalate_widths": ls_window_escalate_widths,
-            "ls_window_escalate_max_nodes": ls_window_escalate_max_nodes,
-            "ls_window_escalate_stages": ls_window_escalate_stages, "ls_window_probing": ls_window_probing,
-            "ls_window_presolve": ls_window_presolve,
+            "ls_boundaries": ls_boundaries, "ls_rebalance": ls_rebalance, **ls_window_options,
             **({} if threads is None else {"threads": threads})}
-    if any(x is not None for x in (ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance, ls_window,
-                                   ls_window_limit, ls_window_free, ls_window_widths, ls_window_max_nodes,
-                                   ls_window_escalate, ls_window_escalate_widths, ls_window_escalate_max_nodes,
-                                   ls_window_escalate_stages, ls_window_probing, ls_window_presolve,
-                                   threads)):
+    if any(x is not None for x in (ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance, threads,
+                                   *ls_window_options.values())):
         raise ValueError("ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance, ls_window, ls_window_limit, "
                          "ls_window_free, ls_window_widths, ls_window_max_nodes, ls_window_escalate*, "
                          "ls_window_probing, ls_window_presolve "
@@ -371,6 +358,7 @@ def _many_policy(graphs: Sequence[Graph], hw: Hardware, objective: str = "paper"
 
 
 solve_policy.forwards_to = _route
+_route.forwards_to = window_options  # the ``ls_window*`` options _route passes on (the option check's names)
 solve_policy.many = _many_policy
 # the order family's readiness (solver=auto's early start); a step-policy checkpoint is never ready
 solve_policy.ready = forward_ready_for

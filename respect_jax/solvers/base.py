@@ -98,18 +98,20 @@ def solver_options(name: str) -> list[str] | None:
     """The keyword options solver ``name`` takes after (graph, hw, objective, lam); None: any.
 
     A solver that passes ``**options`` on names the function that takes them as its ``forwards_to``
-    attribute; their keyword options count as the solver's (beyond the fixed leading arguments).
+    attribute; their keyword options count as the solver's (beyond the fixed leading arguments), and so on down a
+    chain of such functions.
     """
     solver = get_solver(name)
     params = list(inspect.signature(solver).parameters.values())[4:]
     named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     names = [p.name for p in params if p.kind in named]
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        target = getattr(solver, "forwards_to", None)
+    target = solver
+    while any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        target = getattr(target, "forwards_to", None)
         if target is None:
             return None
-        names += [p.name for p in inspect.signature(target).parameters.values()
-                  if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in names]
+        params = list(inspect.signature(target).parameters.values())
+        names += [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in names]
     return names
 
 
