@@ -75,6 +75,19 @@ def _checked(objective: str, samples: int, noise: float, local_search: int, ls_m
         raise ValueError(f"ls_rebalance must be >= 0 (or null), got {ls_rebalance}")
 
 
+def _decoding_steps(objective: str, samples: int, noise: float, local_search: int, ls_moves: str, ls_screen: int,
+                    ls_escapes: int, ls_boundaries: int | None, ls_rebalance: int | None,
+                    ls_window_options: dict) -> tuple[int, int, WindowOptions, dict]:
+    """Every decoding option checked (a one-line ValueError) and resolved: (rounds of boundary re-cuts
+    (:func:`boundary_rounds`), rebalancing cycles (:func:`rebalance_cycles`), the window re-solves
+    (:func:`window_options` of ``ls_window_options``), the polish's options)."""
+    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance)
+    boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
+    rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
+    window = window_options(objective, rebalance, **ls_window_options)
+    return boundaries, rebalance, window, _polish_options(ls_moves, ls_screen, ls_escapes)
+
+
 def _check_optional_int(name: str, value, least: int) -> None:
     """A one-line error unless ``value`` is None or an integer (not a bool) >= ``least``."""
     if value is not None and (isinstance(value, bool) or int(value) < least):
@@ -396,11 +409,9 @@ def solve_order_policy(
     and between the decoding's steps (:func:`_decode`); once True, the schedule so far is returned (``info['stopped']``
     names the first step skipped, the polish's compilation included); True before the forward pass raises
     :class:`~respect_jax.solvers.stopping.Stopped`. A compiled call in progress is never interrupted."""
-    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance)
-    boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
-    rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
-    window = window_options(objective, rebalance, **ls_window_options)
-    polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
+    boundaries, rebalance, window, polish_options = _decoding_steps(
+        objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
+        ls_window_options)
     path, model, doc, load_s = _load(checkpoint)
     if stop is not None and stop():
         raise Stopped
@@ -476,11 +487,9 @@ def _many(
     threads = MANY_THREADS if threads is None else int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    _checked(objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance)
-    boundaries = boundary_rounds(local_search, ls_moves, ls_boundaries)
-    rebalance = rebalance_cycles(objective, boundaries, ls_rebalance)
-    window = window_options(objective, rebalance, **ls_window_options)
-    polish_options = _polish_options(ls_moves, ls_screen, ls_escapes)
+    boundaries, rebalance, window, polish_options = _decoding_steps(
+        objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
+        ls_window_options)
     path, model, doc, load_s = _load(checkpoint)
     plan = forward_plan(graphs, int(batch_size))
     compile_s = _compile_forward(model, graphs, hw, objective, plan)
