@@ -154,3 +154,46 @@ def test_auto_rejects_a_bad_exact_after_polish_density(value):
     graph = layered(40, 1, 1.2)
     with pytest.raises(ValueError, match="exact_after_polish_min_edges_per_node must be a number >= 0 or null"):
         run_solver("auto", graph, make_hw(2), "latency", progress=False, exact_after_polish_min_edges_per_node=value)
+
+
+def test_auto_exact_wait_share_sets_the_timer(hints, monkeypatch):
+    """``exact_wait_share`` (None: EXACT_WAIT_SHARE): the line held past it (its rebalancing slowed down), the waiting
+    CP-SAT starts by the timer at that share of the budget."""
+    graph, hw = layered(400, 11, 1.2), make_hw(4)
+    slow_rebalancing(monkeypatch, 4.0)
+    monkeypatch.setattr(auto, "EXACT_WAIT_SHARE", 0.9)  # the option, not the constant, sets the timer
+    result = run_solver("auto", graph, hw, "latency", members=["contiguous"], exact="cpsat", crossing_bound=False,
+                        progress=False, time_budget_s=20.0, lattice_downsets=0, rebalance={"latency": 1},
+                        line_moves={"latency": 30}, line_restarts={"latency": 0}, exact_after_line_min_nodes=0,
+                        exact_wait_share=0.1)
+    started = result["info"]["portfolio"]["cpsat"]["started_s"]
+    assert len(hints) == 1 and 1.9 <= started < 4.0
+
+
+def test_auto_skips_the_exact_solver_by_its_build_gate(hints):
+    """``exact_build_s_per_unit``: a 400-node layered graph (1,276 nodes + edges, K = 4: 3,828 units) with 0.01 s per
+    unit (38 s "to build" against a 5 s budget) skips CP-SAT with a message naming that estimate; null never skips it
+    for its build (the stub is called with the best split)."""
+    graph, hw = layered(400, 11, 1.2), make_hw(4)
+    units = (graph.num_nodes + len(graph.edges)) * 3
+    options = dict(members=["contiguous"], exact="cpsat", crossing_bound=False, progress=False, time_budget_s=5.0,
+                   lattice_downsets=0, rebalance={"latency": 0}, line_restarts={"latency": 0},
+                   exact_after_line_min_nodes=None)
+    gated = run_solver("auto", graph, hw, "latency", exact_build_s_per_unit=0.01, **options)
+    skipped = gated["info"]["portfolio"]["cpsat"]["skipped"]
+    assert skipped.startswith(f"its model takes about {0.01 * units:.1f} s to build") and not hints
+    run_solver("auto", graph, hw, "latency", exact_build_s_per_unit=None, **options)
+    assert len(hints) == 1
+    assert auto.estimated_build_s(graph, 4, 2e-5) == pytest.approx(2e-5 * units)
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("exact_build_s_per_unit", -1e-5, "exact_build_s_per_unit must be a number >= 0 or null"),
+    ("exact_build_s_per_unit", "fast", "exact_build_s_per_unit must be a number >= 0 or null"),
+    ("exact_build_s_per_unit", True, "exact_build_s_per_unit must be a number >= 0 or null"),
+    ("exact_wait_share", 1.5, "exact_wait_share must be a number in \\[0, 1\\] or null"),
+    ("exact_wait_share", "half", "exact_wait_share must be a number in \\[0, 1\\] or null"),
+])
+def test_auto_rejects_bad_exact_gate_options(name, value, message):
+    with pytest.raises(ValueError, match=message):
+        run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False, **{name: value})

@@ -117,9 +117,16 @@ POLISH_CHUNK = 10
 #: 0.02 s with single-node moves (0.3-0.6 s and 0.01 s on densenet169's 595 nodes at load ~5; 10 closure moves
 #: 1.1 s on a 500-node layered graph at load 9; 2-core CPU), so a stop signal would wait seconds between looks.
 POLISH_CLOSURE_MAX_NODES = 300
-#: Seconds the exact models take to build per (node + edge) x (K - 1) (Python loops; measured with CP-SAT on a
-#: 1,000-node layered graph, K = 4, on the 2-core CPU of experiments/bench_scale.py: 1.7 s for 11,553 units,
-#: with the CPU shared). The exact solver is skipped when its estimated build would overrun the budget.
+#: Seconds the exact models take to build per (node + edge) x (K - 1) (``exact_build_s_per_unit``): the exact solver is
+#: skipped when its estimated build would overrun the time left. Measured with the scalar ``cp_model`` build on a
+#: 1,000-node layered graph, K = 4, on the 2-core CPU of experiments/bench_scale.py: 1.7 s for 11,553 units, with the
+#: CPU shared. Since session 32 the model is written as protobuf text (:func:`respect_jax.solvers.cpsat._build_model`):
+#: 0.3 s at 1k, 0.7 s at 5k, 1.6 s at 10k nodes at load ~9 (2-5e-5 per unit), so the value is now a gate rather than an
+#: estimate: it keeps CP-SAT off 5k-10k-node graphs within 10 s (8.8 / 17 s "to build" against the ~4 s left). On
+#: validation (own seeds 3201-3206, 5k / 10k nodes, K = 4, latency, 10 s, load 6-11) a gate of 3e-5, which lets CP-SAT
+#: start there at 0.6 of the budget beside the line, never gave the winner in 32 runs and cost the line CPU: x1.019
+#: with 2 workers (8 graphs), x1.017 started at 0.4, x0.999 with 1 worker, x1.04 with the line's restarts off
+#: (``experiments/results/auto_scale_val_s32_summary.md``).
 BUILD_S_PER_UNIT = 1.5e-4
 #: Steps per call of the Gumbel member (its ``chunk_steps``; the member's restart period, so a chunk ends where
 #: its logits restart anyway): the stop signal is looked at between calls.
@@ -240,9 +247,12 @@ EARLY_AFTER_S = 0.25
 LATTICE_PATIENCE = {"paper": 2, "latency": 0}
 
 
-def estimated_build_s(graph: Graph, stages: int) -> float:
-    """Seconds an exact model of ``graph`` with ``stages`` stages is expected to take to build."""
-    return BUILD_S_PER_UNIT * (graph.num_nodes + len(graph.edges)) * max(stages - 1, 0)
+def estimated_build_s(graph: Graph, stages: int, per_unit: float | None = BUILD_S_PER_UNIT) -> float:
+    """Seconds an exact model of ``graph`` with ``stages`` stages is expected to take to build, at ``per_unit``
+    seconds per (node + edge) x (K - 1) (None: 0, never skipped for its build)."""
+    if per_unit is None:
+        return 0.0
+    return float(per_unit) * (graph.num_nodes + len(graph.edges)) * max(stages - 1, 0)
 
 
 def gumbel_need_s(graph: Graph, stages: int, options: dict, polish_moves: int) -> tuple[float, str]:
@@ -520,6 +530,8 @@ def solve_auto(
     host_polish_moves: bool = HOST_POLISH,
     bound_early_max_nodes: int | None = BOUND_EARLY_MAX_NODES,
     host_polish_first_max_nodes: int | None = HOST_POLISH_FIRST_MAX_NODES,
+    exact_build_s_per_unit: float | None = BUILD_S_PER_UNIT,
+    exact_wait_share: float | None = None,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -582,6 +594,10 @@ def solve_auto(
         line_moves: ``{objective: moves}`` (None: :data:`LINE_MOVES`): the contiguous line's first polish on graphs
             of more than :data:`POLISH_CLOSURE_MAX_NODES` nodes takes up to this many single-node moves (in calls of
             :data:`LINE_CHUNK`, until a call improves nothing or the stop) instead of ``polish_moves``.
+        exact_build_s_per_unit: the exact solver is skipped when its model's estimated build, this many seconds per
+            (node + edge) x (K - 1) (:data:`BUILD_S_PER_UNIT`), exceeds the time left (None: never skipped for it).
+        exact_wait_share: a waiting exact solver (``exact_after_line_min_nodes``) starts at this share of the budget
+            at the latest (None: :data:`EXACT_WAIT_SHARE`).
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -618,6 +634,13 @@ def solve_auto(
                         ("host_polish_first_max_nodes", host_polish_first_max_nodes),
                         ("lattice_max_nodes", lattice_max_nodes)):
         _check_node_limit(name, limit)
+    per_unit = exact_build_s_per_unit
+    if per_unit is not None and (isinstance(per_unit, bool) or not isinstance(per_unit, (int, float))
+                                 or not 0 <= per_unit < float("inf")):
+        raise ValueError(f"solver auto: exact_build_s_per_unit must be a number >= 0 or null, got {per_unit!r}")
+    wait_share = EXACT_WAIT_SHARE if exact_wait_share is None else exact_wait_share
+    if isinstance(wait_share, bool) or not isinstance(wait_share, (int, float)) or not 0 <= wait_share <= 1:
+        raise ValueError(f"solver auto: exact_wait_share must be a number in [0, 1] or null, got {exact_wait_share!r}")
     density = exact_after_polish_min_edges_per_node
     if density is not None and (isinstance(density, bool) or not isinstance(density, (int, float))
                                 or not 0 <= density < float("inf")):
@@ -929,7 +952,7 @@ def solve_auto(
             portfolio[exact_name] = {"skipped": "the bound already proves the incumbent optimal"}
         elif signal():
             portfolio[exact_name] = {"skipped": "not started before the deadline"}
-        elif (build := estimated_build_s(graph, hw.stages)) > deadline - time.perf_counter():
+        elif (build := estimated_build_s(graph, hw.stages, per_unit)) > deadline - time.perf_counter():
             left = deadline - time.perf_counter()
             portfolio[exact_name] = {"skipped": f"its model takes about {build:.1f} s to build; {left:.1f} s left"}
         else:
@@ -971,7 +994,7 @@ def solve_auto(
         if thread is not None:
             thread.join(timeout=max(min(float(head_start_s), deadline - time.perf_counter()), 0.0))
     else:  # started by the contiguous line (below), or by this timer at the latest
-        exact_timer = threading.Timer(max(start + EXACT_WAIT_SHARE * float(time_budget_s) - time.perf_counter(), 0.0),
+        exact_timer = threading.Timer(max(start + float(wait_share) * float(time_budget_s) - time.perf_counter(), 0.0),
                                       start_exact)
         exact_timer.daemon = True
         exact_timer.start()

@@ -153,100 +153,152 @@ class _Scaling:
 
 @dataclass
 class _Model:
-    """The CP-SAT model of one problem and the variables the hint and the answer need.
+    """The CP-SAT model of one problem and the variable indices the hint and the answer need.
 
     Attributes:
-        model: the ``CpModel``; z: Booleans ``z[v][j] = [s(v) >= j + 1]``; y: the crossing Booleans of producers
-        with successors, by ``(u, j)``; aux: ``{"P": peak}`` (paper) or ``{"spill": [...], "B": bottleneck}``.
+        model: the ``CpModel``; zid: int64[N, K-1], the index of ``z[v, j] = [s(v) >= j + 1]``; producers: int64[P],
+        the producers with successors and a nonzero output, in node order; yid: int64[P, K-1], the index of their
+        crossing Booleans ``y[u, j]``; aux: the indices of ``{"P": peak}`` (paper) or ``{"spill": [...], "B":
+        bottleneck}`` (latency); num_vars: the number of variables.
     """
 
     model: object
-    z: list
-    y: dict
+    zid: np.ndarray
+    producers: np.ndarray
+    yid: np.ndarray
     aux: dict
+    num_vars: int
 
 
-#: Nodes (or edges) the model builder adds between two looks at its stop signal.
+#: Producers the model builder writes between two looks at its stop signal.
 CHECK_EVERY = 256
+_INT64_MAX = 2**63 - 1
 
 
-def _crossing_literals(model, z: list, st, out: np.ndarray, m: int, stop=None) -> tuple[dict, dict]:
-    """``cross[u, j]`` literals (module docstring) and the ``y`` Booleans among them."""
-    cross, y_vars = {}, {}
-    for u in range(st.num_nodes):
-        if u % CHECK_EVERY == 0:
-            check_stop(stop)
-        if out[u] == 0:
-            continue
-        for j in range(m):
-            if st.sink[u]:
-                cross[u, j] = ~z[u][j]
-                continue
-            y = model.new_bool_var(f"y{u}_{j}")
-            for v in st.succs[u]:
-                model.add_bool_or([~z[v][j], z[u][j], y])
-            model.add_implication(y, ~z[u][j])
-            model.add_bool_or([~y] + [z[v][j] for v in st.succs[u]])
-            cross[u, j] = y
-            y_vars[u, j] = y
-    return cross, y_vars
+def _ints(values) -> str:
+    return ", ".join(map(str, values))
 
 
-def _stage_sums(z: list, coef: list, m: int) -> list:
-    """Linear expressions of ``sum(coef_v : s(v) = k)`` for k = 0..K-1."""
-    nz = [v for v in range(len(coef)) if coef[v] != 0]
-    w = [sum(coef[v] * z[v][j] for v in nz) for j in range(m)]
-    total = int(sum(coef[v] for v in nz))
-    return [total - w[0]] + [w[j - 1] - w[j] for j in range(1, m)] + [w[m - 1]]
+def _linear(coefs: np.ndarray, lower: int) -> str:
+    """``sum(coefs[i] * x_i) >= lower`` as protobuf text (variables in index order, zeros dropped: the canonical form
+    ``cp_model`` writes)."""
+    idx = np.flatnonzero(coefs)
+    return (f"constraints {{ linear {{ vars: [{_ints(idx.tolist())}] coeffs: [{_ints(coefs[idx].tolist())}] "
+            f"domain: [{int(lower)}, {_INT64_MAX}] }} }}")
 
 
-def _in_sums(cross: dict, coef: list, m: int) -> list:
-    """Linear expressions of ``sum(coef_u * cross[u, j])`` for stages j + 1 = 1..K-1."""
-    return [sum(coef[u] * lit for (u, jj), lit in cross.items() if jj == j and coef[u] != 0) for j in range(m)]
+def _stage_sum(zid: np.ndarray, coef: np.ndarray, kk: int, num_vars: int) -> tuple[np.ndarray, int]:
+    """(coefficients over the variables, constant) of ``sum(coef_v : s(v) = kk)`` in the thresholds:
+    ``W_{kk-1} - W_kk`` with ``W_j = sum_v coef_v z[v, j]``, ``W_{-1} = sum(coef)``, ``W_{K-1} = 0``."""
+    m = zid.shape[1]
+    vec = np.zeros(num_vars, np.int64)
+    const = int(coef.sum()) if kk == 0 else 0
+    if kk > 0:
+        vec[zid[:, kk - 1]] += coef
+    if kk < m:
+        vec[zid[:, kk]] -= coef
+    return vec, const
 
 
 def _build_model(graph: Graph, st, sc: _Scaling, objective: str, k: int, stop=None) -> _Model:
-    """The threshold model of the module docstring, with the objective of ``objective``.
+    """The threshold model of the module docstring, with the objective of ``objective``, written as protobuf text from
+    NumPy arrays and parsed in one call (no Python object per variable or constraint: at 10,000 nodes the scalar
+    ``cp_model`` calls took 1.4-2.3 s on a quiet 2-core CPU, several seconds beside auto's line). Its variables,
+    constraints (order included), coefficients and objective are those the scalar calls of sessions 10-31 built, so
+    CP-SAT's answer is the same (``tests/test_cpsat_text_model.py`` compares the two models).
 
-    ``stop`` (a ``stop() -> bool`` callable or None) is polled every :data:`CHECK_EVERY` nodes or edges: the build
-    raises :class:`~respect_jax.solvers.stopping.Stopped` once it returns True (a model of 10,000 nodes takes
-    seconds to build in Python)."""
+    ``stop`` (a ``stop() -> bool`` callable or None) is polled every :data:`CHECK_EVERY` producers: the build raises
+    :class:`~respect_jax.solvers.stopping.Stopped` once it returns True."""
     from ortools.sat.python import cp_model  # imported at the first solve: the registry loads without it
 
+    check_stop(stop)
     n, m = graph.num_nodes, k - 1
-    model = cp_model.CpModel()
-    z = [[model.new_bool_var(f"z{v}_{j}") for j in range(m)] for v in range(n)]
-    for v in range(n):
-        if v % CHECK_EVERY == 0:
-            check_stop(stop)
-        for j in range(m - 1):
-            model.add_implication(z[v][j + 1], z[v][j])
-    for i, (u, v) in enumerate(st.edges.tolist()):
+    zid = np.arange(n * m, dtype=np.int64).reshape(n, m)
+    out = np.asarray(graph.output_size)
+    producers = np.flatnonzero((out != 0) & ~st.sink).astype(np.int64)
+    yid = n * m + np.arange(len(producers) * m, dtype=np.int64).reshape(len(producers), m)
+    var_text = [f'variables {{ name: "z{v}_{j}" domain: [0, 1] }}' for v in range(n) for j in range(m)]
+    var_text += [f'variables {{ name: "y{u}_{j}" domain: [0, 1] }}' for u in producers.tolist() for j in range(m)]
+    imp = "constraints {{ enforcement_literal: {} bool_and {{ literals: {} }} }}".format
+    cons: list[str] = []
+    if m > 1:  # z[v][j + 1] -> z[v][j]
+        cons += map(imp, zid[:, 1:].ravel().tolist(), zid[:, :-1].ravel().tolist())
+    edges = st.edges
+    if len(edges):  # precedence: z[u][j] -> z[v][j]
+        cons += map(imp, zid[edges[:, 0]].ravel().tolist(), zid[edges[:, 1]].ravel().tolist())
+    for i, u in enumerate(producers.tolist()):  # y[u, j] = max_v z[v, j] - z[u, j]
         if i % CHECK_EVERY == 0:
             check_stop(stop)
+        succ = st.succs[u]
         for j in range(m):
-            model.add_implication(z[u][j], z[v][j])
-    cross, y_vars = _crossing_literals(model, z, st, graph.output_size, m, stop)
-    mem = _stage_sums(z, sc.mem, m)
-    mem_total = int(sum(sc.mem))
+            zu, y = u * m + j, int(yid[i, j])
+            cons += [f"constraints {{ bool_or {{ literals: [{-(v * m + j) - 1}, {zu}, {y}] }} }}" for v in succ]
+            cons.append(imp(y, -zu - 1))
+            cons.append(f"constraints {{ bool_or {{ literals: [{-y - 1}, {_ints(v * m + j for v in succ)}] }} }}")
+    check_stop(stop)
+    nv = n * m + len(producers) * m
+    mem = np.asarray(sc.mem, np.int64)
+    mem_total = int(mem.sum())
+    sinks = np.flatnonzero((out != 0) & st.sink)  # their crossing literal is not z[u, j]
+
+    def crossing_terms(coef: list, j: int, num_vars: int) -> tuple[np.ndarray, int]:
+        """(coefficients, constant) of ``sum_u coef_u cross[u, j]``."""
+        c = np.asarray(coef, np.int64)
+        vec = np.zeros(num_vars, np.int64)
+        vec[yid[:, j]] += c[producers]
+        vec[zid[sinks, j]] -= c[sinks]  # coef_u (1 - z[u, j])
+        return vec, int(c[sinks].sum())
+
     if objective == "paper":
-        peak = model.new_int_var(0, max(mem_total, 0), "P")
-        for e in mem:
-            model.add(peak >= e)
-        model.minimize(peak + sum(_in_sums(cross, sc.comm, m)))
-        return _Model(model, z, y_vars, {"P": peak})
-    macs = _stage_sums(z, sc.macs, m)
-    inb = [0] + _in_sums(cross, sc.inb, m)
-    spill_ub = max(mem_total - sc.sram, 0)
-    spill = [model.new_int_var(0, spill_ub, f"spill{kk}") for kk in range(k)]
-    for kk in range(k):
-        model.add(spill[kk] >= mem[kk] - sc.sram)
-    b_ub = int(sum(sc.macs)) + spill_ub + int(sum(sc.inb))
-    bott = model.new_int_var(0, max(b_ub, 0), "B")
-    for kk in range(k):
-        model.add(bott >= macs[kk] + spill[kk] + inb[kk])
-    model.minimize(bott)
-    return _Model(model, z, y_vars, {"spill": spill, "B": bott})
+        peak = nv
+        var_text.append(f'variables {{ name: "P" domain: [0, {max(mem_total, 0)}] }}')
+        nv += 1
+        for kk in range(k):  # P >= mem_kk
+            vec, const = _stage_sum(zid, mem, kk, nv)
+            coefs = -vec
+            coefs[peak] += 1
+            cons.append(_linear(coefs, const))
+        obj = np.zeros(nv, np.int64)
+        obj[peak] = 1
+        offset = 0
+        for j in range(m):
+            vec, const = crossing_terms(sc.comm, j, nv)
+            obj += vec
+            offset += const
+        idx = np.flatnonzero(obj)
+        objective_text = (f"objective {{ vars: [{_ints(idx.tolist())}] coeffs: [{_ints(obj[idx].tolist())}] "
+                          f"offset: {offset} scaling_factor: 1 }}")
+        aux = {"P": peak}
+    else:
+        spill_ub = max(mem_total - sc.sram, 0)
+        spill = list(range(nv, nv + k))
+        var_text += [f'variables {{ name: "spill{kk}" domain: [0, {spill_ub}] }}' for kk in range(k)]
+        b_ub = int(sum(sc.macs)) + spill_ub + int(sum(sc.inb))
+        bott = nv + k
+        var_text.append(f'variables {{ name: "B" domain: [0, {max(b_ub, 0)}] }}')
+        nv += k + 1
+        for kk in range(k):  # spill_kk >= mem_kk - sram
+            vec, const = _stage_sum(zid, mem, kk, nv)
+            coefs = -vec
+            coefs[spill[kk]] += 1
+            cons.append(_linear(coefs, const - sc.sram))
+        macs = np.asarray(sc.macs, np.int64)
+        for kk in range(k):  # B >= macs_kk + spill_kk + in_kk
+            vec, const = _stage_sum(zid, macs, kk, nv)
+            coefs = -vec
+            if kk > 0:
+                inb, in_const = crossing_terms(sc.inb, kk - 1, nv)
+                coefs -= inb
+                const += in_const
+            coefs[spill[kk]] -= 1
+            coefs[bott] += 1
+            cons.append(_linear(coefs, const))
+        objective_text = f"objective {{ vars: [{bott}] coeffs: [1] scaling_factor: 1 }}"
+        aux = {"spill": spill, "B": bott}
+    model = cp_model.CpModel()
+    if not model.proto.parse_text_format("\n".join(var_text + cons + [objective_text])):
+        raise RuntimeError("cpsat: the CP-SAT model text did not parse")
+    return _Model(model, zid, producers, yid, aux, nv)
 
 
 def _exact_values(st, sc: _Scaling, objective: str, k: int, a: np.ndarray) -> dict:
@@ -269,19 +321,15 @@ def _exact_values(st, sc: _Scaling, objective: str, k: int, a: np.ndarray) -> di
 
 
 def _add_hint(mdl: _Model, values: dict, objective: str, k: int) -> None:
-    """A complete solution hint: every variable, with the exact auxiliary values of ``values``."""
-    n, m = len(mdl.z), k - 1
-    for v in range(n):
-        for j in range(m):
-            mdl.model.add_hint(mdl.z[v][j], bool(values["z"][v, j]))
-    for (u, j), y in mdl.y.items():
-        mdl.model.add_hint(y, bool(values["cross"][u, j]))
-    if objective == "paper":
-        mdl.model.add_hint(mdl.aux["P"], values["P"])
-        return
-    for kk in range(k):
-        mdl.model.add_hint(mdl.aux["spill"][kk], values["spill"][kk])
-    mdl.model.add_hint(mdl.aux["B"], values["B"])
+    """A complete solution hint: every variable (index order: the thresholds, the crossings, then the auxiliary
+    variables), with the exact auxiliary values of ``values``."""
+    zz = (np.asarray(values["z"]) != 0).astype(np.int64).ravel()
+    yy = (np.asarray(values["cross"])[mdl.producers] != 0).astype(np.int64).ravel()
+    aux = [values["P"]] if objective == "paper" else [*values["spill"], values["B"]]
+    hint = [*zz.tolist(), *yy.tolist(), *(int(x) for x in aux)]
+    text = f"solution_hint {{ vars: [{_ints(range(mdl.num_vars))}] values: [{_ints(hint)}] }}"
+    if len(hint) != mdl.num_vars or not mdl.model.proto.merge_text_format(text):
+        raise RuntimeError("cpsat: the solution hint text did not parse")
 
 
 def _configure(params, time_limit_s, deterministic_time, workers, rel_gap, random_seed, verbose, deadline) -> None:
@@ -321,7 +369,7 @@ def _answer(graph, hw, objective, lam, solver, status, mdl: _Model, st, start) -
 
     n, m = graph.num_nodes, hw.stages - 1
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        zval = np.array([[solver.boolean_value(mdl.z[v][j]) for j in range(m)] for v in range(n)], dtype=np.float64)
+        zval = np.asarray(solver.response_proto.solution, np.int64)[mdl.zid].astype(np.float64)
         return stages_from_thresholds(zval.reshape(n, m), st), "cpsat"
     if status == cp_model.UNKNOWN:
         if start is not None:
