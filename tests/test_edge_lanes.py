@@ -101,12 +101,20 @@ def test_lanes_counts_only_and_odd_slot_count():
 
 
 def test_lanes_in_chunks_equal_the_scan_simulator():
-    """A batch laid out in chunks of 2 lanes (3 traces: chunks of 2 and 1, each its own scan): the same per-query
-    outcomes and counts as the scan simulator, in trace order."""
+    """A batch laid out in chunks of 2 lanes (3 traces: chunks of 2 and 1, each its own scan), given shortest first:
+    the lanes hold them longest first, and the per-query outcomes and counts come back in the caller's trace order,
+    equal to the scan simulator's."""
     scn = preset("isp_failure")
     traces = eval_traces(scn, "high", jax.random.key(13), 3)
+    lengths = np.asarray(traces.valid).sum(axis=1)
+    traces = jax.tree.map(lambda x: x[np.argsort(lengths)], traces)  # shortest first
+    lengths = np.sort(lengths)
+    assert lengths[0] < lengths[1] < lengths[2]
     chunks = to_lanes(traces, chunk=2)
-    assert [c.shape[-1] for c in chunks] == [2, 1]
+    assert [c.shape[-1] for c in chunks.chunks] == [2, 1]
+    assert np.array_equal(np.asarray(chunks.order), [2, 1, 0])
+    laid_valid = np.concatenate([(np.asarray(c[:, 2]) >> 15) & 1 for c in chunks.chunks], axis=-1)  # [Q, B]
+    assert np.array_equal(laid_valid.sum(axis=0), lengths[::-1])
     index = jnp.arange(len(POLICIES))
     counts, out = _lanes(scn.params, chunks, index, laid_out=True)
     sims, ref = _scan(scn.params, traces, index)
@@ -130,8 +138,8 @@ def test_to_lanes_packs_the_small_fields_in_16_bits():
                    valid=jnp.asarray(rng.integers(0, 2, (b, q)), bool).at[:, 0].set(True),
                    net_pct=small(b, q, s).at[1, 2, 0].set(0), slow_pct=small(b, q, s).at[2, 1, 2].set(SMALL_MAX))
     traces = traces.replace(source=traces.source.at[0, 1].set(SMALL_MAX))
-    (lanes,) = to_lanes(traces)
-    assert lanes.shape == (q, 4 + s, b)
+    (lanes,), order = to_lanes(traces)
+    assert lanes.shape == (q, 4 + s, b) and np.array_equal(np.asarray(order), np.arange(b))  # one chunk: not sorted
     for slot in range(q):
         got = _query_of(lanes[slot])
         for f in ("time_us", "source", "app", "jitter_pct", "service_pct", "rand", "valid"):

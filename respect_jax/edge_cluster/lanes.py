@@ -20,6 +20,10 @@ SIMD lane) and one loop over the Q query slots advances all B traces together:
   the slot count is found by a binary search over the slots before the loop): padding slots after it are not run
   (their outcomes stay INVALID, -1), so a batch padded to a common Q costs the steps of its longest trace only;
   each iteration runs :data:`UNROLL` slots (a slot past the last used one is run as padding);
+* :func:`to_lanes` puts the traces in lanes longest first (by valid-query count, stable), so each chunk of
+  :data:`LANE_CHUNK` lanes holds traces of similar length and runs about the steps of its own longest one, not of the
+  batch's: ~5 % fewer steps at B = 4,096 on ``small`` (Poisson trace lengths). :func:`simulate_lanes` returns the
+  counts and outcomes in the caller's trace order (:attr:`LaneTraces.order`);
 * the traces stream from memory at every step (~18 % of a step's time on ``small`` with 4-byte fields, measured by
   re-reading two cached slots instead), so :func:`to_lanes` packs
   every field but ``time_us`` and ``rand`` in 16 bits, two per i32 row (``valid`` in bit 15 of ``source``): 4 + S
@@ -39,6 +43,7 @@ Only the static rules run here (:data:`LANE_POLICIES`, each the lanes form of th
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -361,9 +366,25 @@ def no_update(batch: int) -> dict:
     return {"site": none, "finish": jnp.full((batch,), -NEVER, jnp.int32), "hol": none, "vclock": none, "key": none}
 
 
-def to_lanes(traces: Trace, chunk: int = LANE_CHUNK) -> tuple[jax.Array, ...]:
+class LaneTraces(NamedTuple):
+    """A batch of traces in the loop's layout (:func:`to_lanes`)."""
+
+    chunks: tuple[jax.Array, ...]
+    """i32[Q, F, b] each: lanes ``[i * chunk, i * chunk + b)`` of the batch in lane order."""
+    order: jax.Array
+    """i32[B]: the caller's index of the trace in each lane (longest trace first)."""
+
+
+def lane_order(valid: jax.Array) -> jax.Array:
+    """i32[B] the traces of ``valid`` bool[B, Q] by decreasing valid-query count, ties in the caller's order."""
+    return jnp.argsort(-jnp.sum(valid, axis=-1, dtype=jnp.int32), stable=True).astype(jnp.int32)
+
+
+def to_lanes(traces: Trace, chunk: int = LANE_CHUNK) -> LaneTraces:
     """Trace [B, Q] (per-site fields [B, Q, S]) -> the loop's inputs: chunks of at most ``chunk`` lanes, each
-    i32[Q, F, b], F = 4 + S. The rows of a query slot are time_us, rand, then the 16-bit fields two per row, low half
+    i32[Q, F, b], F = 4 + S, and the lane order. With more than one chunk the traces go in lanes longest first
+    (:func:`lane_order`): a chunk's loop runs the steps of its own longest trace, so chunks of similar lengths waste
+    fewer padding steps. The rows of a query slot are time_us, rand, then the 16-bit fields two per row, low half
     first: source | valid << 15, app, jitter_pct, service_pct, net_pct[S], slow_pct[S] (one contiguous block per
     slot: each step reads one slice, where separate field arrays cost one slice kernel per field);
     :func:`simulate_lanes` runs the chunks one after another. The 16-bit fields must lie in [0, :data:`SMALL_MAX`]
@@ -380,23 +401,31 @@ def to_lanes(traces: Trace, chunk: int = LANE_CHUNK) -> tuple[jax.Array, ...]:
     small[0] = small[0] | jax.lax.shift_left(traces.valid.astype(jnp.int32), 15)
     rows = [traces.time_us.astype(jnp.int32), traces.rand.astype(jnp.int32)]
     rows += [small[i] | jax.lax.shift_left(small[i + 1], 16) for i in range(0, len(small), 2)]
+    batch = traces.valid.shape[0]
+    if batch > chunk:  # one chunk runs the steps of its longest trace whatever the order: no permutation
+        order = lane_order(traces.valid)
+        rows = [r[order] for r in rows]
+    else:
+        order = jnp.arange(batch, dtype=jnp.int32)
     full = jnp.stack([jnp.moveaxis(r, 0, -1) for r in rows], axis=1)
-    return tuple(full[..., i:i + chunk] for i in range(0, full.shape[-1], chunk))
+    return LaneTraces(tuple(full[..., i:i + chunk] for i in range(0, full.shape[-1], chunk)), order)
 
 
-def simulate_lanes(params: EdgeParams, traces: Trace | tuple[jax.Array, ...], policy: LanePolicy,
+def simulate_lanes(params: EdgeParams, traces: Trace | LaneTraces, policy: LanePolicy,
                    outcomes: bool = False, laid_out: bool = False) -> tuple[jax.Array, Outcome | None]:
     """Run a lanes policy over a batch of traces of one scenario.
 
     Args:
         params: one scenario (shared by every lane); traces: Trace [B, Q]; policy: a :data:`LANE_POLICIES` entry;
         outcomes: also return the per-query outcomes; laid_out: ``traces`` are already in the loop's layout
-        (:func:`to_lanes`: chunks i32[Q, F, b]), e.g. converted once for repeated runs.
+        (:class:`LaneTraces` from :func:`to_lanes`), e.g. converted once for repeated runs.
     Returns:
         counts i32[B, A, 5] (as ``SimState.counts`` of :func:`~respect_jax.edge_cluster.simulator.simulate`) and,
-        with ``outcomes``, the Outcome [B, Q] (else None).
+        with ``outcomes``, the Outcome [B, Q] (else None), both in the order of the traces given to :func:`to_lanes`.
     """
-    chunks = traces if laid_out else to_lanes(traces)
+    if laid_out and not isinstance(traces, LaneTraces):
+        raise TypeError(f"simulate_lanes(laid_out=True): expected the LaneTraces of to_lanes, got {type(traces)}")
+    laid = traces if laid_out else to_lanes(traces)
     slot_site = params.slot_site
     k = slot_site.shape[0]
     is_first = jnp.concatenate([jnp.ones((1,), bool), slot_site[1:] != slot_site[:-1]])
@@ -450,9 +479,11 @@ def simulate_lanes(params: EdgeParams, traces: Trace | tuple[jax.Array, ...], po
         return jnp.moveaxis(apply_lanes(params, final, pending)["counts"], -1, 0), outs
 
     counts, outs = [], []
-    for lanes in chunks:
+    for lanes in laid.chunks:
         c, out = run(lanes)
         counts.append(c)
         outs.append(out)
-    out = jax.tree.map(lambda *xs: jnp.concatenate([x.T for x in xs]), *outs) if outcomes else None
-    return jnp.concatenate(counts), out
+    # lane i holds trace order[i]: back to the caller's order
+    inverse = jnp.zeros_like(laid.order).at[laid.order].set(jnp.arange(laid.order.shape[0], dtype=jnp.int32))
+    out = jax.tree.map(lambda *xs: jnp.concatenate([x.T for x in xs])[inverse], *outs) if outcomes else None
+    return jnp.concatenate(counts)[inverse], out
