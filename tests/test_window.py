@@ -633,7 +633,7 @@ def test_window_options_resolve_defaults_and_reach_every_entry_point():
     assert set(kwargs) <= set(inspect.signature(window_search).parameters)
     assert (kwargs["min_free"], kwargs["widths"], kwargs["max_nodes"], kwargs["presolve"]) == (0.5, (3,), 10, 2)
     names = set(order_solver.WINDOW_OPTION_NAMES)
-    assert len(names) == 11 and all(n.startswith("ls_window") for n in names)
+    assert len(names) == 12 and all(n.startswith("ls_window") for n in names)
     for solver in ("policy", "order_policy"):
         assert names <= set(solver_options(solver))
         check_solver_options(solver, {"ls_window_presolve": 1, "ls_window_limit": 0.5})
@@ -642,3 +642,49 @@ def test_window_options_resolve_defaults_and_reach_every_entry_point():
         assert "\n" not in str(err.value)
     with pytest.raises(TypeError, match="ls_window_limt"):
         policy_solver._route(ls_window_limt=0.5)
+
+
+def test_window_search_in_threads_gives_the_sequential_search_exactly(monkeypatch):
+    """``threads`` 3 (re-solves of the next windows run ahead at once) against ``threads`` 1, K = 5-6 with the
+    escalation: the same schedule, re-solves kept and ``info`` (used, capped, exhausted, escalated) on every case, while
+    re-solves did run at once (a recording wrapper sees two in flight). Fails if a re-solve ahead starts from another
+    schedule than the one the search reaches it from, if a result is used for the wrong window, or if a re-solve run
+    ahead counts against the budget."""
+    import threading
+    import time
+
+    active, most = [0], [0]
+    lock = threading.Lock()
+    resolve = window.window_resolve
+
+    def recording(*args, **kwargs):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        try:
+            time.sleep(0.005)  # long enough for a re-solve run ahead to overlap this one
+            return resolve(*args, **kwargs)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(window, "window_resolve", recording)
+    rng = np.random.default_rng(23)
+    graphs = [g for g in random_graphs(10, seed=71, min_nodes=14, max_nodes=22) if not has_unique_order(g)]
+    kept_any = 0
+    for i, graph in enumerate(graphs):
+        k = 5 + i % 2
+        hw = make_hw(k, **({"sram_bytes": 1e5} if i % 3 == 0 else {}))
+        s = random_valid_schedule(graph, k, rng)
+        opts = {"deterministic_limit": 0.5, "min_free": 0.0, "escalate": 3, "escalate_stages": 2}
+        results = []
+        for threads in (1, 3):
+            info: dict = {}
+            out, kept = window_search(graph, hw, s, 4, **opts, info=info, threads=threads)
+            results.append((out, kept, info))
+        (a, kept_a, info_a), (b, kept_b, info_b) = results
+        assert np.array_equal(a, b) and kept_a == kept_b and info_a == info_b, (graph.name, info_a, info_b)
+        kept_any += kept_a > 0
+    assert kept_any >= 3 and most[0] >= 2, (kept_any, most[0])
+    with pytest.raises(ValueError, match="threads must be an integer >= 1"):
+        window_search(graphs[0], make_hw(5), np.zeros(graphs[0].num_nodes, np.int64), 2, threads=0)

@@ -134,6 +134,10 @@ WINDOW_LIMIT = 0.2
 #: :func:`respect_jax.solvers.window.escalation_signal` holds), chosen on validation graphs only
 #: (``experiments/results/latency_window_adaptive_val.md``)
 WINDOW_ESCALATE = 2
+#: re-solves of one graph's window search run at once (``ls_window_threads`` None; the same schedules, only the wall
+#: time changes: :func:`respect_jax.solvers.window.window_search`); the many-graph form (:func:`_many`): 1 unless set.
+#: 1 until a quiet validation run shows a gain (``experiments/window_threads_val.py``)
+WINDOW_THREADS = 1
 
 
 def _widths(widths: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -148,7 +152,8 @@ class WindowOptions:
     deterministic ``limit`` each; the rest are ``window_search``'s keyword arguments (None: its module's defaults):
     windows of ``widths`` stages around the bottleneck, at most ``max_nodes`` nodes, skipped below the free share
     ``free``; then up to ``escalate`` more re-solves where its signal holds (``escalate_widths``,
-    ``escalate_max_nodes``, at every K >= ``escalate_stages``); CP-SAT's ``probing`` level and ``presolve`` rounds."""
+    ``escalate_max_nodes``, at every K >= ``escalate_stages``); CP-SAT's ``probing`` level and ``presolve`` rounds;
+    ``threads``: re-solves run ahead at once (the same schedules; :func:`~respect_jax.solvers.window.window_search`)."""
 
     solves: int = 0
     limit: float = WINDOW_LIMIT
@@ -161,6 +166,7 @@ class WindowOptions:
     escalate_stages: int | None = None
     probing: int | None = None
     presolve: int | None = None
+    threads: int = WINDOW_THREADS
 
     def search_kwargs(self) -> dict:
         """The keyword arguments of :func:`~respect_jax.solvers.window.window_search` after (graph, hw, assignment,
@@ -168,7 +174,7 @@ class WindowOptions:
         return {"widths": self.widths, "max_nodes": self.max_nodes, "min_free": self.free,
                 "escalate": self.escalate, "escalate_widths": self.escalate_widths,
                 "escalate_max_nodes": self.escalate_max_nodes, "escalate_stages": self.escalate_stages,
-                "probing": self.probing, "presolve": self.presolve}
+                "probing": self.probing, "presolve": self.presolve, "threads": self.threads}
 
 
 def window_options(
@@ -186,11 +192,13 @@ def window_options(
     ls_window_escalate_stages: int | None = None,
     ls_window_probing: int | None = None,
     ls_window_presolve: int | None = None,
+    ls_window_threads: int | None = None,
 ) -> WindowOptions:
     """The ``ls_window*`` options of ``solver=order_policy`` / ``solver=policy`` (conf/solver/order_policy.yaml;
     None: the defaults) checked (a one-line ValueError on a bad value) and resolved: ``ls_window`` re-solves, or when
     None :data:`WINDOW_SOLVES` of the objective, always 0 without the rebalancing (``rebalance`` 0) and under
-    ``paper``; ``ls_window_limit`` None: :data:`WINDOW_LIMIT`; ``ls_window_escalate`` None: :data:`WINDOW_ESCALATE`."""
+    ``paper``; ``ls_window_limit`` None: :data:`WINDOW_LIMIT`; ``ls_window_escalate`` None: :data:`WINDOW_ESCALATE`;
+    ``ls_window_threads`` None: :data:`WINDOW_THREADS` (the many-graph form: 1, its graphs already run in threads)."""
     _check_optional_int("ls_window", ls_window, 0)
     if ls_window is not None and int(ls_window) > 0 and objective != "latency":
         raise ValueError(f"ls_window re-solves windows of stages under the latency objective only, got {objective!r}")
@@ -210,6 +218,7 @@ def window_options(
     _check_optional_int("ls_window_presolve", ls_window_presolve, 0)
     if ls_window_presolve is not None and int(ls_window_presolve) > 3:
         raise ValueError(f"ls_window_presolve must be an integer in 0..3 (or null), got {ls_window_presolve!r}")
+    _check_optional_int("ls_window_threads", ls_window_threads, 1)
     if int(rebalance) <= 0 or objective != "latency":
         solves = 0
     else:
@@ -226,7 +235,8 @@ def window_options(
         escalate_widths=_widths(ls_window_escalate_widths),
         escalate_max_nodes=optional_int(ls_window_escalate_max_nodes),
         escalate_stages=optional_int(ls_window_escalate_stages), probing=optional_int(ls_window_probing),
-        presolve=optional_int(ls_window_presolve))
+        presolve=optional_int(ls_window_presolve),
+        threads=WINDOW_THREADS if ls_window_threads is None else int(ls_window_threads))
 
 
 #: the names of the ``ls_window*`` options (:func:`window_options`' keyword-only arguments)
@@ -490,6 +500,8 @@ def _many(
     boundaries, rebalance, window, polish_options = _decoding_steps(
         objective, samples, noise, local_search, ls_moves, ls_screen, ls_escapes, ls_boundaries, ls_rebalance,
         ls_window_options)
+    if ls_window_options.get("ls_window_threads") is None:  # the graphs' decodings already run in threads
+        window = dataclasses.replace(window, threads=1)
     path, model, doc, load_s = _load(checkpoint)
     plan = forward_plan(graphs, int(batch_size))
     compile_s = _compile_forward(model, graphs, hw, objective, plan)

@@ -36,6 +36,8 @@ with it), since most re-solves start from a split that is already optimal and sp
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from respect_jax.costs import Hardware
@@ -363,7 +365,8 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
                   max_nodes: int | None = None, min_free: float | None = None, escalate: int = 0,
                   escalate_widths: tuple[int, ...] | None = None, escalate_max_nodes: int | None = None,
                   escalate_stages: int | None = None, probing: int | None = None,
-                  presolve: int | None = None, info: dict | None = None) -> tuple[np.ndarray, int]:
+                  presolve: int | None = None, info: dict | None = None,
+                  threads: int = 1) -> tuple[np.ndarray, int]:
     """(int64[N] schedule, re-solves kept): up to ``solves`` :func:`window_resolve` calls from ``assignment`` (a valid
     ``latency`` schedule) on windows of adjacent stages that contain the current bottleneck stage: those of
     ``widths[0]`` stages first (None: :data:`WINDOW_WIDTHS`; the window with the smaller sum of stage times first),
@@ -387,22 +390,52 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
 
     ``info`` (optional): gets ``used`` (re-solves run by the first search), ``capped`` (its windows skipped for
     ``max_nodes``), ``exhausted`` (whether it ended on its ``solves`` budget rather than with every window of the
-    bottleneck tried) and ``escalated`` (the re-solves run by the escalation; 0 when it did not fire)."""
+    bottleneck tried) and ``escalated`` (the re-solves run by the escalation; 0 when it did not fire).
+
+    ``threads`` > 1: the next windows of the same schedule (up to ``threads`` re-solves, within the budget) are
+    re-solved at once in threads, ahead of the search (CP-SAT releases the GIL); a result is used only where the
+    search reaches its window, so schedules, counts and ``info`` are those of ``threads`` 1 (each re-solve is
+    deterministic: one worker, a deterministic time limit). Only the wall time changes: most re-solves do not gain, and
+    the next window's re-solve then ran beside it. A re-solve made useless by a gain finishes in the background."""
+    if isinstance(threads, bool) or int(threads) < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
     s = np.asarray(assignment, np.int64).copy()
-    k = int(hw.stages)
     if info is not None:
         info.update(used=0, capped=0, exhausted=False, escalated=0)
     if int(solves) <= 0 or not window_needed(graph, hw, s):
         return s, 0
     current = stage_times_np(graph, s[None], hw)[0]
-    kept = 0
-    tried: set[tuple[int, int]] = set()  # windows re-solved from the current schedule (cleared when one is kept)
     phases = [(int(solves), WINDOW_WIDTHS if widths is None else widths,
                WINDOW_MAX_NODES if max_nodes is None else int(max_nodes))]
     if int(escalate) > 0:
         phases.append((int(escalate), ESCALATE_WIDTHS if escalate_widths is None else escalate_widths,
                        ESCALATE_MAX_NODES if escalate_max_nodes is None else int(escalate_max_nodes)))
     threshold = WINDOW_MIN_FREE if min_free is None else float(min_free)
+    pool = ThreadPoolExecutor(int(threads)) if int(threads) > 1 else None
+    try:
+        return _search_phases(graph, hw, s, current, phases, threshold, deterministic_limit, probing, presolve,
+                              escalate_stages, info, pool, int(threads))
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _search_phases(graph: Graph, hw: Hardware, s: np.ndarray, current: np.ndarray, phases: list, threshold: float,
+                   deterministic_limit: float, probing: int | None, presolve: int | None, escalate_stages: int | None,
+                   info: dict | None, pool: ThreadPoolExecutor | None, threads: int) -> tuple[np.ndarray, int]:
+    """:func:`window_search`'s phases (the first search, then its escalation) from schedule ``s`` (int64[N]) with
+    stage times ``current`` (float64[K]): (schedule, re-solves kept). ``pool`` (None: every re-solve in this thread)
+    runs up to ``threads`` re-solves of the current schedule's next windows ahead (:func:`_plan_windows`)."""
+    k = int(hw.stages)
+    kept = 0
+    tried: set[tuple[int, int]] = set()  # windows re-solved from the current schedule (cleared when one is kept)
+
+    def resolve(window: tuple[int, int], start: np.ndarray) -> tuple[np.ndarray, dict]:
+        solved: dict = {}
+        new = window_resolve(graph, hw, start, window[0], window[1], deterministic_limit, info=solved,
+                             probing=probing, presolve=presolve)
+        return new, solved
+
     for phase, (budget, phase_widths, cap) in enumerate(phases):
         used = capped = 0
         while used < budget:
@@ -413,29 +446,33 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
                 ws.sort(key=lambda w: (float(current[w[0]:w[1] + 1].sum()), w[0]))
                 windows += [w for w in ws if w not in windows]
             moved = False
-            for first, last in windows:
+            plan = _plan_windows(graph, hw, s, current, windows, tried, cap, threshold)
+            to_solve = [w for w, is_capped in plan if not is_capped]
+            ahead: dict = {}  # window -> future of its re-solve from the current schedule
+            for window, is_capped in plan:
                 if used >= budget:
                     break
-                if (first, last) in tried:  # the same sub-problem from the same schedule: the same answer
-                    continue
-                if int(np.sum((s >= first) & (s <= last))) > cap:
+                if is_capped:
                     capped += 1
                     continue
-                if float(current[first:last + 1].max()) <= window_floor(graph, hw, s, first, last) * (1.0 + 1e-9):
-                    continue
-                if window_free_share(graph, s, first, last) < threshold:
-                    continue
-                solved: dict = {}
-                new = window_resolve(graph, hw, s, first, last, deterministic_limit, info=solved, probing=probing,
-                                     presolve=presolve)
+                if pool is None:
+                    new, solved = resolve(window, s)
+                else:
+                    at = to_solve.index(window)
+                    for nxt in to_solve[at:at + min(threads, budget - used)]:
+                        if nxt not in ahead:
+                            ahead[nxt] = pool.submit(resolve, nxt, s)
+                    new, solved = ahead.pop(window).result()
                 used += 1
                 times = stage_times_np(graph, new[None], hw)[0]
                 if leximax_less(times, current):
                     s, current, moved = new, times, True
-                    tried = {(first, last)} if solved["optimal"] else set()
+                    tried = {window} if solved["optimal"] else set()
                     kept += 1
                     break
-                tried.add((first, last))
+                tried.add(window)
+            for future in ahead.values():  # re-solves of a schedule the search has left
+                future.cancel()
             if not moved:
                 break
         if phase == 0:
@@ -448,3 +485,24 @@ def window_search(graph: Graph, hw: Hardware, assignment: np.ndarray, solves: in
         elif info is not None:
             info["escalated"] = used
     return s, kept
+
+
+def _plan_windows(graph: Graph, hw: Hardware, s: np.ndarray, current: np.ndarray, windows: list, tried: set,
+                  cap: int, threshold: float) -> list[tuple[tuple[int, int], bool]]:
+    """The windows (first, last) of ``windows``, in order, that :func:`window_search` meets from schedule ``s``
+    (stage times ``current``): (window, True) for one skipped for holding more than ``cap`` nodes (counted as
+    ``capped``), (window, False) for one to re-solve; windows already ``tried`` from ``s``, at :func:`window_floor` or
+    with a :func:`window_free_share` below ``threshold`` left out (none of them counted)."""
+    plan = []
+    for first, last in windows:
+        if (first, last) in tried:  # the same sub-problem from the same schedule: the same answer
+            continue
+        if int(np.sum((s >= first) & (s <= last))) > cap:
+            plan.append(((first, last), True))
+            continue
+        if float(current[first:last + 1].max()) <= window_floor(graph, hw, s, first, last) * (1.0 + 1e-9):
+            continue
+        if window_free_share(graph, s, first, last) < threshold:
+            continue
+        plan.append(((first, last), False))
+    return plan
