@@ -36,6 +36,7 @@ with it), since most re-solves start from a split that is already optimal and sp
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -446,8 +447,10 @@ def _search_phases(graph: Graph, hw: Hardware, s: np.ndarray, current: np.ndarra
                 ws.sort(key=lambda w: (float(current[w[0]:w[1] + 1].sum()), w[0]))
                 windows += [w for w in ws if w not in windows]
             moved = False
-            plan = _plan_windows(graph, hw, s, current, windows, tried, cap, threshold)
-            to_solve = [w for w, is_capped in plan if not is_capped]
+            plan = _plan_windows(graph, hw, s, current, windows, tried, cap, threshold)  # lazy: one thread
+            if pool is not None:  # the windows ahead are needed at once
+                plan = list(plan)
+                to_solve = [w for w, is_capped in plan if not is_capped]
             ahead: dict = {}  # window -> future of its re-solve from the current schedule
             for window, is_capped in plan:
                 if used >= budget:
@@ -488,21 +491,20 @@ def _search_phases(graph: Graph, hw: Hardware, s: np.ndarray, current: np.ndarra
 
 
 def _plan_windows(graph: Graph, hw: Hardware, s: np.ndarray, current: np.ndarray, windows: list, tried: set,
-                  cap: int, threshold: float) -> list[tuple[tuple[int, int], bool]]:
+                  cap: int, threshold: float) -> Iterator[tuple[tuple[int, int], bool]]:
     """The windows (first, last) of ``windows``, in order, that :func:`window_search` meets from schedule ``s``
     (stage times ``current``): (window, True) for one skipped for holding more than ``cap`` nodes (counted as
     ``capped``), (window, False) for one to re-solve; windows already ``tried`` from ``s``, at :func:`window_floor` or
-    with a :func:`window_free_share` below ``threshold`` left out (none of them counted)."""
-    plan = []
+    with a :func:`window_free_share` below ``threshold`` left out (none of them counted). A generator: the checks of a
+    window run only when the search gets to it."""
     for first, last in windows:
         if (first, last) in tried:  # the same sub-problem from the same schedule: the same answer
             continue
         if int(np.sum((s >= first) & (s <= last))) > cap:
-            plan.append(((first, last), True))
+            yield (first, last), True
             continue
         if float(current[first:last + 1].max()) <= window_floor(graph, hw, s, first, last) * (1.0 + 1e-9):
             continue
         if window_free_share(graph, s, first, last) < threshold:
             continue
-        plan.append(((first, last), False))
-    return plan
+        yield (first, last), False
