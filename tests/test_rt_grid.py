@@ -30,6 +30,7 @@ def test_per_scenario_rates():
         "overrides": np.array([2, 0]),
         "jain": np.array([0.9, 1.0]),
         "utilisation": np.array([0.5, 0.4]),
+        "work_utilisation": np.array([0.45, 0.4]),
     }
     v = per_scenario(m)
     assert v["srt_satisfaction"][0] == 0.75 and np.isnan(v["srt_satisfaction"][1])
@@ -43,6 +44,7 @@ def _vals(srt, ovr, jain=None):
         "override_rate": np.asarray(ovr, float),
         "jain": np.asarray(jain if jain is not None else srt, float),
         "utilisation": np.full(len(srt), 0.5),
+        "work_utilisation": np.full(len(srt), 0.5),
     }
 
 
@@ -67,7 +69,7 @@ def test_grid_targets_use_paired_differences():
     g = t["baselines"]["edf+safety"]["grid_diff"]
     assert g["n"] == 32 and g["mean"] - g["ci95"] > 0
     assert t["override_not_below"] == ["b"]
-    assert t["jain_worse"] == [] and t["utilisation_worse"] == []
+    assert t["jain_worse"] == [] and t["utilisation_worse"] == [] and t["work_utilisation_worse"] == []
     summary = {s["cell"]: s for s in learner_vs_best(rows, per, "rl+safety", "edf+safety")}
     assert (summary["a"]["best"], summary["a"]["verdict"]) == ("edf+safety", "tie")
     assert (summary["b"]["best"], summary["b"]["verdict"]) == ("cpls+safety", "loss")
@@ -112,5 +114,5 @@ def test_grid_command_writes_cis_targets_and_one_png_per_metric(tmp_path, monkey
     md = (out / "rt_grid.md").read_text()
     assert "| u80_h50 | 0.80 | 0.50 | adversarial+safety |" in md and "±" in md
     assert len(doc["per_scenario"]["u40_h50|cpls+safety"]["jain"]) == 6
-    for key in ("srt_satisfaction", "jain", "utilisation", "override_rate"):
+    for key in ("srt_satisfaction", "jain", "utilisation", "work_utilisation", "override_rate"):
         assert (out / f"rt_grid_{key}.png").stat().st_size > 1000

@@ -126,6 +126,7 @@ def test_scenarios_without_srt_clients_report_no_srt_rate():
     metrics = {
         "hrt_jobs": np.array([3, 2]), "hrt_missed": np.array([0, 1]), "srt_jobs": np.array([0, 0]),
         "srt_met": np.array([0, 0]), "jain": np.array([1.0, 1.0]), "utilisation": np.array([0.4, 0.5]),
+        "work_utilisation": np.array([0.3, 0.4]),
         "overrides": np.array([0, 0]), "decisions": np.array([6, 4]), "finished": np.array([True, True]),
         "violation": np.array([0, 0]),
     }

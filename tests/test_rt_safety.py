@@ -129,6 +129,7 @@ def _agreement(run, scs, safety: bool, indices, names) -> None:
                 assert pm[key] == int(m[key][i]), (name, i, key)
             assert pm["jain"] == pytest.approx(float(m["jain"][i]), rel=1e-5)
             assert pm["utilisation"] == pytest.approx(float(m["utilisation"][i]), rel=1e-5)
+            assert pm["work_utilisation"] == pytest.approx(float(m["work_utilisation"][i]), rel=1e-5)
 
 
 @pytest.mark.parametrize("safety", [True, False])

@@ -52,6 +52,7 @@ METRIC_KEYS = (
     "srt_met",
     "jain",
     "utilisation",
+    "work_utilisation",
     "makespan",
     "decisions",
     "proposals",
@@ -119,13 +120,17 @@ def episode_metrics(state: RTState) -> dict:
     """Metrics of a finished episode (all f32[] / i32[] / bool[]; see :data:`METRIC_KEYS`).
 
     ``jain`` is over the per-client SRT satisfaction rates of clients with at least one job;
-    ``utilisation`` is the mean over accelerators of busy time / makespan.
+    ``utilisation`` is the mean over accelerators of busy time / makespan; ``work_utilisation`` (issue 31) is the
+    scenario's work W / (M x makespan), W = the sum over its sub-jobs of their mean time over the accelerators (the
+    unit of the generator's offered utilisation): the same W whatever the schedule, so unlike ``utilisation`` it does
+    not grow when the same jobs run on slower accelerators, only when they finish earlier.
     """
     p = state.params
     o = job_outcomes(p, state.finish)
     total, met, _ = client_counts(p, state.finish)
     rate = met / jnp.maximum(total, 1.0)
     makespan = jnp.max(jnp.where(p.valid, state.finish, 0))
+    work = jnp.sum(jnp.where(p.valid, jnp.mean(p.exec_us.astype(jnp.float32), axis=-1), 0.0))
     return {
         "hrt_jobs": jnp.sum(o["hrt"]).astype(jnp.int32),
         "hrt_missed": jnp.sum(o["hrt"] & ~o["met"]).astype(jnp.int32),
@@ -133,6 +138,7 @@ def episode_metrics(state: RTState) -> dict:
         "srt_met": jnp.sum(o["real"] & ~o["hrt"] & o["met"]).astype(jnp.int32),
         "jain": jain_index(rate, total > 0),
         "utilisation": jnp.mean(state.busy_us / jnp.maximum(makespan, 1).astype(jnp.float32)).astype(jnp.float32),
+        "work_utilisation": (work / (p.exec_us.shape[-1] * jnp.maximum(makespan, 1))).astype(jnp.float32),
         "makespan": makespan.astype(jnp.int32),
         "decisions": state.steps,
         "proposals": state.proposals,
@@ -144,7 +150,8 @@ def episode_metrics(state: RTState) -> dict:
 
 def _zero_metrics() -> dict:
     z = {k: jnp.int32(0) for k in METRIC_KEYS}
-    z.update(jain=jnp.float32(0.0), utilisation=jnp.float32(0.0), violation=jnp.bool_(False))
+    z.update(jain=jnp.float32(0.0), utilisation=jnp.float32(0.0), work_utilisation=jnp.float32(0.0),
+             violation=jnp.bool_(False))  # fmt: skip
     return z
 
 

@@ -11,6 +11,8 @@ Figures per method (:func:`summarise`):
   when the scenarios release no SRT job);
 * ``jain`` -- mean over scenarios of Jain's index of the per-client SRT satisfaction rates;
 * ``utilisation`` -- mean over scenarios and accelerators of busy time / makespan;
+* ``work_utilisation`` -- mean over scenarios of the scenario's work (mean accelerator time of its sub-jobs) /
+  (M x makespan): issue 31's second reading, which does not reward running the same jobs on slower accelerators;
 * ``override_rate`` -- rejected proposals / decisions (0 without the safety layer);
 * the safety layer's cost per decision -- measured separately (:func:`safety_overhead_py`,
   :func:`safety_overhead_jax`).
@@ -117,6 +119,7 @@ def summarise(metrics: dict) -> dict:
         "srt_satisfaction": float(metrics["srt_met"].sum() / srt_jobs) if srt_jobs else None,  # None: no SRT job
         "jain": float(np.mean(metrics["jain"])),
         "utilisation": float(np.mean(metrics["utilisation"])),
+        "work_utilisation": float(np.mean(metrics["work_utilisation"])),
         "override_rate": float(metrics["overrides"].sum() / decisions) if decisions else 0.0,
         "decisions": int(decisions),
         "unfinished": int((~metrics["finished"]).sum()),
@@ -125,14 +128,15 @@ def summarise(metrics: dict) -> dict:
 
 
 # per-scenario metrics of the grid evaluation (each a mean over the scenarios, with a 95% CI)
-GRID_METRICS = ("srt_satisfaction", "jain", "utilisation", "override_rate")
+GRID_METRICS = ("srt_satisfaction", "jain", "utilisation", "work_utilisation", "override_rate")
 
 
 def per_scenario(metrics: dict) -> dict[str, np.ndarray]:
     """f64[B] per-scenario values of :data:`GRID_METRICS` (NaN: a scenario without SRT jobs has no SRT rate).
 
     ``srt_satisfaction`` = SRT jobs met / SRT jobs of the scenario; ``override_rate`` = rejected proposals /
-    decisions of the scenario; ``jain`` and ``utilisation`` as in :func:`.environment.episode_metrics`.
+    decisions of the scenario; ``jain``, ``utilisation`` and ``work_utilisation`` as in
+    :func:`.environment.episode_metrics`.
     """
     srt = metrics["srt_jobs"].astype(np.float64)
     dec = metrics["decisions"].astype(np.float64)
@@ -141,6 +145,7 @@ def per_scenario(metrics: dict) -> dict[str, np.ndarray]:
             "srt_satisfaction": np.where(srt > 0, metrics["srt_met"] / srt, np.nan),
             "jain": metrics["jain"].astype(np.float64),
             "utilisation": metrics["utilisation"].astype(np.float64),
+            "work_utilisation": metrics["work_utilisation"].astype(np.float64),
             "override_rate": np.where(dec > 0, metrics["overrides"] / np.maximum(dec, 1), 0.0),
         }
 
@@ -187,8 +192,8 @@ def grid_targets(rows: list[dict], per: dict, learner: str = "rl+safety", refere
         satisfaction is below ``b``'s beyond the 95% CI of the paired difference (``losses``), and the paired
         difference over every scenario of the grid (``grid_diff``: mean, ci95; "strictly better" = its CI
         above 0); the cells where the learner's override rate is not below ``reference``'s
-        (``override_not_below``) and where its Jain or utilisation is below ``reference``'s beyond the paired
-        CI (``jain_worse``, ``utilisation_worse``).
+        (``override_not_below``) and where its Jain, utilisation or work utilisation is below ``reference``'s
+        beyond the paired CI (``jain_worse``, ``utilisation_worse``, ``work_utilisation_worse``).
     """
     cells = list(dict.fromkeys(r["preset"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
@@ -212,7 +217,7 @@ def grid_targets(rows: list[dict], per: dict, learner: str = "rl+safety", refere
         out["baselines"][b] = {"losses": losses, "grid_diff": {"mean": gm, "ci95": gh, "n": gn}}
     if reference in methods:
         out["override_not_below"] = [c for c in cells if not mean_ci(diff(c, reference, "override_rate"))[0] < 0]
-        for key in ("jain", "utilisation"):
+        for key in ("jain", "utilisation", "work_utilisation"):
             worse = []
             for c in cells:
                 m, h, _ = mean_ci(diff(c, reference, key))

@@ -308,6 +308,8 @@ class PySim:
             "srt_met": srt_met,
             "jain": jain,
             "utilisation": sum(b / max(makespan, 1) for b in self.busy) / sc.M,
+            "work_utilisation": sum(sum(sc.exec[s]) / sc.M for s in range(sc.S) if sc.valid[s])
+            / (sc.M * max(makespan, 1)),
             "makespan": makespan,
             "decisions": self.decisions,
             "overrides": self.overrides,

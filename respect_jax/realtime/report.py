@@ -95,6 +95,7 @@ GRID_FIGURES = (
     ("srt_satisfaction", "SRT deadline satisfaction (%)", 100.0),
     ("jain", "Jain fairness over clients", 1.0),
     ("utilisation", "accelerator utilisation (%)", 100.0),
+    ("work_utilisation", "work utilisation: mean-time work / (M x makespan) (%)", 100.0),
     ("override_rate", "override rate (% decisions)", 100.0),
 )
 
@@ -105,15 +106,17 @@ def _cell(stat: dict, scale: float) -> str:
 
 def grid_markdown(rows: list[dict], reference: str) -> str:
     """Per cell and method: mean ± 95% CI of every grid metric, and the paired difference to ``reference``."""
-    header = ["cell", "U", "HRT share", "method", "SRT sat. %", "Jain x100", "util. %", "overrides %",
-              f"ΔSRT vs {reference}", f"Δoverrides vs {reference}", "HRT missed"]
+    header = ["cell", "U", "HRT share", "method", "SRT sat. %", "Jain x100", "util. %", "work-util. %", "overrides %",
+              f"ΔSRT vs {reference}", f"Δutil. vs {reference}", f"Δwork-util. vs {reference}",
+              f"Δoverrides vs {reference}", "HRT missed"]
     body = []
     for r in rows:
-        d_srt, d_ovr = r["srt_satisfaction"].get("diff"), r["override_rate"].get("diff")
+        d = {k: r[k].get("diff") for k in ("srt_satisfaction", "utilisation", "work_utilisation", "override_rate")}
         body.append([
             r["preset"], f"{r['utilisation_target']:.2f}", f"{r['hrt_share']:.2f}", r["method"],
             _cell(r["srt_satisfaction"], 100), _cell(r["jain"], 100), _cell(r["utilisation"], 100),
-            _cell(r["override_rate"], 100), _cell(d_srt, 100) if d_srt else "-", _cell(d_ovr, 100) if d_ovr else "-",
+            _cell(r["work_utilisation"], 100), _cell(r["override_rate"], 100),
+            *(_cell(v, 100) if v else "-" for v in d.values()),
             str(r["hrt_missed"]),
         ])
     return table(header, body) + "\n"

@@ -14,6 +14,9 @@ harness (:mod:`respect_jax.train.harness`) does the rest, as for every trainer:
 
 Return of an episode = SRT jobs meeting their deadline / SRT jobs (in [0, 1]) minus
 ``hrt_penalty`` x the fraction of HRT jobs missed minus ``override_penalty`` per rejected proposal.
+
+``algorithm=ppo`` swaps the update for the clipped-surrogate one of :mod:`respect_jax.realtime.ppo` (same network,
+pool, reward and baseline).
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ class RTTrainConfig:
     override_penalty: float = 0.01
     hrt_penalty: float = 4.0
     entropy: float = 0.0
+    algorithm: str = "reinforce"  # or "ppo" (respect_jax.realtime.ppo): same network, pool, reward and baseline
+    ppo_epochs: int = 4  # PPO: passes over each batch of rollouts
+    ppo_minibatches: int = 2  # PPO: Adam steps per pass (batch * samples episodes split evenly)
+    ppo_clip: float = 0.2  # PPO: clip range of the probability ratio
+    util_reward: float = 0.0  # episode-end bonus util_reward x utilisation (busy / (M x makespan)); issue 31 trial
 
     @classmethod
     def from_dict(cls, doc: dict) -> RTTrainConfig:
@@ -66,6 +74,17 @@ class RTTrainConfig:
             raise ValueError(f"train.batch must be >= 1, got {self.batch}")
         if self.samples < 2:
             raise ValueError(f"train.samples must be >= 2 (the shared baseline needs two rollouts), got {self.samples}")
+        if self.algorithm not in ("reinforce", "ppo"):
+            raise ValueError(f"train.algorithm must be reinforce or ppo, got {self.algorithm!r}")
+        if self.ppo_epochs < 1 or self.ppo_minibatches < 1 or (self.batch * self.samples) % self.ppo_minibatches:
+            raise ValueError(
+                f"train.ppo_epochs must be >= 1 and train.ppo_minibatches >= 1 dividing batch * samples "
+                f"({self.batch * self.samples}), got {self.ppo_epochs} and {self.ppo_minibatches}"
+            )
+        if not self.util_reward >= 0.0:
+            raise ValueError(f"train.util_reward must be >= 0, got {self.util_reward}")
+        if not 0.0 < self.ppo_clip < 1.0:
+            raise ValueError(f"train.ppo_clip must be in (0, 1), got {self.ppo_clip}")
 
 
 def episode_steps(params: RTParams, cfg: RTTrainConfig) -> int:
@@ -76,8 +95,11 @@ def make_env(cfg: RTTrainConfig) -> RTEnv:
     return RTEnv(safety=cfg.safety, override_penalty=cfg.override_penalty, hrt_penalty=cfg.hrt_penalty)
 
 
-def sampled_returns(model: RTPolicy, env: RTEnv, params: RTParams, key: jax.Array, steps: int) -> dict:
-    """Roll out a batch (axis B) with sampled actions; returns per-episode sums.
+def sampled_returns(
+    model: RTPolicy, env: RTEnv, params: RTParams, key: jax.Array, steps: int, util_reward: float = 0.0
+) -> dict:
+    """Roll out a batch (axis B) with sampled actions; returns per-episode sums (``return`` plus ``util_reward`` x
+    the episode's utilisation).
 
     Returns: ``return`` f32[B], ``logp`` f32[B] (sum of log-probabilities of the decisions, with
     gradient), ``entropy`` f32[B], ``done`` bool[B], ``overrides``/``decisions`` i32[B],
@@ -110,7 +132,7 @@ def sampled_returns(model: RTPolicy, env: RTEnv, params: RTParams, key: jax.Arra
     )
     m = jax.vmap(episode_metrics)(state)
     return {
-        "return": ret,
+        "return": ret + util_reward * m["utilisation"] if util_reward else ret,  # 0: the same program as before
         "logp": logp,
         "entropy": ent,
         "done": state.done,
@@ -135,7 +157,7 @@ def make_update(graphdef: nnx.GraphDef, cfg: RTTrainConfig, steps: int):
 
     def loss_fn(params, batch, key):
         model = nnx.merge(graphdef, params)
-        out = sampled_returns(model, env, batch, key, steps)
+        out = sampled_returns(model, env, batch, key, steps, cfg.util_reward)
         ret = out["return"].reshape(b, k)
         adv = jax.lax.stop_gradient(ret - ret.mean(axis=1, keepdims=True)).reshape(-1)
         loss = -jnp.mean(adv * out["logp"]) - cfg.entropy * jnp.mean(out["entropy"])
@@ -205,7 +227,13 @@ def fit(
     model = RTPolicy(policy_cfg, rngs=nnx.Rngs(cfg.seed))
     graphdef, state = init_state(model, cfg)
     pool = jax.tree.map(jnp.asarray, pool)
-    epoch = scanned_epoch(make_update(graphdef, cfg, episode_steps(pool, cfg)), cfg.updates_per_epoch)
+    if cfg.algorithm == "ppo":
+        from respect_jax.realtime.ppo import make_update as make_ppo_update
+
+        update = make_ppo_update(graphdef, cfg, episode_steps(pool, cfg))
+    else:
+        update = make_update(graphdef, cfg, episode_steps(pool, cfg))
+    epoch = scanned_epoch(update, cfg.updates_per_epoch)
 
     def run_epoch(state: TrainState) -> tuple[TrainState, dict]:
         state, metrics = epoch(state, pool)
