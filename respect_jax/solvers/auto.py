@@ -218,6 +218,16 @@ HOST_POLISH_FIRST_MAX_NODES = 3000
 #: The crossing bound starts beside the contiguous line's restarts on graphs up to this many nodes, after them on
 #: larger ones (``bound_early_max_nodes``; None: always beside them).
 BOUND_EARLY_MAX_NODES = None
+#: On graphs of more than HOST_LINE_MIN_NODES and at most HOST_LINE_MAX_NODES nodes the rebalanced contiguous line runs
+#: on the host only (``host_line_min_nodes`` / ``host_line_max_nodes``; None: never / no upper limit): no warm compile
+#: of the polish (3-6 s of CPU under load at 5k nodes, beside the host rebalancing) and no compiled polish or
+#: rebalancing, which at 5k-10k nodes never completed a rebalancing cycle within 10 s. Validation (own seeds 3207-3209
+#: and 3216-3218, K = 4, latency, 10 s, load 6-9, arms alternating): 5k x0.985 (10 of 12 better; on sparse graphs the
+#: line is done early enough for CP-SAT, hinted with it, to start and win), 10k x1.026 (5 of 6 worse: the host polish
+#: of 10k nodes is still running at the deadline) (``experiments/results/auto_scale_val_s32_summary.md``). 6,000:
+#: between the two.
+HOST_LINE_MIN_NODES = 3000
+HOST_LINE_MAX_NODES = 6000
 #: Share of the budget after which the rebalancing stops (and the crossing bound, started after it, gets the rest).
 REBALANCE_SHARE = 0.6
 #: Members started early, in a thread of their own, right after the contiguous split (:func:`start_early`): the
@@ -453,6 +463,34 @@ def restart_line(graph: Graph, hw: Hardware, objective: str, lam: float, starts:
     return completed
 
 
+def host_rounds(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, starts: list,
+                cycles: int, moves: int, chunk: int, stop, offer, restart_offer) -> tuple[np.ndarray, int, int]:
+    """The contiguous line after its first polish, on the host only (``host_line_min_nodes``: no compiled search):
+    rounds of :func:`rebalance_host` (``cycles``) and :func:`polish_until` with the host moves from the best schedule
+    while a round improves it, then restarts from ``starts`` (callables returning an int64[N] schedule), each
+    rebalanced and polished the same way, until ``stop()``. Better schedules go to ``offer`` (the rounds) and
+    ``restart_offer`` (the restarts) as they come. Returns (the rounds' best schedule, improving rounds, restarts
+    completed)."""
+    best = np.asarray(assignment, np.int64)
+    value = objective_np(graph, best, hw, objective, lam)
+    rounds = 0
+    while not stop():
+        out = rebalance_host(graph, hw, objective, lam, best, cycles, stop, offer)
+        out = polish_until(graph, hw, objective, lam, out, moves, stop, chunk, offer, lambda: True)
+        out_value = objective_np(graph, out, hw, objective, lam)
+        if not out_value < value:
+            break
+        best, value, rounds = out, out_value, rounds + 1
+    completed = 0
+    for make in starts:
+        if stop():
+            break
+        out = rebalance_host(graph, hw, objective, lam, make(), cycles, stop, restart_offer)
+        restart_offer(polish_until(graph, hw, objective, lam, out, moves, stop, chunk, restart_offer, lambda: True))
+        completed += 1
+    return best, rounds, completed
+
+
 def _score(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray) -> float:
     """The member's objective in float64 NumPy (:mod:`respect_jax.solvers.numpy_eval`: no JAX compilation, so
     the first incumbent comes in milliseconds); ``run_solver`` re-scores the winner with the shared evaluator."""
@@ -532,6 +570,8 @@ def solve_auto(
     host_polish_first_max_nodes: int | None = HOST_POLISH_FIRST_MAX_NODES,
     exact_build_s_per_unit: float | None = BUILD_S_PER_UNIT,
     exact_wait_share: float | None = None,
+    host_line_min_nodes: int | None = HOST_LINE_MIN_NODES,
+    host_line_max_nodes: int | None = HOST_LINE_MAX_NODES,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -598,6 +638,10 @@ def solve_auto(
             (node + edge) x (K - 1) (:data:`BUILD_S_PER_UNIT`), exceeds the time left (None: never skipped for it).
         exact_wait_share: a waiting exact solver (``exact_after_line_min_nodes``) starts at this share of the budget
             at the latest (None: :data:`EXACT_WAIT_SHARE`).
+        host_line_min_nodes, host_line_max_nodes: on graphs of more than ``host_line_min_nodes`` and at most
+            ``host_line_max_nodes`` nodes the rebalanced contiguous line runs on the host only (:func:`host_rounds`): no
+            compiled polish, no warm compile (:data:`HOST_LINE_MIN_NODES`, :data:`HOST_LINE_MAX_NODES`; None: never /
+            no upper limit). ``portfolio['contiguous+rebalance']['host_only']`` says so.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -632,7 +676,9 @@ def solve_auto(
                         ("exact_after_line_min_nodes", exact_after_line_min_nodes),
                         ("bound_early_max_nodes", bound_early_max_nodes),
                         ("host_polish_first_max_nodes", host_polish_first_max_nodes),
-                        ("lattice_max_nodes", lattice_max_nodes)):
+                        ("lattice_max_nodes", lattice_max_nodes),
+                        ("host_line_min_nodes", host_line_min_nodes),
+                        ("host_line_max_nodes", host_line_max_nodes)):
         _check_node_limit(name, limit)
     per_unit = exact_build_s_per_unit
     if per_unit is not None and (isinstance(per_unit, bool) or not isinstance(per_unit, (int, float))
@@ -764,6 +810,11 @@ def solve_auto(
     warm_up = cycles > 0 if warm_polish is None else bool(warm_polish)
     warm_up = bool(warm_up and "contiguous" in members and polish_moves > 0 and hw.stages > 1
                    and graph.num_nodes > POLISH_CLOSURE_MAX_NODES and not has_unique_order(graph))
+    host_line = bool(host_line_min_nodes is not None and graph.num_nodes > int(host_line_min_nodes) and cycles > 0
+                     and (host_line_max_nodes is None or graph.num_nodes <= int(host_line_max_nodes))
+                     and graph.num_nodes > POLISH_CLOSURE_MAX_NODES)
+    if host_line:  # nothing compiled for the line: its polish and rebalancing stay on the host
+        warm_up = False
 
     def start_warm() -> None:
         """The contiguous line's polish compiles (seconds at 1k-10k nodes) from now on, in a thread: its polish then
@@ -787,7 +838,7 @@ def solve_auto(
 
     def on_host() -> bool:
         """The line's first polish runs its moves on the host (:func:`host_polish`) while the warm compile runs."""
-        return bool(host_polish_moves) and compiling.is_set() and not compiled.is_set()
+        return host_line or (bool(host_polish_moves) and compiling.is_set() and not compiled.is_set())
     rebalanced: dict = {}  # the contiguous line's rebalancing: its best objective and cycles
 
     def rebalance_offer(a: np.ndarray) -> None:
@@ -1075,6 +1126,24 @@ def solve_auto(
             return
         if proved() or best_obj <= bound * (1 + OPTIMAL_RTOL):
             portfolio["contiguous+rebalance"] = {"time_s": t1 - t0}
+            return
+        if host_line:
+            start_exact()
+            if bound_early_max_nodes is None or graph.num_nodes <= int(bound_early_max_nodes):
+                start_bound()
+            t2 = time.perf_counter()
+            call = functools.partial(host_rounds, graph, hw, objective, lam, polished, restarts, cycles, moves, chunk,
+                                     restart_stop, rebalance_offer, restart_offer)
+            done, out = run_until(call, deadline, "contiguous+rebalance", signal, workers)
+            entry = portfolio["contiguous+rebalance"] = {"time_s": time.perf_counter() - t0, "host_only": True}
+            if done:
+                entry["cycles"] = out[1]
+                portfolio["contiguous+restart"] = {"time_s": time.perf_counter() - t2, "restarts": out[2]}
+                if "objective" in restarted:
+                    portfolio["contiguous+restart"]["objective"] = restarted["objective"]
+            else:
+                entry["stopped"] = "at the deadline (its schedules so far kept)"
+            live.show("contiguous+rebalance", best_obj, winner, bound)
             return
         if host_first and not compiled.is_set():  # the host rebalancing until the compile is done, then a polish
             call = functools.partial(rebalance_host, graph, hw, objective, lam, polished, cycles,
