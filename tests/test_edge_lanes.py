@@ -29,6 +29,7 @@ def _lanes(params, traces, index, laid_out=False):
 
     def one(i):
         policy = lambda p, st, q: jax.lax.switch(i, branches, p, st, q)  # noqa: E731
+        policy.reads_rand = True  # for the random branch
         return simulate_lanes(params, traces, policy, outcomes=True, laid_out=laid_out)
 
     return jax.lax.map(one, index)
@@ -113,7 +114,7 @@ def test_lanes_in_chunks_equal_the_scan_simulator():
     chunks = to_lanes(traces, chunk=2)
     assert [c.shape[-1] for c in chunks.chunks] == [2, 1]
     assert np.array_equal(np.asarray(chunks.order), [2, 1, 0])
-    laid_valid = np.concatenate([(np.asarray(c[:, 2]) >> 15) & 1 for c in chunks.chunks], axis=-1)  # [Q, B]
+    laid_valid = np.concatenate([(np.asarray(c[:, 1]) >> 15) & 1 for c in chunks.chunks], axis=-1)  # [Q, B]
     assert np.array_equal(laid_valid.sum(axis=0), lengths[::-1])
     index = jnp.arange(len(POLICIES))
     counts, out = _lanes(scn.params, chunks, index, laid_out=True)
@@ -141,7 +142,8 @@ def test_to_lanes_packs_the_small_fields_in_16_bits():
     (lanes,), order = to_lanes(traces)
     assert lanes.shape == (q, 4 + s, b) and np.array_equal(np.asarray(order), np.arange(b))  # one chunk: not sorted
     for slot in range(q):
-        got = _query_of(lanes[slot])
+        assert _query_of(lanes[slot][:-1], s).rand is None  # the step of a policy that does not read rand
+        got = _query_of(lanes[slot], s)
         for f in ("time_us", "source", "app", "jitter_pct", "service_pct", "rand", "valid"):
             assert np.array_equal(np.asarray(getattr(got, f)), np.asarray(getattr(traces, f))[:, slot]), (f, slot)
         for f in ("net_pct", "slow_pct"):

@@ -29,7 +29,8 @@ SIMD lane) and one loop over the Q query slots advances all B traces together:
   every field but ``time_us`` and ``rand`` in 16 bits, two per i32 row (``valid`` in bit 15 of ``source``): 4 + S
   rows per query slot instead of 7 + 2S (24 bytes per slot and lane instead of 44 for two sites). The generator clips
   those fields far below :data:`SMALL_MAX` (percent factors <= 10,000); :func:`to_lanes` refuses other values when
-  it runs eagerly;
+  it runs eagerly. ``rand`` is the slot's last row, and a step reads it only for a policy that sets ``reads_rand``
+  (``random``): 20 instead of 24 bytes per slot and lane for the others (x1.02, paired, session 32);
 * a step is split in two: :func:`resolve_lanes` computes each lane's outcome and a few per-lane values (its site,
   finish time, the site's new head-of-line and virtual-clock times, app and code), :func:`apply_lanes` updates the
   [K, B], [S, B] and [A, 5, B] state from them. The loop applies slot ``q - 1``'s update at the start of slot ``q``'s
@@ -75,7 +76,8 @@ UNROLL = 2
 carry (with 1 it copies it there at every step): x1.01-1.05 at B = 4,096 (session 31, paired)."""
 
 LanePolicy = Callable[[EdgeParams, dict, Trace], jax.Array]
-"""``(params, state, query) -> action i32[B]`` with the state's arrays [..., B] and the query's fields [B] ([S, B])."""
+"""``(params, state, query) -> action i32[B]`` with the state's arrays [..., B] and the query's fields [B] ([S, B]).
+``query.rand`` is None unless the policy has the attribute ``reads_rand = True``."""
 
 
 def materialize(*xs: jax.Array) -> tuple[jax.Array, ...]:
@@ -110,14 +112,15 @@ def _unpack(rows: jax.Array, count: int) -> list[jax.Array]:
     return out
 
 
-def _query_of(rows: jax.Array) -> Trace:
-    """The step's query (fields [B], per-site fields [S, B]) from its rows of the :func:`to_lanes` layout (i32[F, B]),
-    read once (not re-sliced inside every fused loop)."""
+def _query_of(rows: jax.Array, num_sites: int) -> Trace:
+    """The step's query (fields [B], per-site fields [S, B]) from its rows of the :func:`to_lanes` layout (i32[F, B],
+    or its first F - 1 rows: then ``rand`` is None), read once (not re-sliced inside every fused loop)."""
     (rows,) = materialize(rows)
-    s = rows.shape[0] - 4  # F = 2 + (4 + 2S) / 2 rows: time_us, rand, the packed fields
-    tagged, app, jitter, service, *per_site = _unpack(rows[2:], _small_fields(s))
+    s = num_sites  # F = 2 + (4 + 2S) / 2 rows: time_us, the packed fields, rand
+    tagged, app, jitter, service, *per_site = _unpack(rows[1:3 + s], _small_fields(s))
     source, valid = jnp.bitwise_and(tagged, SMALL_MAX), tagged > SMALL_MAX
-    return Trace(rows[0], source, app, jitter, service, rows[1], valid=valid,
+    rand = rows[3 + s] if rows.shape[0] > 3 + s else None
+    return Trace(rows[0], source, app, jitter, service, rand, valid=valid,
                  net_pct=jnp.stack(per_site[:s]), slow_pct=jnp.stack(per_site[s:]))
 
 
@@ -247,6 +250,9 @@ def random(params: EdgeParams, state: dict, query: Trace) -> jax.Array:
     count = jnp.maximum(jnp.sum(allowed, axis=0), 1)
     k = query.rand % count
     return _first_argmin0(jnp.where(jnp.cumsum(allowed, axis=0) > k[None, :], 0, 1))
+
+
+random.reads_rand = True
 
 
 closest = _table_policy(_closest_table)
@@ -384,9 +390,9 @@ def to_lanes(traces: Trace, chunk: int = LANE_CHUNK) -> LaneTraces:
     """Trace [B, Q] (per-site fields [B, Q, S]) -> the loop's inputs: chunks of at most ``chunk`` lanes, each
     i32[Q, F, b], F = 4 + S, and the lane order. With more than one chunk the traces go in lanes longest first
     (:func:`lane_order`): a chunk's loop runs the steps of its own longest trace, so chunks of similar lengths waste
-    fewer padding steps. The rows of a query slot are time_us, rand, then the 16-bit fields two per row, low half
-    first: source | valid << 15, app, jitter_pct, service_pct, net_pct[S], slow_pct[S] (one contiguous block per
-    slot: each step reads one slice, where separate field arrays cost one slice kernel per field);
+    fewer padding steps. The rows of a query slot are time_us, the 16-bit fields two per row, low half first:
+    source | valid << 15, app, jitter_pct, service_pct, net_pct[S], slow_pct[S], then rand (one contiguous block
+    per slot: each step reads one slice, where separate field arrays cost one slice kernel per field);
     :func:`simulate_lanes` runs the chunks one after another. The 16-bit fields must lie in [0, :data:`SMALL_MAX`]
     (a ValueError when called eagerly; under ``jit`` the values are not checked)."""
     s = traces.net_pct.shape[-1]
@@ -399,8 +405,9 @@ def to_lanes(traces: Trace, chunk: int = LANE_CHUNK) -> LaneTraces:
             if x.size and (int(jnp.min(x)) < 0 or int(jnp.max(x)) > SMALL_MAX):
                 raise ValueError(f"to_lanes: trace field {name} outside [0, {SMALL_MAX}] (laid out in 16 bits)")
     small[0] = small[0] | jax.lax.shift_left(traces.valid.astype(jnp.int32), 15)
-    rows = [traces.time_us.astype(jnp.int32), traces.rand.astype(jnp.int32)]
+    rows = [traces.time_us.astype(jnp.int32)]
     rows += [small[i] | jax.lax.shift_left(small[i + 1], 16) for i in range(0, len(small), 2)]
+    rows += [traces.rand.astype(jnp.int32)]
     batch = traces.valid.shape[0]
     if batch > chunk:  # one chunk runs the steps of its longest trace whatever the order: no permutation
         order = lane_order(traces.valid)
@@ -438,7 +445,7 @@ def simulate_lanes(params: EdgeParams, traces: Trace | LaneTraces, policy: LaneP
         q_count, batch = lanes.shape[0], lanes.shape[-1]
 
         def used(q):  # does any lane hold a real query at slot q (valid queries come first in every trace)
-            tagged = jax.lax.dynamic_index_in_dim(lanes, q, 0, keepdims=False)[2]  # source | valid << 15 | app << 16
+            tagged = jax.lax.dynamic_index_in_dim(lanes, q, 0, keepdims=False)[1]  # source | valid << 15 | app << 16
             return jnp.any(jnp.bitwise_and(tagged, 1 << 15) != 0)
 
         def halve(bounds):  # slots [0, lo) are used, [hi, Q) are not
@@ -453,7 +460,8 @@ def simulate_lanes(params: EdgeParams, traces: Trace | LaneTraces, policy: LaneP
 
         def step(q, st, pending, outs, first):
             st = apply_lanes(params, st, pending)  # the previous slot's update (see the module docstring)
-            query = _query_of(jax.lax.dynamic_index_in_dim(lanes, q, 0, keepdims=False))
+            rows = jax.lax.dynamic_index_in_dim(lanes, q, 0, keepdims=False)
+            query = _query_of(rows if getattr(policy, "reads_rand", False) else rows[:-1], params.num_sites)
             if not first:  # q may be Q (it reads slot Q - 1 again): padding here
                 query = query.replace(valid=query.valid & (q < steps))
             (action,) = materialize(policy(params, st, query))
