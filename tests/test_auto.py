@@ -153,6 +153,9 @@ def test_stop_signal_ends_a_cpsat_search_and_its_model_build():
     from respect_jax.solvers.stopping import StopSignal
 
     graph, hw = _layered(300, seed=2), make_hw(8)
+    # warm-up (OR-tools' first import and model parse): the timed search below must be past its build at 1.5 s on a
+    # loaded machine too
+    solve_cpsat(_layered(20, seed=2), hw, "latency", time_limit_s=5.0)
     signal = StopSignal()
     start = time.perf_counter()
     threading.Timer(1.5, signal.set).start()
