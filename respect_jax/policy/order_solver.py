@@ -136,7 +136,9 @@ WINDOW_LIMIT = 0.2
 WINDOW_ESCALATE = 2
 #: re-solves of one graph's window search run at once (``ls_window_threads`` None; the same schedules, only the wall
 #: time changes: :func:`respect_jax.solvers.window.window_search`); the many-graph form (:func:`_many`): 1 unless set.
-#: 1 until a quiet validation run shows a gain (``experiments/window_threads_val.py``)
+#: 1: on the 2-core CPU, 2 threads took x1.07 the time over 66 validation cases (x0.83-0.87 where several windows of
+#: one schedule fail, x1.1-1.4 where a window gains and the re-solve run ahead is wasted;
+#: ``experiments/results/window_threads_val_s32.md``); a machine with spare cores may gain
 WINDOW_THREADS = 1
 
 
