@@ -212,7 +212,7 @@ def plot(doc: dict, path: Path) -> None:
     for ax, (key, label) in zip(axes, readings, strict=True):
         for k, m in enumerate(methods):
             d = [next(r for r in doc["rows"] if r["cell"] == c and r["method"] == m)[key]["diff"] for c in cells]
-            ax.errorbar(x + (k - (len(methods) - 1) / 2) * 0.13, [100 * v["mean"] for v in d],
+            ax.errorbar(x + (k - (len(methods) - 1) / 2) * 0.8 / len(methods), [100 * v["mean"] for v in d],
                         yerr=[100 * v["ci95"] for v in d], fmt="o", ms=3, capsize=2, label=m)  # fmt: skip
         ax.axhline(0, color="k", lw=0.6)
         ax.set_ylabel(f"Δ {label}\nvs {doc['reference']} (points)", fontsize=8)
