@@ -221,11 +221,11 @@ BOUND_EARLY_MAX_NODES = None
 #: On graphs of more than HOST_LINE_MIN_NODES and at most HOST_LINE_MAX_NODES nodes the rebalanced contiguous line runs
 #: on the host only (``host_line_min_nodes`` / ``host_line_max_nodes``; None: never / no upper limit): no warm compile
 #: of the polish (3-6 s of CPU under load at 5k nodes, beside the host rebalancing) and no compiled polish or
-#: rebalancing, which at 5k-10k nodes never completed a rebalancing cycle within 10 s. Validation (own seeds 3207-3209
-#: and 3216-3218, K = 4, latency, 10 s, load 6-9, arms alternating): 5k x0.985 (10 of 12 better; on sparse graphs the
-#: line is done early enough for CP-SAT, hinted with it, to start and win), 10k x1.026 (5 of 6 worse: the host polish
-#: of 10k nodes is still running at the deadline) (``experiments/results/auto_scale_val_s32_summary.md``). 6,000:
-#: between the two.
+#: rebalancing, which at 5k-10k nodes never completed a rebalancing cycle within 10 s. Validation (own seeds, K = 4,
+#: latency, 10 s, load 4-9, arms alternating): 5k x0.986 (16 of 18 better; on sparse graphs the line is done early
+#: enough for CP-SAT, hinted with it, to start and win), 5k K = 8 x0.978 (5 of 6), 10k x1.026 (5 of 6 worse: the host
+#: polish of 10k nodes is still running at the deadline) (``experiments/results/auto_scale_val_s32_summary.md``).
+#: 6,000: between the two.
 HOST_LINE_MIN_NODES = 3000
 HOST_LINE_MAX_NODES = 6000
 #: Share of the budget after which the rebalancing stops (and the crossing bound, started after it, gets the rest).
