@@ -99,6 +99,16 @@ SMALL_HW = dict(
 )
 
 
+#: the real-time tests' platform (``respect_jax.realtime.platform.platform_from_dict``): one accelerator per dataflow
+RT_TEST_PLATFORM = {
+    "accelerators": [
+        {"name": "ws0", "dataflow": "ws", "peak_tmacs": 2.0, "mem_gbs": 25, "overhead_us": 30},
+        {"name": "rs0", "dataflow": "rs", "peak_tmacs": 1.5, "mem_gbs": 20, "overhead_us": 30},
+        {"name": "os0", "dataflow": "os", "peak_tmacs": 1.2, "mem_gbs": 20, "overhead_us": 30},
+    ]
+}
+
+
 def make_hw(stages: int = 4, **overrides) -> Hardware:
     return Hardware(stages=stages, **{**SMALL_HW, **overrides})
 

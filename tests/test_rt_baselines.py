@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import RT_TEST_PLATFORM
 
 from respect_jax.realtime import baselines
 from respect_jax.realtime.environment import RTEnv, episode_metrics
@@ -146,15 +147,7 @@ def test_python_twins_agree_on_the_hand_cases(name):
 
 def test_both_baselines_behind_the_safety_layer_meet_every_hrt_deadline_and_match_python():
     """Random certified scenarios at high load: 0 HRT misses, valid schedules, JAX == plain Python."""
-    platform = platform_from_dict(
-        {
-            "accelerators": [
-                {"name": "ws0", "dataflow": "ws", "peak_tmacs": 2.0, "mem_gbs": 25, "overhead_us": 30},
-                {"name": "rs0", "dataflow": "rs", "peak_tmacs": 1.5, "mem_gbs": 20, "overhead_us": 30},
-                {"name": "os0", "dataflow": "os", "peak_tmacs": 1.2, "mem_gbs": 20, "overhead_us": 30},
-            ]
-        }
-    )
+    platform = platform_from_dict(RT_TEST_PLATFORM)
     cfg = ScenarioConfig(
         utilisation=0.9,
         hrt_share=0.6,

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import RT_TEST_PLATFORM
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,15 +26,7 @@ from respect_jax.realtime.tasks import (
 )
 from respect_jax.realtime.types import INF
 
-PLATFORM = platform_from_dict(
-    {
-        "accelerators": [
-            {"name": "ws0", "dataflow": "ws", "peak_tmacs": 2.0, "mem_gbs": 25, "overhead_us": 30},
-            {"name": "rs0", "dataflow": "rs", "peak_tmacs": 1.5, "mem_gbs": 20, "overhead_us": 30},
-            {"name": "os0", "dataflow": "os", "peak_tmacs": 1.2, "mem_gbs": 20, "overhead_us": 30},
-        ]
-    }
-)
+PLATFORM = platform_from_dict(RT_TEST_PLATFORM)
 
 
 @settings(max_examples=60, deadline=None)

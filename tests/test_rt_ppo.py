@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import RT_TEST_PLATFORM
 from flax import nnx
 
 from respect_jax.realtime.experiment import scenario_preset as preset
@@ -18,15 +19,7 @@ from respect_jax.realtime.ppo import collect, surrogate_loss
 from respect_jax.realtime.tasks import Sizes, pack, stack
 from respect_jax.realtime.train import RTTrainConfig, fit, load_policy, make_env, sampled_returns
 
-PLATFORM = platform_from_dict(
-    {
-        "accelerators": [
-            {"name": "ws0", "dataflow": "ws", "peak_tmacs": 2.0, "mem_gbs": 25, "overhead_us": 30},
-            {"name": "rs0", "dataflow": "rs", "peak_tmacs": 1.5, "mem_gbs": 20, "overhead_us": 30},
-            {"name": "os0", "dataflow": "os", "peak_tmacs": 1.2, "mem_gbs": 20, "overhead_us": 30},
-        ]
-    }
-)
+PLATFORM = platform_from_dict(RT_TEST_PLATFORM)
 TINY = preset("tiny")
 SIZES = Sizes(TINY.max_hrt_jobs, TINY.max_srt_jobs, TINY.groups, 3, TINY.num_clients)
 NET = RTPolicyConfig(machines=3, hidden=16, layers=1, features=2, certified_only=True, prior=3.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from conftest import RT_TEST_PLATFORM
 
 from respect_jax.realtime.evaluate import Runner, summarise
 from respect_jax.realtime.generator import ScenarioConfig, generate
@@ -16,15 +17,7 @@ from respect_jax.realtime.platform import platform_from_dict
 from respect_jax.realtime.reference import PY_POLICIES, PySim, static_policy, validate_schedule
 from respect_jax.realtime.tasks import Sizes, pack, stack
 
-PLATFORM = platform_from_dict(
-    {
-        "accelerators": [
-            {"name": "ws0", "dataflow": "ws", "peak_tmacs": 2.0, "mem_gbs": 25, "overhead_us": 30},
-            {"name": "rs0", "dataflow": "rs", "peak_tmacs": 1.5, "mem_gbs": 20, "overhead_us": 30},
-            {"name": "os0", "dataflow": "os", "peak_tmacs": 1.2, "mem_gbs": 20, "overhead_us": 30},
-        ]
-    }
-)
+PLATFORM = platform_from_dict(RT_TEST_PLATFORM)
 SIZES = Sizes(hrt_jobs=6, srt_jobs=6, groups=3, machines=3, clients=3)
 POLICIES = ["random", "adversarial", "oracle_adversary", "edf", "llf", "heft", "fcfs", "static_random"]
 # utilisation x HRT share grid: light to overloaded, HRT-heavy to SRT-heavy

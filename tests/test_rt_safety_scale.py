@@ -5,21 +5,14 @@ counterexample search on a few (fast). The adversary-redrawn fuzz regression of 
 from __future__ import annotations
 
 import pytest
+from conftest import RT_TEST_PLATFORM
 
 from respect_jax.realtime.evaluate import fuzz_redrawn_adversary, safety_at_scale
 from respect_jax.realtime.experiment import scenario_preset as preset
 from respect_jax.realtime.generator import generate, grid_configs
 from respect_jax.realtime.platform import platform_from_dict
 
-PLATFORM = platform_from_dict(
-    {
-        "accelerators": [
-            {"name": "ws0", "dataflow": "ws", "peak_tmacs": 2.0, "mem_gbs": 25, "overhead_us": 30},
-            {"name": "rs0", "dataflow": "rs", "peak_tmacs": 1.5, "mem_gbs": 20, "overhead_us": 30},
-            {"name": "os0", "dataflow": "os", "peak_tmacs": 1.2, "mem_gbs": 20, "overhead_us": 30},
-        ]
-    }
-)
+PLATFORM = platform_from_dict(RT_TEST_PLATFORM)
 GRID = grid_configs(preset("u50_balanced"), [0.3, 0.5, 0.7, 0.85, 0.95], [0.25, 0.5, 0.75], max_tries=5000)
 
 

@@ -7,6 +7,7 @@ import json
 import jax
 import numpy as np
 import pytest
+from conftest import RT_TEST_PLATFORM
 from flax import nnx
 
 from respect_jax.realtime.evaluate import Runner, summarise
@@ -17,15 +18,7 @@ from respect_jax.realtime.policy import RTPolicyConfig
 from respect_jax.realtime.tasks import Sizes, pack, stack
 from respect_jax.realtime.train import RTTrainConfig, fit, load_policy
 
-PLATFORM = platform_from_dict(
-    {
-        "accelerators": [
-            {"name": "ws0", "dataflow": "ws", "peak_tmacs": 2.0, "mem_gbs": 25, "overhead_us": 30},
-            {"name": "rs0", "dataflow": "rs", "peak_tmacs": 1.5, "mem_gbs": 20, "overhead_us": 30},
-            {"name": "os0", "dataflow": "os", "peak_tmacs": 1.2, "mem_gbs": 20, "overhead_us": 30},
-        ]
-    }
-)
+PLATFORM = platform_from_dict(RT_TEST_PLATFORM)
 TINY = preset("tiny")
 SIZES = Sizes(TINY.max_hrt_jobs, TINY.max_srt_jobs, TINY.groups, 3, TINY.num_clients)
 

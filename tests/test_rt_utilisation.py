@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import RT_TEST_PLATFORM
 
 from respect_jax.realtime.baselines import POLICIES
 from respect_jax.realtime.environment import RTEnv, rollout
@@ -19,15 +20,7 @@ from respect_jax.realtime.reference import PY_POLICIES, PyScenario, PySim, ready
 from respect_jax.realtime.tasks import Sizes, pack, stack
 from respect_jax.realtime.types import INF
 
-PLATFORM = platform_from_dict(
-    {
-        "accelerators": [
-            {"name": "ws0", "dataflow": "ws", "peak_tmacs": 2.0, "mem_gbs": 25, "overhead_us": 30},
-            {"name": "rs0", "dataflow": "rs", "peak_tmacs": 1.5, "mem_gbs": 20, "overhead_us": 30},
-            {"name": "os0", "dataflow": "os", "peak_tmacs": 1.2, "mem_gbs": 20, "overhead_us": 30},
-        ]
-    }
-)
+PLATFORM = platform_from_dict(RT_TEST_PLATFORM)
 SIZES = Sizes(hrt_jobs=4, srt_jobs=4, groups=3, machines=3, clients=2)
 
 
