@@ -144,6 +144,33 @@ def sampled_returns(
     }
 
 
+def draw_batch(pool: RTParams, key: jax.Array, batch: int, samples: int) -> RTParams:
+    """``batch`` scenarios of ``pool`` (axis N) drawn with ``key``, each repeated ``samples`` times in a row (the
+    rollouts that share a baseline): axis ``batch * samples``."""
+    idx = jax.random.randint(key, (batch,), 0, pool.valid.shape[0])
+    return jax.tree.map(lambda x: jnp.repeat(x[idx], samples, axis=0), pool)
+
+
+def baseline_advantage(ret: jax.Array, samples: int) -> jax.Array:
+    """f32[B * samples] advantages: each episode's return ``ret`` (f32[B * samples], a scenario's rollouts in a row)
+    minus the mean return of its scenario's ``samples`` rollouts (the shared baseline)."""
+    ret = ret.reshape(-1, samples)
+    return (ret - ret.mean(axis=1, keepdims=True)).reshape(-1)
+
+
+def update_metrics(ret: jax.Array, done: jax.Array, m: dict) -> dict:
+    """An update's logged figures from its rollouts: mean ``ret``, SRT rate, override rate, HRT misses and the share
+    of finished episodes (``m``: per-episode ``srt_met``, ``srt_jobs``, ``overrides``, ``decisions``,
+    ``hrt_missed``)."""
+    return {
+        "return": ret.mean(),
+        "srt_rate": m["srt_met"].sum() / jnp.maximum(m["srt_jobs"].sum(), 1),
+        "override_rate": m["overrides"].sum() / jnp.maximum(m["decisions"].sum(), 1),
+        "hrt_missed": m["hrt_missed"].sum(),
+        "finished": done.mean(),
+    }
+
+
 def rt_optimizer(cfg: RTTrainConfig) -> optax.GradientTransformation:
     """Adam at ``lr`` after global-norm clipping to ``grad_clip``."""
     return make_optimizer(cfg.lr, cfg.grad_clip)
@@ -158,25 +185,14 @@ def make_update(graphdef: nnx.GraphDef, cfg: RTTrainConfig, steps: int):
     def loss_fn(params, batch, key):
         model = nnx.merge(graphdef, params)
         out = sampled_returns(model, env, batch, key, steps, cfg.util_reward)
-        ret = out["return"].reshape(b, k)
-        adv = jax.lax.stop_gradient(ret - ret.mean(axis=1, keepdims=True)).reshape(-1)
+        adv = jax.lax.stop_gradient(baseline_advantage(out["return"], k))
         loss = -jnp.mean(adv * out["logp"]) - cfg.entropy * jnp.mean(out["entropy"])
-        metrics = {
-            "loss": loss,
-            "return": out["return"].mean(),
-            "srt_rate": out["srt_met"].sum() / jnp.maximum(out["srt_jobs"].sum(), 1),
-            "override_rate": out["overrides"].sum() / jnp.maximum(out["decisions"].sum(), 1),
-            "hrt_missed": out["hrt_missed"].sum(),
-            "finished": out["done"].mean(),
-        }
-        return loss, metrics
+        return loss, {"loss": loss, **update_metrics(out["return"], out["done"], out)}
 
     def update(state: TrainState, pool: RTParams):
         key = jax.random.fold_in(state.key, state.step)
         k_idx, k_roll = jax.random.split(key)
-        n = pool.valid.shape[0]
-        idx = jax.random.randint(k_idx, (b,), 0, n)
-        batch = jax.tree.map(lambda x: jnp.repeat(x[idx], k, axis=0), pool)
+        batch = draw_batch(pool, k_idx, b, k)
         (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch, k_roll)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

@@ -84,7 +84,7 @@ def surrogate_loss(graphdef: nnx.GraphDef, params, data: dict, eps: float) -> tu
 def make_update(graphdef: nnx.GraphDef, cfg, steps: int):
     """The pure PPO update ``(state, pool) -> (state, metrics)`` (``cfg``: an ``RTTrainConfig`` with
     ``algorithm='ppo'``)."""
-    from respect_jax.realtime.train import make_env, rt_optimizer
+    from respect_jax.realtime.train import baseline_advantage, draw_batch, make_env, rt_optimizer, update_metrics
 
     env = make_env(cfg)
     opt = rt_optimizer(cfg)
@@ -97,12 +97,10 @@ def make_update(graphdef: nnx.GraphDef, cfg, steps: int):
     def update(state: TrainState, pool: RTParams):
         key = jax.random.fold_in(state.key, state.step)
         k_idx, k_roll, k_perm = jax.random.split(key, 3)
-        idx = jax.random.randint(k_idx, (b,), 0, pool.valid.shape[0])
-        batch = jax.tree.map(lambda x: jnp.repeat(x[idx], k, axis=0), pool)
+        batch = draw_batch(pool, k_idx, b, k)
         out = collect(nnx.merge(graphdef, state.params), env, batch, k_roll, steps)  # no gradient flows here
         ret = out["return"] + cfg.util_reward * out["metrics"]["utilisation"] if cfg.util_reward else out["return"]
-        ret = ret.reshape(b, k)
-        adv = (ret - ret.mean(axis=1, keepdims=True)).reshape(-1)
+        adv = baseline_advantage(ret, k)
         data = {"obs": out["obs"], "j": out["j"], "m": out["m"], "logp": out["logp"], "active": out["active"],
                 "adv": adv}  # fmt: skip
         perms = jax.vmap(lambda kk: jax.random.permutation(kk, n_ep))(jax.random.split(k_perm, cfg.ppo_epochs))
@@ -120,14 +118,9 @@ def make_update(graphdef: nnx.GraphDef, cfg, steps: int):
             return (optax.apply_updates(params, updates), opt_state), stats
 
         (params, opt_state), stats = jax.lax.scan(step, (state.params, state.opt_state), order)
-        met = out["metrics"]
         metrics = {
             "loss": stats["loss"].mean(),
-            "return": out["return"].mean(),
-            "srt_rate": met["srt_met"].sum() / jnp.maximum(met["srt_jobs"].sum(), 1),
-            "override_rate": met["overrides"].sum() / jnp.maximum(met["decisions"].sum(), 1),
-            "hrt_missed": met["hrt_missed"].sum(),
-            "finished": out["done"].mean(),
+            **update_metrics(out["return"], out["done"], out["metrics"]),
             "grad_norm": stats["grad_norm"].mean(),
             "clip_frac": stats["clip_frac"].mean(),
             "approx_kl": stats["approx_kl"][-1],
