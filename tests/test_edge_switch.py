@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import jax
@@ -20,6 +21,8 @@ import pytest
 from conftest import assert_beats_small_ramp_phase_winners
 from flax import nnx
 
+from respect_jax.edge_cluster.dqn import draw_mixture, fresh_environments, training_trace_config
+from respect_jax.edge_cluster.environment import EdgeEnv
 from respect_jax.edge_cluster.generator import make_traces
 from respect_jax.edge_cluster.policies import STATIC_POLICIES
 from respect_jax.edge_cluster.scenarios import load_preset
@@ -28,6 +31,7 @@ from respect_jax.edge_cluster.switching import (
     SwitchConfig,
     branch_values,
     greedy_rule,
+    learning_rate,
     load_edge_agent,
     make_train,
     switch_policy,
@@ -128,6 +132,57 @@ def test_greedy_rule_with_per_rule_margins():
     for bad in ({"fastest_expected": 0.1}, {"random": 0.1}, {"closest": -0.1}):
         with pytest.raises(ValueError, match="switch.rule_margins"):
             SwitchConfig(rule_margins=bad)
+
+
+def test_learning_rate_decays_to_its_final_fraction_and_defaults_stay_constant():
+    """``lr_final`` < 1: a cosine from ``lr`` at the first update to ``lr * lr_final`` at the last of the
+    ``episodes * episode_steps / stride * updates_per_sample`` updates; 1 (the default): the constant ``lr``, and the
+    config document is the one written before the knob (old run folders resume)."""
+    assert learning_rate(SwitchConfig(lr=0.002)) == 0.002
+    assert "lr_final" not in SwitchConfig().to_dict() and "mixture_weights" not in SwitchConfig().to_dict()
+    cfg = SwitchConfig(lr=0.002, lr_final=0.1, episodes=3, episode_steps=64, stride=8, updates_per_sample=2)
+    sched = learning_rate(cfg)
+    updates = 3 * 8 * 2
+    assert float(sched(0)) == pytest.approx(0.002)
+    assert float(sched(updates // 2)) == pytest.approx(0.002 * (0.1 + 0.9 * 0.5), rel=1e-5)  # cosine midpoint
+    assert float(sched(updates)) == pytest.approx(0.0002, rel=1e-5)
+    assert SwitchConfig.from_dict(cfg.to_dict()) == cfg
+    for bad in (dict(lr_final=1.5), dict(lr_final=-0.1)):
+        with pytest.raises(ValueError, match="switch.lr_final"):
+            SwitchConfig(**bad)
+
+
+def test_mixture_draw_follows_its_weights():
+    """Empty weights: exactly the uniform draw of earlier recipes; weights: frequencies in proportion to them (a
+    zero weight never drawn)."""
+    key = jax.random.key(11)
+    np.testing.assert_array_equal(np.asarray(draw_mixture(key, 64, 4)),
+                                  np.asarray(jax.random.randint(key, (64,), 0, 4)))
+    which = np.asarray(draw_mixture(key, 20000, 4, (1.0, 2.0, 0.0, 1.0)))
+    np.testing.assert_allclose(np.bincount(which, minlength=4) / which.size, [0.25, 0.5, 0.0, 0.25], atol=0.015)
+    with pytest.raises(ValueError, match="mixture_weights"):
+        draw_mixture(key, 8, 4, (1.0, 1.0))
+
+
+@pytest.mark.slow  # ~15 s alone, ~50 s under load (isp trace generation)
+def test_mixture_weights_draw_the_presets_they_weight():
+    """Weight only on a mixture preset: every environment gets exactly the trace that preset alone would give
+    (same keys); empty weights keep the uniform draw; bad weights are refused in one line."""
+    main, other = load_preset("isp_diurnal"), load_preset("isp_failure")
+    cfg = SwitchConfig(num_envs=8, episode_steps=64, stride=8, loads=(1.0,), mixture=("isp_failure",),
+                       mixture_weights=(0.0, 1.0), trace_horizon_s=0.2)
+    env = EdgeEnv(training_trace_config(main, cfg), main.ring)
+    key = jax.random.key(5)
+    state, _, _ = fresh_environments(env, main, cfg)(key)
+    alone, _, _ = fresh_environments(env, other, replace(cfg, mixture=(), mixture_weights=()))(key)
+    for x, y in zip(jax.tree.leaves(state.trace), jax.tree.leaves(alone.trace), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    uniform, _, _ = fresh_environments(env, main, replace(cfg, mixture_weights=()))(key)
+    assert not all(np.array_equal(np.asarray(x), np.asarray(y))
+                   for x, y in zip(jax.tree.leaves(uniform.trace), jax.tree.leaves(alone.trace), strict=True))
+    for bad in (dict(mixture_weights=(1.0,)), dict(mixture_weights=(0.0, 0.0)), dict(mixture_weights=(1.0, -1.0))):
+        with pytest.raises(ValueError, match="switch.mixture_weights"):
+            replace(cfg, **bad)
 
 
 @pytest.mark.slow  # ~140 s on the shared CPU at load 10 (compilation of training and of the evaluation)

@@ -345,10 +345,23 @@ def training_trace_config(scn: Scenario, cfg: DQNConfig) -> TraceConfig:
     return TraceConfig(**{**scn.trace.__dict__, "horizon_s": horizon, "max_queries": q, "max_switches": switches})
 
 
+def draw_mixture(key: jax.Array, count: int, num_scenarios: int, weights=None) -> jax.Array:
+    """i32[count] indices of the training scenarios (main first, then the mixture's), uniform without ``weights``
+    (the draw of every earlier recipe), else in proportion to ``weights`` (one per scenario, >= 0, not all 0)."""
+    if not weights:
+        return jax.random.randint(key, (count,), 0, num_scenarios)
+    if len(weights) != num_scenarios:
+        raise ValueError(f"mixture_weights: {len(weights)} weights for {num_scenarios} scenarios (main + mixture)")
+    p = jnp.asarray(weights, jnp.float32)
+    return jax.random.choice(key, num_scenarios, (count,), p=p / jnp.sum(p)).astype(jnp.int32)
+
+
 def fresh_environments(env: EdgeEnv, scn: Scenario, cfg) -> Callable[[jax.Array], tuple[State, TimeStep, jax.Array]]:
     """``fresh(key) -> (state, timestep, load f32[E])``: new traces for all E = ``cfg.num_envs`` environments, each on a
     scenario of the training mixture (:func:`training_scenarios`) at a load drawn from ``cfg.loads`` (empty: the
-    scenario's named levels). ``cfg``: a :class:`DQNConfig` or any config with ``num_envs``, ``loads``, ``mixture``."""
+    scenario's named levels). ``cfg``: a :class:`DQNConfig` or any config with ``num_envs``, ``loads``, ``mixture``
+    (and optionally ``mixture_weights``: relative weights of the main scenario and each mixture preset; empty:
+    uniform)."""
     loads = jnp.asarray(cfg.loads or tuple(scn.loads.values()), jnp.float32)
     scenarios = training_scenarios(scn, cfg)
     stack = lambda xs: jax.tree.map(lambda *x: jnp.stack([jnp.asarray(y) for y in x]), *xs)  # noqa: E731
@@ -356,11 +369,12 @@ def fresh_environments(env: EdgeEnv, scn: Scenario, cfg) -> Callable[[jax.Array]
     all_rates = jnp.stack([jnp.asarray(x.base_rate, jnp.float32) for x in scenarios])  # [M, N, A]
     all_dyn = stack([x.dynamics for x in scenarios])
     e = cfg.num_envs
+    weights = tuple(getattr(cfg, "mixture_weights", ()) or ())  # (the switching agent's; empty: uniform)
 
     def fresh(key: jax.Array) -> tuple[State, TimeStep, jax.Array]:
         k_load, k_trace, k_scn = jax.random.split(key, 3)
         load = loads[jax.random.randint(k_load, (e,), 0, loads.shape[0])]
-        which = jax.random.randint(k_scn, (e,), 0, len(scenarios))
+        which = draw_mixture(k_scn, e, len(scenarios), weights)
         params = jax.tree.map(lambda x: x[which], all_params)
         dyn = jax.tree.map(lambda x: x[which], all_dyn)
         rates = load[:, None, None] * all_rates[which]

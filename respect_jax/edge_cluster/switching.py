@@ -78,6 +78,8 @@ class SwitchConfig:
     rules: the static rules the agent chooses among (names of :data:`HINT_POLICIES`); base: the one it follows
         unless another is predicted better (must be among ``rules``).
     hidden: widths of the MLP; lr, max_grad_norm: Adam with global-norm clipping.
+    lr_final: the learning rate at the end of training as a fraction of ``lr`` (cosine decay over the
+        ``episodes * episode_steps / stride * updates_per_sample`` updates; 1: constant, the earlier recipe).
     num_envs: environments stepped together; episode_steps: the agent's own dispatches per environment per episode.
     stride: own dispatches between two rollout samples of an environment (``episode_steps`` a multiple of it).
     horizon: queries the base rule dispatches after the branched query (how far a decision's effect is counted).
@@ -90,7 +92,8 @@ class SwitchConfig:
         exceeds the rule's margin (0: the spread is not used; needs ``spread_head``).
     episodes; loads: load multipliers drawn per environment and trace (empty: the scenario's named levels);
         trace_horizon_s: simulated seconds of a training trace (null: the scenario's); mixture: further presets
-        (same topology) drawn per trace, as in the DQN.
+        (same topology) drawn per trace, as in the DQN; mixture_weights: relative weights of drawing the main
+        scenario and each ``mixture`` preset (in that order; empty: uniform, the earlier recipe).
     buffer_size, batch_size: replay of (observation, advantages) samples; updates_per_sample: gradient updates
         per sampling round (each round adds ``num_envs`` samples).
     explore: probability that a dispatch of the agent's own trajectory follows a uniformly drawn rule (coverage).
@@ -104,6 +107,7 @@ class SwitchConfig:
     base: str = "fastest_expected"
     hidden: tuple[int, ...] = (128, 128)
     lr: float = 1e-3
+    lr_final: float = 1.0
     num_envs: int = 32
     episode_steps: int = 256
     stride: int = 8
@@ -116,6 +120,7 @@ class SwitchConfig:
     loads: tuple[float, ...] = ()
     trace_horizon_s: float | None = None
     mixture: tuple[str, ...] = ()
+    mixture_weights: tuple[float, ...] = ()
     buffer_size: int = 16384
     batch_size: int = 256
     updates_per_sample: int = 2
@@ -132,12 +137,14 @@ class SwitchConfig:
             object.__setattr__(self, name, tuple(str(x) for x in getattr(self, name)))
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
         object.__setattr__(self, "loads", tuple(float(x) for x in self.loads))
+        object.__setattr__(self, "mixture_weights", tuple(float(x) for x in self.mixture_weights))
         checks = [
             ("rules", len(self.rules) >= 2 and set(self.rules) <= set(HINT_POLICIES)
              and len(set(self.rules)) == len(self.rules), f"two or more distinct names of {', '.join(HINT_POLICIES)}"),
             ("base", self.base in self.rules, "one of switch.rules"),
             ("hidden", len(self.hidden) >= 1 and all(h >= 1 for h in self.hidden), "a non-empty list of widths >= 1"),
             ("lr", self.lr > 0, "> 0"),
+            ("lr_final", 0.0 <= self.lr_final <= 1.0, "in [0, 1]"),
             ("num_envs", self.num_envs >= 1, ">= 1"),
             ("stride", self.stride >= 1, ">= 1"),
             ("episode_steps", self.episode_steps >= self.stride and self.episode_steps % self.stride == 0,
@@ -151,6 +158,10 @@ class SwitchConfig:
             ("loads", all(x > 0 for x in self.loads), "positive numbers"),
             ("trace_horizon_s", self.trace_horizon_s is None or 0 < self.trace_horizon_s <= 1000,
              "in (0, 1000] or null"),
+            ("mixture_weights", not self.mixture_weights or (
+                len(self.mixture_weights) == 1 + len(self.mixture) and all(w >= 0 for w in self.mixture_weights)
+                and sum(self.mixture_weights) > 0), "empty or one weight >= 0 for the main scenario and each "
+             "switch.mixture preset, not all 0"),
             ("buffer_size", self.buffer_size >= self.num_envs, ">= num_envs"),
             ("batch_size", self.batch_size >= 1, ">= 1"),
             ("updates_per_sample", self.updates_per_sample >= 1, ">= 1"),
@@ -170,11 +181,13 @@ class SwitchConfig:
 
     def to_dict(self) -> dict:
         doc = asdict(self)
-        doc = {**doc, **{k: list(getattr(self, k)) for k in ("rules", "hidden", "loads", "mixture")},
+        doc = {**doc, **{k: list(getattr(self, k)) for k in ("rules", "hidden", "loads", "mixture",
+                                                              "mixture_weights")},
                "rule_margins": dict(self.rule_margins)}
         if not self.rule_margins:  # as written before the knob existed: older run folders still resume
             del doc["rule_margins"]
-        for name, old in (("discount", 1.0), ("rollouts", 1), ("spread_head", False), ("spread_weight", 0.0)):
+        for name, old in (("discount", 1.0), ("rollouts", 1), ("spread_head", False), ("spread_weight", 0.0),
+                          ("lr_final", 1.0), ("mixture_weights", [])):
             if doc[name] == old:  # likewise: the recipe of session 21 writes the same document as before
                 del doc[name]
         return doc
@@ -416,6 +429,16 @@ class Carry:
     key: jax.Array
 
 
+def learning_rate(cfg: SwitchConfig) -> float | optax.Schedule:
+    """``cfg.lr``, or (``lr_final`` < 1) a cosine decay from it to ``lr * lr_final`` over the training's updates
+    (``episodes * episode_steps / stride * updates_per_sample``; the first rounds, before the replay holds a batch,
+    make none, so the last update runs a little above the final rate)."""
+    if cfg.lr_final == 1.0:
+        return cfg.lr
+    updates = cfg.episodes * (cfg.episode_steps // cfg.stride) * cfg.updates_per_sample
+    return optax.cosine_decay_schedule(cfg.lr, updates, alpha=cfg.lr_final)
+
+
 def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callable, Callable]:
     """Build the agent and its pure training functions ``init(key) -> Carry`` and ``run(carry, episodes) -> (carry,
     metrics)`` (metrics f32[episodes]: ``success`` of the agent's own dispatches, ``loss``, ``gain`` mean of the
@@ -430,7 +453,7 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
     model = SwitchNetwork(layout, rules, HINT_POLICIES.index(cfg.base), cfg.hidden, rngs=nnx.Rngs(cfg.seed),
                           spread_head=cfg.spread_head)
     graphdef, init_params = nnx.split(model)
-    optimizer = make_optimizer(cfg.lr, cfg.max_grad_norm)
+    optimizer = make_optimizer(learning_rate(cfg), cfg.max_grad_norm)
     fresh = fresh_environments(env, scn, cfg)
     e, r_count = cfg.num_envs, len(cfg.rules)
     not_base = jnp.arange(r_count) != base_pos
