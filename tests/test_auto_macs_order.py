@@ -53,12 +53,13 @@ def test_macs_first_split_is_the_exact_split_of_that_order():
 @pytest.mark.parametrize("seed", [3, 5])  # seed 3: a live-byte split best; 5: the MACs-first split
 def test_auto_orders_entry_is_the_best_of_the_live_and_macs_splits(seed):
     """400-node dense layered graphs, latency, K = 4: with ``macs_order`` on, auto's ``orders`` entry is the best of the
-    live-byte splits and the MACs-first split ("macs" when that one is strictly best); off, the best live-byte split."""
+    live-byte splits and the MACs-first split ("macs" when that one is strictly best); off, the best live-byte split
+    (the hull order off: tests/test_auto_hull_order.py)."""
     graph, hw = layered(400, seed, 2.9), make_hw(4)
     live = min(v for _, _, v in live_splits(graph, hw, "latency", 1.0, [2.0, 3.0, 4.0]))
     _, macs = macs_first_split(graph, hw, "latency", 1.0)
     options = dict(members=["contiguous"], exact="none", crossing_bound=False, progress=False, time_budget_s=30.0,
-                   lattice_downsets=0, line_restarts={"latency": 0})
+                   lattice_downsets=0, line_restarts={"latency": 0}, hull_order={"latency": False})
     for on, expected in ((True, min(live, macs)), (False, live)):
         entry = run_solver("auto", graph, hw, "latency", macs_order={"latency": on}, **options)["info"]["portfolio"]
         assert entry["orders"]["objective"] == pytest.approx(expected, rel=1e-12), (on, entry["orders"])

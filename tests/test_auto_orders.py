@@ -86,13 +86,14 @@ def test_auto_starts_the_contiguous_line_at_the_best_live_split_with_its_own_mov
     """A 400-node sparse layered graph, latency, K = 4, contiguous member only, no exact solver, no rebalancing: the
     live-byte split beats the SPEC one here; auto reports it (``portfolio['orders']``), and its line's polish is
     :func:`polish_until` from it with ``line_moves`` moves in calls of ``LINE_CHUNK``; the result is never worse
-    than either split. No orders under ``paper`` (default), with ``orders={'latency': []}`` or below
-    ``orders_min_nodes``."""
+    than either split (the hull order off: tests/test_auto_hull_order.py). No orders under ``paper`` (default), with
+    ``orders={'latency': []}`` or below ``orders_min_nodes``."""
     graph, hw = layered(400, 11, 1.2), make_hw(4)
     assert not has_unique_order(graph)
     split, value, _ = best_live_split(graph, hw, "latency", 1.0)
     options = dict(members=["contiguous"], exact="none", crossing_bound=False, progress=False, time_budget_s=60.0,
-                   lattice_downsets=0, rebalance={"latency": 0}, line_moves={"latency": 30})
+                   lattice_downsets=0, rebalance={"latency": 0}, line_moves={"latency": 30},
+                   hull_order={"latency": False})
     result = run_solver("auto", graph, hw, "latency", **options)
     portfolio = result["info"]["portfolio"]
     assert portfolio["orders"]["objective"] == pytest.approx(value, rel=1e-12)

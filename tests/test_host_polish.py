@@ -13,7 +13,7 @@ from test_auto_rebalance import layered
 import respect_jax.solvers.auto as auto
 from respect_jax.local_search import MIN_IMPROVEMENT, TIE_BREAK
 from respect_jax.reference import reference_metrics, reference_objective
-from respect_jax.solvers.host_polish import _Moves, descend, host_polish
+from respect_jax.solvers.host_polish import _Moves, _State, descend, host_polish
 
 
 def reference_score(graph, s, hw, objective, lam=1.0):
@@ -178,3 +178,66 @@ def test_auto_polishes_its_line_on_the_host_while_the_polish_compiles(monkeypatc
     assert all(c >= done[0] for c in calls)
     got = reference_objective(graph, result.assignment, hw, "latency")
     assert got <= entry["objective"] * (1 + 1e-9) < result.info["portfolio"]["orders"]["objective"]
+
+
+def fresh_descend(graph, hw, objective, lam, s, moves):
+    """descend written out with a from-scratch scan of every move at every step (the search before session 33): (best
+    by objective, last schedule)."""
+    s = np.asarray(s, np.int64).copy()
+    best = s.copy()
+    best_obj, s_score = reference_score(graph, s, hw, objective, lam)
+    for _ in range(moves):
+        objs, scores = _Moves(graph, hw, objective, lam)(s)
+        j = int(np.argmin(scores))
+        if not scores[j] < s_score * (1.0 - MIN_IMPROVEMENT):
+            break
+        s, s_score = moved(s, j), float(scores[j])
+        if objs[j] < best_obj:
+            best, best_obj = s.copy(), float(objs[j])
+    return best, s
+
+
+def test_the_kept_state_equals_a_fresh_one_after_every_move():
+    """:class:`_State` after random allowed moves (random graphs and a 400-node layered one, K = 2..4, tight memory on
+    every other one): low, high, last, lifted, dropped and the consumer counts equal a from-scratch computation of the
+    moved schedule bit for bit, and so do the moves' objectives and scores."""
+    rng = np.random.default_rng(8)
+    graphs = random_graphs(8, 9, 6, 30)
+    moves = 0
+    for i, graph in enumerate(graphs + [layered(400, 11, 1.2)]):
+        hw = make_hw(2 + i % 3, **({"sram_bytes": 2_000} if i % 2 else {}))
+        for objective in ("latency", "paper"):
+            scan = _Moves(graph, hw, objective, 0.7)
+            state = _State(scan, random_valid_schedule(graph, hw.stages, rng))
+            for _ in range(60):
+                objs, _ = state.scores()
+                allowed = np.flatnonzero(np.isfinite(objs))
+                if not len(allowed):
+                    break
+                j = int(rng.choice(allowed))
+                state.move(j % graph.num_nodes, int(state.s[j % graph.num_nodes]) + (1 if j < graph.num_nodes else -1))
+                moves += 1
+                fresh = scan.state(state.s)
+                for got, want in zip((state.low, state.high, state.last, state.lifted, state.dropped), fresh,
+                                     strict=True):
+                    assert np.array_equal(got, want)
+                at_last = state.s[scan.rcv] == fresh[2][scan.snd]
+                assert state.on_last == np.bincount(scan.snd, at_last, minlength=graph.num_nodes).astype(int).tolist()
+                for got, want in zip(state.scores(), scan(state.s), strict=True):
+                    assert np.array_equal(got, want)
+    assert moves > 500
+
+
+@pytest.mark.parametrize("objective", ["latency", "paper"])
+def test_descend_takes_the_moves_of_a_fresh_scan_every_step(objective):
+    """descend (the kept state) against the search written out with a fresh scan per step: the same best and last
+    schedules, from random starts on random graphs and from a split of a 400-node layered graph."""
+    rng = np.random.default_rng(10)
+    graph, hw = layered(400, 11, 1.2), make_hw(4)
+    split = auto.live_splits(graph, hw, objective, 1.0, [3.0])[0][1]
+    cases = [(graph, hw, split)] + [(g, make_hw(3 + i % 2), None) for i, g in enumerate(random_graphs(5, 12, 8, 40))]
+    for g, h, start in cases:
+        start = random_valid_schedule(g, h.stages, rng) if start is None else start
+        got = descend(g, h, objective, 1.0, start, 400)
+        want = fresh_descend(g, h, objective, 1.0, start, 400)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

@@ -42,8 +42,10 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
    ``paper``; graphs of at least ``orders_min_nodes`` nodes): the exact contiguous splits of the list orders of
    :func:`respect_jax.solvers.orders.live_order` (few live bytes at each prefix: on random layered graphs the SPEC
    order's prefixes keep many tensors live, and their transfers dominate its split's stage times), host Python,
-   0.05-0.3 s each at 10,000 nodes (``portfolio['orders']``); the best of them starts the contiguous line (3b.)
-   when it beats the SPEC split.
+   0.05-0.3 s each at 10,000 nodes (``portfolio['orders']``); with them the MACs-first order's split (``macs_order``)
+   and the hull order's (``hull_order``: the downsets on the lower convex hull of (MACs, bytes crossing) first,
+   ``hull_max_cuts`` parametric minimum cuts, until :data:`ORDERS_SHARE` of the budget); the best of them starts the
+   contiguous line (3b.) when it beats the SPEC split.
 3b. **The rebalancing of the contiguous line** (``rebalance``: cycles by objective, by default 8 under ``latency``
    and none under ``paper``; graphs of at least ``rebalance_min_nodes`` nodes): before the contiguous split's
    local search, the stage-boundary re-cuts and the rebalancing steps of :mod:`respect_jax.solvers.rebalance`
@@ -90,7 +92,15 @@ from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_boun
 from respect_jax.solvers.host_polish import host_polish
 from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
 from respect_jax.solvers.numpy_eval import objective_np
-from respect_jax.solvers.orders import SINK_WEIGHTS, live_splits, macs_first_split
+from respect_jax.solvers.orders import (
+    SINK_WEIGHTS,
+    hull_downsets,
+    live_order,
+    live_splits,
+    macs_first_split,
+    split_of_order,
+)
+from respect_jax.solvers.orders import hull_order as hull_order_of
 from respect_jax.solvers.rebalance import rebalance_many, rebalance_step
 from respect_jax.solvers.stopping import Stopped, StopSignal
 
@@ -172,6 +182,19 @@ ORDERS_SHARE = 0.2
 #: Whether the exact split of the MACs-first order (:func:`respect_jax.solvers.orders.macs_first_order`) joins the
 #: live-byte splits, by objective (``macs_order``; the best of them starts the contiguous line, the others restart it).
 MACS_ORDER = {"latency": True, "paper": False}
+#: Whether the exact split of the hull order (:func:`respect_jax.solvers.orders.hull_order` of the
+#: :func:`~respect_jax.solvers.orders.hull_downsets` of the MACs under ``latency``, the parameters under ``paper``; ties
+#: by the best live-byte order) joins the live-byte splits, by objective (``hull_order``): its prefixes include downsets
+#: on the lower convex hull of (MACs, bytes crossing), the boundaries a stage time of compute plus incoming tensors
+#: favours. Validation (session 33, with the host line at 10k and the faster host polish; own seeds 3304-3306, K = 4,
+#: latency, 10 s, load 7-9, arms alternating): 1k x0.965, 5k x0.959, 10k x0.962 (14 of 18 graphs better, 2 worse by
+#: <= 1 %; sparse graphs gain most: x0.94); at 60 s (seed 3307) x0.985, dense 10k 2 % worse
+#: (``experiments/results/auto_scale_val_s33_summary.md``). ``paper``: not validated, off.
+HULL_ORDER = {"latency": True, "paper": False}
+#: Parametric minimum cuts (one max flow each, 0.02-0.1 s at 5k-10k nodes under load) of the hull order
+#: (``hull_max_cuts``; widest hull edge first: on own seeds' 1k-10k layered graphs 8 cuts gave the split of 16 to 128,
+#: 4 slightly worse).
+HULL_MAX_CUTS = 8
 #: Restarts of the rebalanced contiguous line by objective (``line_restarts``): when the line is done before
 #: :data:`REBALANCE_SHARE` of the budget (1,000-node graphs: after 1.5-3 s of 10), it runs again (polish and
 #: rebalancing, :func:`restart_line`) from the other splits (the SPEC one, the other live-byte orders, best first),
@@ -225,9 +248,12 @@ BOUND_EARLY_MAX_NODES = None
 #: latency, 10 s, load 4-9, arms alternating): 5k x0.986 (16 of 18 better; on sparse graphs the line is done early
 #: enough for CP-SAT, hinted with it, to start and win), 5k K = 8 x0.978 (5 of 6), 10k x1.026 (5 of 6 worse: the host
 #: polish of 10k nodes is still running at the deadline) (``experiments/results/auto_scale_val_s32_summary.md``).
-#: 6,000: between the two.
+#: Since session 33 the host polish keeps its scan's state from move to move (2-3x faster at 5k-10k nodes), and the line
+#: at 10k runs on the host too (no upper limit): with the hull order, 10k x0.962 over 6 graphs, 6 better
+#: (``experiments/results/auto_scale_val_s33_summary.md``); larger graphs were not run (the compiled polish only gets
+#: slower there).
 HOST_LINE_MIN_NODES = 3000
-HOST_LINE_MAX_NODES = 6000
+HOST_LINE_MAX_NODES = None
 #: Share of the budget after which the rebalancing stops (and the crossing bound, started after it, gets the rest).
 REBALANCE_SHARE = 0.6
 #: Members started early, in a thread of their own, right after the contiguous split (:func:`start_early`): the
@@ -560,6 +586,8 @@ def solve_auto(
     orders: dict | None = None,
     orders_min_nodes: int = ORDERS_MIN_NODES,
     macs_order: dict | None = None,
+    hull_order: dict | None = None,
+    hull_max_cuts: int = HULL_MAX_CUTS,
     line_moves: dict | None = None,
     line_restarts: dict | None = None,
     cpsat_presolve_max_nodes: int | None = CPSAT_PRESOLVE_MAX_NODES,
@@ -612,6 +640,9 @@ def solve_auto(
         macs_order: ``{objective: bool}`` (missing objectives: :data:`MACS_ORDER`): with the live-byte orders, also
             the exact split of the MACs-first order (``portfolio['orders']['sink_weight']`` ``"macs"`` when it is the
             best).
+        hull_order: ``{objective: bool}`` (missing objectives: :data:`HULL_ORDER`): with the live-byte orders, also
+            the exact split of the hull order (``portfolio['orders']['sink_weight']`` ``"hull"`` when it is the best).
+        hull_max_cuts: parametric minimum cuts of the hull order's downsets (:data:`HULL_MAX_CUTS`; 0: no hull order).
         line_restarts: ``{objective: count}`` (missing objectives: :data:`LINE_RESTARTS`): restarts of the
             rebalanced line from the other splits while it has time left (:func:`restart_line`,
             ``portfolio['contiguous+restart']``); 0: none.
@@ -660,6 +691,12 @@ def solve_auto(
     if set(macs_order) - set(OBJECTIVES) or any(not isinstance(v, bool) for v in macs_order.values()):
         raise ValueError(f"solver auto: macs_order must map objectives ({', '.join(OBJECTIVES)}) to true or false, "
                          f"got {macs_order}")
+    hull_order = {**HULL_ORDER, **(hull_order or {})}
+    if set(hull_order) - set(OBJECTIVES) or any(not isinstance(v, bool) for v in hull_order.values()):
+        raise ValueError(f"solver auto: hull_order must map objectives ({', '.join(OBJECTIVES)}) to true or false, "
+                         f"got {hull_order}")
+    if isinstance(hull_max_cuts, bool) or not isinstance(hull_max_cuts, int) or hull_max_cuts < 0:
+        raise ValueError(f"solver auto: hull_max_cuts must be an integer >= 0, got {hull_max_cuts!r}")
     if set(line_restarts) - set(OBJECTIVES) or any(int(c) < 0 for c in line_restarts.values()):
         raise ValueError(f"solver auto: line_restarts must map objectives ({', '.join(OBJECTIVES)}) to counts >= 0, "
                          f"got {line_restarts}")
@@ -783,11 +820,22 @@ def solve_auto(
             and not has_unique_order(graph):
         t0 = time.perf_counter()
         orders_end = start + ORDERS_SHARE * float(time_budget_s)
+        live_orders: dict = {}
         splits = live_splits(graph, hw, objective, lam, weights,
-                             stop=lambda: signal() or time.perf_counter() >= orders_end)
+                             stop=lambda: signal() or time.perf_counter() >= orders_end, keep=live_orders)
         if macs_order[objective] and not signal():
             split, value = macs_first_split(graph, hw, objective, lam)
             splits.append(("macs", split, value))
+        if hull_order[objective] and int(hull_max_cuts) > 0 and not signal():  # its cuts until ORDERS_SHARE too
+            downsets = hull_downsets(graph, (graph.macs if objective == "latency" else graph.params).astype(np.int64),
+                                     int(hull_max_cuts), stop=lambda: signal() or time.perf_counter() >= orders_end)
+            if downsets:  # ties by the best live-byte order
+                weight = min((x for x in splits if not isinstance(x[0], str)), key=lambda x: x[2],
+                             default=(SINK_WEIGHTS[-1],))[0]
+                ties = live_orders.get(float(weight))
+                order = hull_order_of(graph, downsets, live_order(graph, float(weight)) if ties is None else ties)
+                split, value = split_of_order(graph, hw, objective, lam, order)
+                splits.append(("hull", split, value))
         if splits:
             weight, split, _ = min(splits, key=lambda x: x[2])  # the first of equals
             value = offer("orders", split)
