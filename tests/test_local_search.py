@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -411,6 +413,7 @@ def test_band_cut_is_the_least_crossing_of_its_band(price, flow, monkeypatch):
     import respect_jax.local_search as ls
 
     monkeypatch.setattr(ls, "SCIPY_FLOW_MIN_NODES", 0 if flow == "scipy" else 1 << 40)
+    monkeypatch.setattr(ls, "SCIPY_FLOW_WARM_MIN_NODES", 0 if flow == "scipy" else 1 << 40)
     rng = np.random.default_rng(3)
     hw = make_hw(3)
     checked = 0
@@ -467,6 +470,7 @@ def test_large_bands_get_the_same_cuts_from_scipy_as_from_the_python_flow(monkey
         m = len(bd.order)
         for lo, hi in ((max(0, bd.cut - m // 6), min(m, bd.cut + m // 6)), (max(0, bd.cut - m // 3), bd.cut + m // 3)):
             monkeypatch.setattr(ls, "SCIPY_FLOW_MIN_NODES", 1 << 40)
+            monkeypatch.setattr(ls, "SCIPY_FLOW_WARM_MIN_NODES", 1 << 40)
             python = bd.band_cut(lo, hi)
             monkeypatch.setattr(ls, "SCIPY_FLOW_MIN_NODES", 0)
             scipy = bd.band_cut(lo, hi)
@@ -530,3 +534,28 @@ def test_refine_boundaries_puts_parallel_branches_on_adjacent_stages():
     out = refine_boundaries(graph, hw, "paper", 1.0, start, prices=(0.0, -0.25, 0.25))
     assert reference_objective(graph, out, hw, "paper") == pytest.approx(optimum)
     assert sorted(out[1:5].tolist()) == [0, 0, 1, 1]  # two branch heads on each stage
+
+
+def test_a_mid_size_network_goes_to_scipy_once_scipy_is_imported(monkeypatch):
+    """A random 300-node network: with SciPy's csgraph imported it gets SciPy's maximum flow (SCIPY_FLOW_WARM_MIN_NODES
+    <= 300 < SCIPY_FLOW_MIN_NODES), with csgraph not imported the Python Dinic (no import paid); the same sides."""
+    import scipy.sparse.csgraph  # noqa: F401
+
+    import respect_jax.local_search as ls
+
+    rng = np.random.default_rng(30)
+    size, arcs = 300, 1500
+    rows, cols = rng.integers(0, size, arcs), rng.integers(0, size, arcs)
+    keep = rows != cols
+    rows, cols = rows[keep].astype(np.int32), cols[keep].astype(np.int32)
+    caps = rng.integers(1, 50, len(rows)).astype(np.int32)
+    calls = []
+    real = ls._min_cut_sides_scipy
+    monkeypatch.setattr(ls, "_min_cut_sides_scipy", lambda *a: calls.append(a[2]) or real(*a))
+    assert ls.SCIPY_FLOW_WARM_MIN_NODES <= size < ls.SCIPY_FLOW_MIN_NODES
+    warm = ls._min_cut_sides(rows, cols, caps, size, 0, size - 1)
+    assert calls == [size]
+    monkeypatch.delitem(sys.modules, "scipy.sparse.csgraph")
+    cold = ls._min_cut_sides(rows, cols, caps, size, 0, size - 1)
+    assert calls == [size]
+    assert all(np.array_equal(a, b) for a, b in zip(warm, cold, strict=True)) and warm[0].any() and not warm[0][-1]

@@ -188,8 +188,8 @@ MACS_ORDER = {"latency": True, "paper": False}
 #: on the lower convex hull of (MACs, bytes crossing), the boundaries a stage time of compute plus incoming tensors
 #: favours. Validation (session 33, with the host line at 10k and the faster host polish; own seeds 3304-3306, K = 4,
 #: latency, 10 s, load 7-9, arms alternating): 1k x0.965, 5k x0.959, 10k x0.962 (14 of 18 graphs better, 2 worse by
-#: <= 1 %; sparse graphs gain most: x0.94); at 60 s (seed 3307) x0.985, dense 10k 2 % worse
-#: (``experiments/results/auto_scale_val_s33_summary.md``). ``paper``: not validated, off.
+#: <= 1 %; sparse graphs gain most: x0.94); at 60 s (seeds 3307-3308, 5k-10k) x0.981, 5 of 6 better, dense 10k 2 %
+#: worse once (``experiments/results/auto_scale_val_s33_summary.md``). ``paper``: not validated, off.
 HULL_ORDER = {"latency": True, "paper": False}
 #: Parametric minimum cuts (one max flow each, 0.02-0.1 s at 5k-10k nodes under load) of the hull order
 #: (``hull_max_cuts``; widest hull edge first: on own seeds' 1k-10k layered graphs 8 cuts gave the split of 16 to 128,
