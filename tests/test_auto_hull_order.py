@@ -108,7 +108,8 @@ def test_hull_order_is_topological_with_each_nested_downset_a_prefix():
 def test_auto_orders_entry_adds_the_hull_split():
     """A 1,000-node sparse layered graph (latency, K = 4; its hull split is the best there): with ``hull_order`` on,
     auto's ``orders`` entry is the exact split of the hull order (8 cuts, ties by the best live-byte order), "hull";
-    off (or 0 cuts), the best of the live-byte and MACs-first splits; the objective as the loop evaluator's."""
+    off (or 0 cuts, or a ``hull_min_nodes`` above the graph's size), the best of the live-byte and MACs-first splits;
+    the objective as the loop evaluator's."""
     graph, hw = layered(1000, 6, 1.2), make_hw(4)
     live = live_splits(graph, hw, "latency", 1.0, [2.0, 3.0, 4.0])
     weight, _, live_best = min(live, key=lambda x: x[2])
@@ -121,7 +122,8 @@ def test_auto_orders_entry_adds_the_hull_split():
     options = dict(members=["contiguous"], exact="none", crossing_bound=False, progress=False, time_budget_s=30.0,
                    lattice_downsets=0, line_restarts={"latency": 0}, rebalance={"latency": 0}, polish_moves=0)
     for extra, expected, name in (({}, hull, "hull"), ({"hull_order": {"latency": False}}, others, None),
-                                  ({"hull_max_cuts": 0}, others, None)):
+                                  ({"hull_max_cuts": 0}, others, None),
+                                  ({"hull_min_nodes": graph.num_nodes + 1}, others, None)):
         entry = run_solver("auto", graph, hw, "latency", **options, **extra)["info"]["portfolio"]["orders"]
         assert entry["objective"] == pytest.approx(expected, rel=1e-12), (extra, entry)
         assert (entry["sink_weight"] == "hull") is (name == "hull")
@@ -133,6 +135,8 @@ def test_auto_orders_entry_adds_the_hull_split():
     ("hull_max_cuts", -1, "hull_max_cuts must be an integer >= 0"),
     ("hull_max_cuts", 2.5, "hull_max_cuts must be an integer >= 0"),
     ("hull_max_cuts", True, "hull_max_cuts must be an integer >= 0"),
+    ("hull_min_nodes", -1, "hull_min_nodes must be an integer >= 0 or null"),
+    ("hull_min_nodes", 2.5, "hull_min_nodes must be an integer >= 0 or null"),
 ])
 def test_auto_rejects_bad_hull_options(option, value, match):
     with pytest.raises(ValueError, match=match):

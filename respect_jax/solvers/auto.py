@@ -195,6 +195,10 @@ HULL_ORDER = {"latency": True, "paper": False}
 #: (``hull_max_cuts``; widest hull edge first: on own seeds' 1k-10k layered graphs 8 cuts gave the split of 16 to 128,
 #: 4 slightly worse).
 HULL_MAX_CUTS = 8
+#: Smaller graphs get no hull order (``hull_min_nodes``): on the validation models (data/models_val and its generated
+#: NAS / residual graphs, 33 graphs of 301-1,039 nodes, K = 4 and 8) its split never beat the other splits, and its cuts
+#: (with OR-tools' max-flow import, 0.2-0.4 s cold under load) would only delay the exact solver there.
+HULL_MIN_NODES = 1000
 #: Restarts of the rebalanced contiguous line by objective (``line_restarts``): when the line is done before
 #: :data:`REBALANCE_SHARE` of the budget (1,000-node graphs: after 1.5-3 s of 10), it runs again (polish and
 #: rebalancing, :func:`restart_line`) from the other splits (the SPEC one, the other live-byte orders, best first),
@@ -588,6 +592,7 @@ def solve_auto(
     macs_order: dict | None = None,
     hull_order: dict | None = None,
     hull_max_cuts: int = HULL_MAX_CUTS,
+    hull_min_nodes: int | None = HULL_MIN_NODES,
     line_moves: dict | None = None,
     line_restarts: dict | None = None,
     cpsat_presolve_max_nodes: int | None = CPSAT_PRESOLVE_MAX_NODES,
@@ -643,6 +648,8 @@ def solve_auto(
         hull_order: ``{objective: bool}`` (missing objectives: :data:`HULL_ORDER`): with the live-byte orders, also
             the exact split of the hull order (``portfolio['orders']['sink_weight']`` ``"hull"`` when it is the best).
         hull_max_cuts: parametric minimum cuts of the hull order's downsets (:data:`HULL_MAX_CUTS`; 0: no hull order).
+        hull_min_nodes: smaller graphs get no hull order (:data:`HULL_MIN_NODES`; None: any size from
+            ``orders_min_nodes``).
         line_restarts: ``{objective: count}`` (missing objectives: :data:`LINE_RESTARTS`): restarts of the
             rebalanced line from the other splits while it has time left (:func:`restart_line`,
             ``portfolio['contiguous+restart']``); 0: none.
@@ -715,7 +722,8 @@ def solve_auto(
                         ("host_polish_first_max_nodes", host_polish_first_max_nodes),
                         ("lattice_max_nodes", lattice_max_nodes),
                         ("host_line_min_nodes", host_line_min_nodes),
-                        ("host_line_max_nodes", host_line_max_nodes)):
+                        ("host_line_max_nodes", host_line_max_nodes),
+                        ("hull_min_nodes", hull_min_nodes)):
         _check_node_limit(name, limit)
     per_unit = exact_build_s_per_unit
     if per_unit is not None and (isinstance(per_unit, bool) or not isinstance(per_unit, (int, float))
@@ -826,7 +834,8 @@ def solve_auto(
         if macs_order[objective] and not signal():
             split, value = macs_first_split(graph, hw, objective, lam)
             splits.append(("macs", split, value))
-        if hull_order[objective] and int(hull_max_cuts) > 0 and not signal():  # its cuts until ORDERS_SHARE too
+        if hull_order[objective] and int(hull_max_cuts) > 0 and graph.num_nodes >= int(hull_min_nodes or 0) \
+                and not signal():  # its cuts until ORDERS_SHARE too
             downsets = hull_downsets(graph, (graph.macs if objective == "latency" else graph.params).astype(np.int64),
                                      int(hull_max_cuts), stop=lambda: signal() or time.perf_counter() >= orders_end)
             if downsets:  # ties by the best live-byte order
