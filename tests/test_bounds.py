@@ -394,3 +394,67 @@ def test_cone_latency_bound_never_exceeds_the_brute_force_optimum_and_lifts_the_
             assert analytic <= cone <= best * (1 + RTOL) + 1e-15, (graph.name, k, link_bw, cone, best)
             lifted += cone > analytic * (1 + 1e-6)
     assert lifted >= 10, lifted
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_no_spill_skips_only_the_combined_weight_searches_and_stays_below_the_optimum(k, monkeypatch):
+    """When every parameter fits one SRAM (``b_p sum params <= C``: no stage can spill) the latency bound skips the
+    combined-weight chain and the cone's combined-weight cut (both implied by their MACs-only counterparts): the bound
+    stays at or below the brute-force optimum, the cone's value is the one with both weights, and the combined chain
+    still runs when one byte more than the SRAM holds would spill."""
+    from respect_jax.solvers import bounds
+
+    weights = []
+    real_chain = bounds._latency_chain_bound
+
+    def chain(graph, hw, lower, upper, deadline, weight="macs", *args, **kwargs):
+        weights.append(weight)
+        return real_chain(graph, hw, lower, upper, deadline, weight, *args, **kwargs)
+
+    monkeypatch.setattr(bounds, "_latency_chain_bound", chain)
+    ran = {False: 0, True: 0}
+    for graph in tiny_graphs() + list(EDGE_CASES.values()):
+        total = float(graph.params.sum())
+        for sram, spills in ((total, False), (total * 4, False), (total - 1.0, True)):
+            if total <= 1.0:
+                continue
+            hw = make_hw(k, sram_bytes=sram, link_bw=2.35e6)
+            assert bounds.no_spill(graph, hw) is not spills
+            best = brute_force(graph, hw)["latency"]
+            weights.clear()
+            found = crossing_lower_bound(graph, hw, "latency", 1.0, 2 * best, time_limit_s=30.0)
+            assert found["bound"] <= best * (1 + RTOL) + 1e-15, (graph.name, sram)
+            if weights:  # the chains ran (K >= 3, a gap to close)
+                assert ("combined" in weights) is spills, (graph.name, sram, weights)
+                ran[spills] += 1
+            analytic = analytic_lower_bound(graph, hw, "latency")
+            skipped = bounds.cone_latency_bound(graph, hw, analytic)
+            with monkeypatch.context() as m:
+                m.setattr(bounds, "no_spill", lambda graph, hw: False)
+                both = bounds.cone_latency_bound(graph, hw, analytic)
+            assert skipped == pytest.approx(both, rel=1e-9), (graph.name, sram)
+    assert ran[False] >= 3 and ran[True] >= 3, ran
+
+
+def test_chains_at_small_k_cut_the_weight_axis_as_finely_as_at_k_8(monkeypatch):
+    """``CHAIN_MIN_BOUNDARIES``: at K = 3 the latency chain starts from as many buckets as at K = 8 (a bucket's least
+    crossing stands for all of it, so wide buckets let a cheap cut anywhere in them stand for the whole bucket): the
+    bound stays at or below the brute-force optimum and rises above the K - 1 buckets' bound on several small graphs
+    with costly tensors."""
+    from respect_jax.solvers import bounds
+
+    graphs = [g for g in tiny_graphs() if g.name in ("tiny_respect4", "tiny_respect6")]
+    more = random_graphs(5, 33, 6, 9)
+    graphs += [more[0], more[4]]
+    lifted = 0
+    for graph in graphs:
+        hw = make_hw(3, link_bw=2.35e6)
+        best = brute_force(graph, hw)["latency"]
+        values = []
+        for boundaries in (0, 7):
+            monkeypatch.setattr(bounds, "CHAIN_MIN_BOUNDARIES", boundaries)
+            values.append(crossing_lower_bound(graph, hw, "latency", 1.0, 1.5 * best, time_limit_s=30.0)["bound"])
+        coarse, fine = values
+        assert fine <= best * (1 + RTOL) + 1e-15, (graph.name, fine, best)
+        lifted += fine > coarse * (1 + 1e-4)
+    assert len(graphs) == 4 and lifted >= 3, lifted

@@ -105,6 +105,12 @@ def group_bound(values: np.ndarray, stages: int) -> float:
     return float((prefix[m] - prefix[m - c]).max())
 
 
+def no_spill(graph: Graph, hw: Hardware) -> bool:
+    """True when no stage of any schedule spills (``b_p sum params <= C``): every bound on the combined weight
+    ``macs / R + b_p params / H`` less ``C / H`` is then at most its MACs-only counterpart, so it is skipped."""
+    return hw.param_bytes * float(graph.params.sum()) <= hw.sram_bytes
+
+
 def latency_lower_bound(graph: Graph, hw: Hardware) -> float:
     """f64 lower bound on the bottleneck stage time (s) of any valid schedule (group and average bounds)."""
     macs = graph.macs.astype(np.float64)
@@ -526,6 +532,13 @@ CHAIN_REFINE_MAX_PER_BOUNDARY = 24
 #: (val_inception_a K = 8 gap 5.79 -> 1.89 % in 5.5 s instead of 8; val_nas0_a K = 8 the same 5.39 % in 3.2 s
 #: instead of 7.9): the 24-bucket pass that the deadline stopped was lost before.
 CHAIN_INHERIT = True
+#: The chains' later passes cut the weight axis for ``max(K - 1, CHAIN_MIN_BOUNDARIES)`` boundaries (their first
+#: pass, and every pass until session 33, for ``K - 1``): a bucket's least crossing stands for all of it, so at small K
+#: the wide buckets let a cheap cut anywhere in them stand for the whole bucket and the chain settled below the optimum
+#: (nas0_a K = 3 latency: 3.6 % below the proven optimum with 16 buckets, the optimum itself with 56). The coarse pass
+#: stays first because it settles soonest: with 1 s of CPU the fine buckets from the start were worse (nas0_a K = 3
+#: 8.3 -> 16.6 %). Validation: experiments/results/auto_bounds_val_s33.md (session 33, HC).
+CHAIN_MIN_BOUNDARIES = 7
 #: Buckets at most (the buckets of the deciding sequence are halved once all of them are queried).
 CHAIN_MAX_BUCKETS = 400
 #: Peak-memory grid points of the chain relaxation's search over ``[M_lb, upper]`` (then as many inside its least
@@ -597,7 +610,8 @@ def inherit_buckets(lo: np.ndarray, hi: np.ndarray, prior: tuple | None) -> np.n
 
 def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, deadline: Deadline,
                        oracle: CrossingOracle | None = None, seed: bool = True,
-                       per_boundary: int = CHAIN_BUCKETS_PER_BOUNDARY, prior: tuple | None = None) -> dict:
+                       per_boundary: int = CHAIN_BUCKETS_PER_BOUNDARY, prior: tuple | None = None,
+                       boundaries: int | None = None) -> dict:
     """The *chain* relaxation of ``paper``: keep the stage capacities between adjacent boundaries, drop the rest.
 
     Split the weight axis ``[0, sum params]`` into G buckets and let ``h_g`` bound the least crossing of a downset
@@ -612,16 +626,17 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
     them (a half starts from its parent's value) and go on, until a halving raised the bound by less than
     :data:`SETTLED` of ``upper``, :data:`CHAIN_MAX_BUCKETS` buckets or the deadline. ``seed``: every bucket starts
     from its hull bound (:func:`seed_buckets`, milliseconds) instead of 0. ``per_boundary``: the first buckets, G =
-    ``per_boundary (K - 1)``. ``prior``: an earlier pass's ``(lo, hi, h)`` (its result's ``"buckets_h"``): every
-    bucket also starts from what that pass proved (:func:`inherit_buckets`), so a finer pass that the deadline stops
-    before it has queried a whole sequence still starts from the coarser pass's knowledge instead of 0.
+    ``per_boundary * boundaries`` (None: ``K - 1``). ``prior``: an earlier pass's ``(lo, hi, h)`` (its result's
+    ``"buckets_h"``): every bucket also starts from what that pass proved (:func:`inherit_buckets`), so a finer
+    pass that the deadline stops before it has queried a whole sequence still starts from the coarser pass's
+    knowledge instead of 0.
     """
     k, bp = hw.stages, float(hw.param_bytes)
     params = graph.params.astype(np.int64)
     total = int(params.sum())
     scale = lam * hw.act_bytes
     m_lb = memory_lower_bound(graph, hw)
-    g_count = int(per_boundary) * (k - 1)
+    g_count = int(per_boundary) * int(boundaries or k - 1)
     edges = np.unique(np.linspace(0, total + 1, g_count + 1).astype(np.int64))
     lo, hi = edges[:-1].astype(np.float64), (edges[1:] - 1).astype(np.float64)
     hull = HullCrossing(graph, params[None, :], deadline)
@@ -684,7 +699,7 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
 
 
 def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float, deadline: Deadline,
-                         weight: str = "macs", seed: bool = True) -> dict:
+                         weight: str = "macs", seed: bool = True, boundaries: int | None = None) -> dict:
     """The chain relaxation of ``latency`` (as :func:`_paper_chain_bound`'s), on the MACs (``weight="macs"``:
     ``macs_i / R <= c - b_a cross(D_i) / L``, the same as below with ``w_v = macs_v / R`` and no ``C / H``) or on
     the combined weight ``w_v = macs_v / R + b_p params_v / H`` (``"combined"``): ``max_k T_k <= T``
@@ -699,6 +714,7 @@ def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float,
     is every smaller one; a bisection between ``lower`` and ``upper`` keeps the largest impossible T. A T some
     sequence meets has that sequence's unqueried buckets queried (then halved, as in the paper relaxation) before
     the bisection takes it as possible. ``seed``: every bucket starts from its hull bound (:func:`seed_buckets`).
+    ``boundaries``: the first buckets are ``CHAIN_BUCKETS_PER_BOUNDARY * boundaries`` (None: ``K - 1``).
     """
     k = hw.stages
     if weight == "macs":  # macs_i / R <= c - b_a cross(D_i) / L: exact integers, no slack
@@ -711,7 +727,8 @@ def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float,
         down, n = np.floor(combined / unit).astype(np.int64), graph.num_nodes
         w_total, slack = float(combined.sum()), hw.sram_bytes / hw.host_bw
     per_element = hw.act_bytes / hw.link_bw
-    edges = np.unique(np.linspace(0, int(down.sum()) + 1, CHAIN_BUCKETS_PER_BOUNDARY * (k - 1) + 1).astype(np.int64))
+    g_count = CHAIN_BUCKETS_PER_BOUNDARY * int(boundaries or k - 1)
+    edges = np.unique(np.linspace(0, int(down.sum()) + 1, g_count + 1).astype(np.int64))
     state = {"lo": edges[:-1].astype(np.float64), "hi": (edges[1:] - 1).astype(np.float64)}
     hull = HullCrossing(graph, down[None, :], deadline)
     state["h"] = seed_buckets(hull, state["lo"]) if seed else np.zeros(len(state["lo"]))
@@ -942,7 +959,7 @@ def cone_latency_bound(graph: Graph, hw: Hardware, lower: float, deadline: Deadl
     for v in np.argsort(-estimate, kind="stable").tolist():
         if hw.stage_overhead_s + estimate[v] <= best or (deadline is not None and deadline.left() <= 0):
             break
-        for w, less in ((macs, 0.0), (combined, slack)):
+        for w, less in ((macs, 0.0),) if no_spill(graph, hw) else ((macs, 0.0), (combined, slack)):
             value = hw.stage_overhead_s + _least_cone(succs, anc[v], v, w, e) - less
             best = max(best, value * (1 - 1e-12))
     return best
@@ -999,11 +1016,14 @@ def crossing_lower_bound(
         # inside solver=auto (bundled models, K = 8, load ~10) the chain first with half the time lost to them
         found = _paper_crossing_bound(graph, hw, lam, float(upper), deadline, exact)
         per_boundary, oracle, prior = CHAIN_BUCKETS_PER_BOUNDARY, found.get("oracle"), None
+        boundaries = hw.stages - 1
         while chain and exact and hw.stages >= 3 and deadline.left() > 0.05 and found["bound"] < upper:
             # a chain that settles with time left starts again from finer buckets (the same CP-SAT model and its
-            # answers, each bucket from what the last pass proved: CHAIN_INHERIT); every pass is a valid bound alone
+            # answers, each bucket from what the last pass proved: CHAIN_INHERIT); every pass is a valid bound alone;
+            # the finer passes cut the weight axis for at least CHAIN_MIN_BOUNDARIES boundaries
             chained = _paper_chain_bound(graph, hw, lam, float(upper), deadline, oracle, seed, per_boundary,
-                                         prior if CHAIN_INHERIT else None)
+                                         prior if CHAIN_INHERIT else None, boundaries)
+            boundaries = max(boundaries, CHAIN_MIN_BOUNDARIES)
             found["bound"], oracle = max(found["bound"], chained["bound"]), chained["oracle"]
             prior = chained["buckets_h"]
             per_boundary *= CHAIN_REFINE_FACTOR
@@ -1026,10 +1046,19 @@ def crossing_lower_bound(
                 cheap = _latency_crossing_bound(graph, hw, start_at, float(upper), _share(deadline, HULL_FIRST_SHARE),
                                                 exact=False)
                 start_at, cuts = max(start_at, cheap["bound"]), cheap["cuts"]
-            # the MACs first (compute-bound stages: the bundled models), then the combined weight (spill)
-            for weight, share in (("macs", CHAIN_SHARE), ("combined", 0.4)):
-                start_at = max(start_at, _latency_chain_bound(graph, hw, start_at, float(upper),
-                                                              _share(deadline, share), weight, seed)["bound"])
+            # the MACs first (compute-bound stages: the bundled models), then the combined weight (spill), unless no
+            # stage can spill: then its test is implied by the MACs chain's (b_p params(stage) <= C) and its time goes
+            # to the independent windows
+            chains = (("macs", CHAIN_SHARE),) if no_spill(graph, hw) else (("macs", CHAIN_SHARE), ("combined", 0.4))
+            for weight, share in chains:
+                # the K - 1 boundaries' buckets first (they settle soonest), then, with the time left, buckets for
+                # CHAIN_MIN_BOUNDARIES boundaries from that bound up
+                within = _share(deadline, share)
+                for boundaries in sorted({hw.stages - 1, max(hw.stages - 1, CHAIN_MIN_BOUNDARIES)}):
+                    if within.left() <= 0.05:
+                        break
+                    start_at = max(start_at, _latency_chain_bound(graph, hw, start_at, float(upper), within, weight,
+                                                                  seed, boundaries)["bound"])
         found = _latency_crossing_bound(graph, hw, start_at, float(upper), deadline, exact)
         found["cuts"] += cuts
         found["bound"] = max(found["bound"], min(cone, float(upper)))
