@@ -192,3 +192,32 @@ def test_polish_until_offers_each_better_chunk_as_it_comes():
     first = []
     stopped = polish_until(graph, hw, "latency", 1.0, split, 40, lambda: bool(first), 1, first.append)
     assert len(first) == 1 and np.array_equal(stopped, first[0]) and np.array_equal(first[0], offered[0])
+
+
+def test_the_line_runs_when_the_orders_end_past_fast_share(monkeypatch):
+    """The live-byte orders slowed past ``fast_share`` of the budget (as at 10k nodes under load): the contiguous line
+    still runs from the best split (its polish is called, here a stand-in that returns its start), while a fast member
+    started after fast_share is skipped for it."""
+    import respect_jax.solvers.auto as auto
+
+    graph, hw = layered(400, 11, 1.2), make_hw(4)
+    real, calls = auto.live_splits, []
+
+    def slow_splits(*args, **kwargs):
+        time.sleep(1.6)
+        return real(*args, **kwargs)
+
+    def polish_until(graph, hw, objective, lam, assignment, *args, **kwargs):
+        calls.append(time.perf_counter())
+        return np.asarray(assignment, np.int64)
+
+    monkeypatch.setattr(auto, "live_splits", slow_splits)
+    monkeypatch.setattr(auto, "polish_until", polish_until)
+    t0 = time.perf_counter()
+    result = auto.solve_auto(graph, hw, "latency", members=["contiguous", "gumbel"], exact="none", crossing_bound=False,
+                             progress=False, time_budget_s=4.0, fast_share=0.25, lattice_downsets=0,
+                             rebalance={"latency": 0}, line_restarts={"latency": 0}, hull_order={"latency": False})
+    portfolio = result.info["portfolio"]
+    assert calls and calls[0] - t0 > 0.25 * 4.0
+    assert portfolio["contiguous+ls"]["objective"] == pytest.approx(portfolio["orders"]["objective"], rel=1e-12)
+    assert "fast_share" in portfolio["gumbel"]["skipped"]

@@ -617,7 +617,8 @@ def solve_auto(
         exact: ``auto`` | ``cpsat`` | ``milp`` | ``none``.
         polish_moves: local-search moves on the contiguous split (the policy and Gumbel members take their
             own ``local_search`` option, default this value).
-        fast_share: fast members are not started after this share of the budget.
+        fast_share: fast members are not started after this share of the budget (the contiguous line, the polish and
+            rebalancing of the contiguous member's split, is: it stops at the deadline with its schedules so far).
         head_start_s: seconds the exact solver runs alone before the other members start (it proves small
             and chain-like instances in less, and the members are then skipped).
         member_options: ``{member: {option: value}}`` passed to a member (its solver's own options, plus
@@ -794,7 +795,8 @@ def solve_auto(
         portfolio[name] = entry
         live.show(name, best_obj, winner, bound)
 
-    def skip_reason(name: str, o: dict) -> str | None:
+    def skip_reason(name: str, o: dict, share: bool = True) -> str | None:
+        """Why member ``name`` does not start now (None: it starts); ``share``: the ``fast_share`` rule applies."""
         max_nodes = o.pop("max_nodes", MEMBER_MAX_NODES.get(name))
         if name in ("policy", "order_policy") and name not in available_solvers():
             return "the learned solvers are not registered (respect_jax.api.register_solvers())"
@@ -804,7 +806,7 @@ def solve_auto(
             return f"{exact_name} proved the optimum first"
         if best_obj <= bound * (1 + OPTIMAL_RTOL):
             return "the incumbent is proven optimal"
-        if time.perf_counter() - start > fast_share * time_budget_s:
+        if share and time.perf_counter() - start > fast_share * time_budget_s:
             return f"fast_share {fast_share} of the budget spent"
         if name == "gumbel":
             need, what = gumbel_need_s(graph, hw.stages, o, polish_moves)
@@ -1249,7 +1251,9 @@ def solve_auto(
     # 4. the other fast members, concurrently (the local-search polish of the contiguous split first)
     for name in members:
         o = dict(opts.get(name, {}))
-        reason = skip_reason(name, o)
+        # the contiguous line starts whenever its split is ready (it offers each better schedule as it comes and stops
+        # at the deadline): at 10k nodes under load (~10) the orders could end past fast_share, and the line was skipped
+        reason = skip_reason(name, o, share=name != "contiguous")
         if name == "contiguous":
             if polish_moves > 0 and reason is None and best is not None:
                 contiguous_line(line_start, cycles)
