@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +53,7 @@ def user_errors_exit(prog: str) -> Callable:
     def wrap(fn):
         @functools.wraps(fn)
         def inner(*args, **kwargs):
+            _drop_closed_loop_reports()
             try:
                 return fn(*args, **kwargs)
             except USER_ERRORS as err:
@@ -62,8 +64,8 @@ def user_errors_exit(prog: str) -> Callable:
                     job = HydraConfig.get().job
                     print(f"{prog}: error in job {job.num} ({job.override_dirname}): {msg}", file=sys.stderr)
                     raise JobError(msg) from None
-                print(f"{prog}: error: {msg}", file=sys.stderr)
                 _silence_background_errors()
+                print(f"{prog}: error: {msg}", file=sys.stderr)
                 sys.exit(2)
 
         return inner
@@ -71,13 +73,46 @@ def user_errors_exit(prog: str) -> Callable:
     return wrap
 
 
+def _is_closed_loop_error(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is asyncio's "Event loop is closed": what the reads still in flight of a failed orbax restore
+    raise from TensorStore's threads once orbax has closed its event loop."""
+    return isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed"
+
+
+def _drop_closed_loop_reports() -> None:
+    """For a command's process: the reports of :func:`_is_closed_loop_error` errors raised where nobody can catch
+    them (``sys.unraisablehook``, ``threading.excepthook``, ``sys.excepthook``) are dropped; every other report goes to
+    the hook installed before. They come from the background reads of a damaged checkpoint, whose failure the command
+    reports in one line, and may be printed before that line is (so dropping them only after it is too late)."""
+    if getattr(sys.unraisablehook, "drops_closed_loop", False):
+        return
+    unraisable_hook, thread_hook, except_hook = sys.unraisablehook, threading.excepthook, sys.excepthook
+
+    def unraisable(report) -> None:
+        if not _is_closed_loop_error(report.exc_value):
+            unraisable_hook(report)
+
+    def thread(report) -> None:
+        if not _is_closed_loop_error(report.exc_value):
+            thread_hook(report)
+
+    def uncaught(kind, value, tb) -> None:
+        if not _is_closed_loop_error(value):
+            except_hook(kind, value, tb)
+
+    unraisable.drops_closed_loop = True
+    sys.unraisablehook, threading.excepthook, sys.excepthook = unraisable, thread, uncaught
+
+
 def _silence_background_errors() -> None:
-    """After a reported user error: drop what background threads still raise while the process exits (orbax's
-    reads of a damaged checkpoint finish after its event loop closed: "Event loop is closed" tracebacks)."""
-    import threading
+    """On a reported user error, before the process exits: drop what background work still raises (orbax's reads
+    of a damaged checkpoint finish after its event loop closed: "Event loop is closed" tracebacks in threads, and
+    asyncio's "Task exception was never retrieved" log records for the reads whose errors nobody awaited)."""
+    import logging
 
     sys.unraisablehook = lambda unraisable: None
     threading.excepthook = lambda args: None
+    logging.getLogger("asyncio").disabled = True
 
 
 class JobError(Exception):
