@@ -61,10 +61,12 @@ def parse_settings(items) -> dict:
     return out
 
 
-def train_agents(agents_dir: Path, seeds, episodes: int | None, kind: str = "dqn", overrides: dict | None = None
-                 ) -> list[dict]:
+def train_agents(agents_dir: Path, seeds, episodes: int | None, kind: str = "dqn", overrides: dict | None = None,
+                 keep_every: int = 0) -> list[dict]:
     """Train one mixture agent per seed into ``agents_dir/s<seed>`` (parameters only kept); their wall times.
-    ``overrides``: fields of the agent's config set over :data:`SWITCH` / :data:`AGENT`."""
+    ``overrides``: fields of the agent's config set over :data:`SWITCH` / :data:`AGENT`. ``keep_every`` > 0: also
+    keep the parameters every that many episodes in ``s<seed>/kept`` (chosen on selection traces by
+    ``edge_select.py``)."""
     if kind == "switch":
         from respect_jax.edge_cluster.switching import SwitchConfig as Config
         from respect_jax.edge_cluster.switching import keep_parameters_only
@@ -82,11 +84,12 @@ def train_agents(agents_dir: Path, seeds, episodes: int | None, kind: str = "dqn
         cfg = Config(**{**settings, **({"episodes": episodes} if episodes else {}), "seed": seed})
         run_dir = agents_dir / f"s{seed}"
         agent = train(load_preset(DYNAMIC[0]), cfg, run_dir, chunk=8, overwrite=True,
-                      log=lambda m, s=seed: print(f"[seed {s}] {m}", flush=True))
+                      log=lambda m, s=seed: print(f"[seed {s}] {m}", flush=True), keep_every=keep_every)
         keep_parameters_only(run_dir)
         rows.append({"seed": seed, "kind": kind, "episodes": cfg.episodes,
                      "own_dispatches": cfg.episodes * cfg.episode_steps * cfg.num_envs,
                      "train_time_s": agent.train_time_s, "load_average": os.getloadavg()[0],
+                     **({"keep_every": keep_every} if keep_every else {}),
                      "final": agent.history[-1]})
         print(f"[seed {seed}] trained in {agent.train_time_s:.0f} s", flush=True)
     return rows
@@ -198,6 +201,8 @@ def main() -> None:
                     "[_<kind>].json)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="--train: agent config fields over SWITCH / AGENT (e.g. horizon=512 discount=0.996)")
+    ap.add_argument("--keep-every", type=int, default=0, help="--train: also keep the parameters every N episodes "
+                    "(s<seed>/kept; choose one per seed with edge_select.py; 0: the last only)")
     ap.add_argument("--train-only", action="store_true", help="--train without the evaluation afterwards (choose "
                     "on validation traces first: edge_margin.py)")
     ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "edge"))
@@ -206,7 +211,7 @@ def main() -> None:
     if args.train:
         agents_dir = Path(args.agents or out / "agents" / ("switch" if args.kind == "switch" else "dynamic"))
         overrides = parse_settings(args.set)
-        rows = train_agents(agents_dir, args.seeds, args.episodes, args.kind, overrides)
+        rows = train_agents(agents_dir, args.seeds, args.episodes, args.kind, overrides, args.keep_every)
         settings = {**(SWITCH if args.kind == "switch" else AGENT), **overrides,
                     **({"episodes": args.episodes} if args.episodes else {})}
         name = args.training_file or ("dynamic_training_switch.json" if args.kind == "switch" else

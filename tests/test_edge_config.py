@@ -150,6 +150,9 @@ def run_main(monkeypatch, capsys, *args) -> tuple[int, str]:
         (["train", "agent=dqn", "dqn.gamma=2"], "dqn.gamma must be in [0, 1)"),
         (["train", "switch.horizon=-1"], "switch.horizon must be >= 0, got -1"),
         (["train", "agent=ppo"], "agent must be one of dqn, switch, got 'ppo'"),
+        (["train", "keep_every=-2"], "keep_every must be an integer >= 0 (0: keep the last checkpoint only), got -2"),
+        (["train", "keep_every=many"], "keep_every must be an integer >= 0 (0: keep the last checkpoint only), "
+         "got 'many'"),
         (["serve"], "unknown command 'serve'; choose one of train, eval"),
     ],
 )

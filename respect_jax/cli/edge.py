@@ -63,8 +63,12 @@ def train(cfg: DictConfig) -> dict:
     scn = _scenario(cfg)
     if int(cfg.chunk) < 1:
         raise ValueError(f"chunk must be >= 1, got {cfg.chunk}")
+    keep_every = cfg.get("keep_every", 0)
+    if isinstance(keep_every, bool) or not isinstance(keep_every, int) or keep_every < 0:
+        raise ValueError(f"keep_every must be an integer >= 0 (0: keep the last checkpoint only), got {keep_every!r}")
     run_dir = job_path(cfg, "run_dir")  # in a sweep (-m): every job its own folder
     options = dict(chunk=int(cfg.chunk), log=_log if cfg.progress else None, overwrite=bool(cfg.overwrite),
+                   keep_every=keep_every,
                    resolved_config=OmegaConf.to_yaml(cfg, resolve=True))
     if kind == "switch":
         from respect_jax.edge_cluster.switching import SwitchConfig, train_switch

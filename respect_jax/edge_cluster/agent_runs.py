@@ -28,6 +28,7 @@ from respect_jax.train.harness import LoopConfig, host_loop
 from respect_jax.train.run_folder import CHECKPOINT_DIR
 
 SUMMARY_FILE = "summary.json"
+KEPT_DIR = "kept"  # run_dir/kept/checkpoints/<episode>: the parameters kept every ``keep_every`` episodes
 
 
 @struct.dataclass
@@ -99,24 +100,45 @@ def train_episodes(
     log: Callable[[str], None] | None,
     overwrite: bool,
     resolved_config: str | None,
+    keep_every: int = 0,
 ) -> TrainedRun:
     """Train ``episodes`` episodes of ``made = make_train(scn, cfg)`` in jitted chunks of ``chunk``; with ``run_dir``,
     write network.json (``network``), config.yaml, metrics.jsonl and orbax checkpoints (the whole training state per
     chunk). A folder holding the same network (but the ``ignore`` keys) is resumed; another is refused unless
     ``overwrite``, which first removes that agent's files. ``state_key``: a train-item key only whole training states
-    have (a parameters-only folder can be loaded but not trained on)."""
+    have (a parameters-only folder can be loaded but not trained on).
+
+    ``keep_every`` > 0 (needs ``run_dir``): also keep the parameters after every ``keep_every`` episodes and after
+    the last one, in ``run_dir/kept`` (:func:`kept_episodes`, :func:`export_kept`; untouched by
+    :func:`keep_parameters_only`), for choosing a checkpoint on validation traces. A chunk then also ends at each
+    multiple of ``keep_every``; with ``keep_every`` a multiple of ``chunk`` the chunks, and so the training, are
+    those of ``keep_every`` 0."""
+    if keep_every < 0:
+        raise ValueError(f"keep_every must be >= 0 (0: keep the last checkpoint only), got {keep_every}")
+    if keep_every and run_dir is None:
+        raise ValueError("keep_every > 0 needs a run_dir to keep the checkpoints in")
     model, init, run = made
     graphdef, _ = nnx.split(model)
+    kept = None
     if run_dir is not None:
         run_dir = Path(run_dir)
         if overwrite and (run_dir / CHECKPOINT_DIR).exists():
             run_folder.clear(run_dir, (SUMMARY_FILE,))
+            shutil.rmtree(run_dir / KEPT_DIR, ignore_errors=True)
     run_jit = jax.jit(run, static_argnums=1, donate_argnums=0)
 
     def run_epoch(state: Episodes) -> tuple[Episodes, list[dict]]:
-        n = min(chunk, episodes - int(state.step))
+        nonlocal kept
+        step = int(state.step)
+        n = min(chunk, episodes - step)
+        if keep_every:
+            n = min(n, keep_every - step % keep_every)
         carry, metrics = run_jit(state.carry, n)
         metrics = jax.device_get(metrics)
+        if keep_every and ((step + n) % keep_every == 0 or step + n == episodes):
+            kept = kept or Checkpointer(run_dir / KEPT_DIR, max_to_keep=None)
+            kept.save(step + n, jax.device_get(carry.params), {"episode": jnp.int32(step + n)})
+            kept.wait()  # the next chunk donates these buffers
         return Episodes(carry, state.step + n), [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
 
     def restore(ckpt, like: Episodes, latest: int) -> Episodes:
@@ -133,19 +155,23 @@ def train_episodes(
     loop = LoopConfig(episodes, max_to_keep=2, items_per_step=items_per_episode, rate="env_steps_per_s",
                       step_key="episode")
     start = time.perf_counter()
-    result = host_loop(
-        run_dir, loop,
-        init_state=lambda: Episodes(init(jax.random.key(seed)), jnp.int32(0)),
-        run_epoch=run_epoch,
-        network=network,
-        train_item=lambda state: train_item(state.carry, int(state.step)),
-        restore=restore,
-        ignore=ignore,
-        hint=", or overwrite=true to replace it",
-        resolved_config=resolved_config,
-        log=log or (lambda msg: None),
-        progress=False,
-    )
+    try:
+        result = host_loop(
+            run_dir, loop,
+            init_state=lambda: Episodes(init(jax.random.key(seed)), jnp.int32(0)),
+            run_epoch=run_epoch,
+            network=network,
+            train_item=lambda state: train_item(state.carry, int(state.step)),
+            restore=restore,
+            ignore=ignore,
+            hint=", or overwrite=true to replace it",
+            resolved_config=resolved_config,
+            log=log or (lambda msg: None),
+            progress=False,
+        )
+    finally:
+        if kept is not None:
+            kept.close()
     train_time_s = time.perf_counter() - start
     if run_dir is not None and result.resumed_at == episodes:  # a finished run again: nothing was trained
         train_time_s = recorded_train_time(run_dir)
@@ -168,3 +194,63 @@ def keep_parameters_only(run_dir: str | Path, params: Any) -> None:
         ckpt.wait()
     finally:
         ckpt.close()
+
+
+def kept_episodes(run_dir: str | Path) -> list[int]:
+    """The episodes whose parameters training kept in ``run_dir/kept`` (``keep_every``), ascending (empty: none)."""
+    folder = Path(run_dir) / KEPT_DIR / CHECKPOINT_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def kept_params(run_dir: str | Path, params_like: Any, episode: int) -> Any:
+    """The parameters kept after ``episode`` (shaped like ``params_like``); a ValueError names the kept episodes if
+    there is none for ``episode``."""
+    have = kept_episodes(run_dir)
+    if episode not in have:
+        raise ValueError(f"{run_dir}: no parameters kept after episode {episode} (kept: "
+                         f"{', '.join(map(str, have)) or 'none; train with keep_every > 0'})")
+    ckpt = Checkpointer(Path(run_dir) / KEPT_DIR, max_to_keep=None, create=False)
+    try:
+        params, _ = ckpt.restore(params_like, None, episode)
+    finally:
+        ckpt.close()
+    return params
+
+
+def export_kept(run_dir: str | Path, episode: int, dest: str | Path, params_like: Any, extra: dict | None = None
+                ) -> Path:
+    """A run folder ``dest`` whose agent is ``run_dir``'s parameters kept after ``episode``: its network.json and
+    config.yaml, the metrics of episodes 1-``episode``, summary.json (+ ``selected_episode``, ``selected_from`` and
+    ``extra``) and one parameters-only checkpoint at ``episode`` (loaded like a shipped agent)."""
+    run_dir, dest = Path(run_dir), Path(dest)
+    params = kept_params(run_dir, params_like, episode)
+    if (dest / CHECKPOINT_DIR).exists():
+        shutil.rmtree(dest / CHECKPOINT_DIR)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in (run_folder.NETWORK_FILE, run_folder.CONFIG_FILE):
+        if (run_dir / name).is_file():
+            shutil.copyfile(run_dir / name, dest / name)
+    records = run_folder.read_metrics(run_dir / run_folder.METRICS_FILE) if (
+        run_dir / run_folder.METRICS_FILE).is_file() else []
+    (dest / run_folder.METRICS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records
+                                                         if r.get("episode", 0) <= episode))
+    summary = json.loads((run_dir / SUMMARY_FILE).read_text()) if (run_dir / SUMMARY_FILE).is_file() else {}
+    summary = {**summary, "selected_episode": int(episode), "selected_from": str(run_dir), **(extra or {})}
+    (dest / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
+    ckpt = Checkpointer(dest, max_to_keep=1)
+    try:
+        ckpt.save(int(episode), params, {"episode": jnp.int32(episode)})
+        ckpt.wait()
+    finally:
+        ckpt.close()
+    return dest
+
+
+def best_episode(scores: dict[int, float]) -> int:
+    """The kept episode with the highest selection score; among equal scores the earliest (less training)."""
+    if not scores:
+        raise ValueError("no kept checkpoint to choose from")
+    top = max(scores.values())
+    return min(e for e, v in scores.items() if v == top)

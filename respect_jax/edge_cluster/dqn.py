@@ -580,6 +580,7 @@ def train_dqn(
     log: Callable[[str], None] | None = None,
     overwrite: bool = False,
     resolved_config: str | None = None,
+    keep_every: int = 0,
 ) -> Agent:
     """Train on a scenario; with ``run_dir``, write network.json, metrics.jsonl (one record per episode), orbax
     checkpoints (one per chunk of ``chunk`` episodes) and summary.json.
@@ -596,7 +597,7 @@ def train_dqn(
     run = train_episodes(
         make_train(scn, cfg), cfg.episodes, cfg.episode_steps * cfg.num_envs, cfg.seed, run_dir, chunk=chunk,
         network=_network_doc(scn, cfg, num_features(scn.params)), ignore=("dqn.episodes",), state_key="replay",
-        log=log, overwrite=overwrite, resolved_config=resolved_config,
+        log=log, overwrite=overwrite, resolved_config=resolved_config, keep_every=keep_every,
     )
     agent = Agent(run.graphdef, run.params, cfg, scn.doc, run.history, run.train_time_s, run.resumed_at)
     if run_dir is not None and run.resumed_at != cfg.episodes:

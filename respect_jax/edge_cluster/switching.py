@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -622,14 +622,15 @@ def _network_doc(scn: Scenario, cfg: SwitchConfig) -> dict:
 
 def train_switch(scn: Scenario, cfg: SwitchConfig, run_dir: str | Path | None = None, chunk: int = 5,
                  log: Callable[[str], None] | None = None, overwrite: bool = False,
-                 resolved_config: str | None = None) -> SwitchAgent:
+                 resolved_config: str | None = None, keep_every: int = 0) -> SwitchAgent:
     """Train on a scenario (and ``cfg.mixture``); with ``run_dir``, write network.json, metrics.jsonl, orbax
     checkpoints (one per ``chunk`` episodes, the whole training state) and summary.json. A folder with checkpoints of
-    the same settings (but ``episodes``) is resumed; other settings are refused unless ``overwrite``."""
+    the same settings (but ``episodes``) is resumed; other settings are refused unless ``overwrite``. ``keep_every``
+    > 0: also keep the parameters every that many episodes (:func:`~.agent_runs.train_episodes`, :func:`kept_agent`)."""
     run = train_episodes(
         make_train(scn, cfg), cfg.episodes, cfg.episode_steps * cfg.num_envs, cfg.seed, run_dir, chunk=chunk,
         network=_network_doc(scn, cfg), ignore=("switch.episodes",), state_key="samples", log=log,
-        overwrite=overwrite, resolved_config=resolved_config,
+        overwrite=overwrite, resolved_config=resolved_config, keep_every=keep_every,
     )
     agent = SwitchAgent(run.graphdef, run.params, cfg, scn.doc, run.history, run.train_time_s, run.resumed_at)
     if run_dir is not None and run.resumed_at != cfg.episodes:
@@ -670,6 +671,12 @@ def load_switch_agent(path: str | Path, step: int | None = None) -> tuple[Switch
     summary = json.loads((run_dir / SUMMARY_FILE).read_text()) if (run_dir / SUMMARY_FILE).is_file() else {}
     return SwitchAgent(graphdef, params, cfg, doc["scenario"], history,
                        float(summary.get("train_time_s", 0.0))), scn
+
+
+def kept_agent(run_dir: str | Path, episode: int) -> SwitchAgent:
+    """The switching agent of ``run_dir`` with the parameters kept after ``episode`` (training's ``keep_every``)."""
+    agent, _ = load_switch_agent(run_dir)
+    return replace(agent, params=agent_runs.kept_params(run_dir, agent.params, episode))
 
 
 def load_edge_agent(path: str | Path, step: int | None = None):
