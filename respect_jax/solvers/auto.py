@@ -88,6 +88,7 @@ from respect_jax.solvers.base import (
     get_solver,
     register_solver,
 )
+from respect_jax.solvers.boundary_cuts import interval_sweep
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
 from respect_jax.solvers.host_polish import host_polish
 from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
@@ -199,6 +200,18 @@ HULL_MAX_CUTS = 8
 #: NAS / residual graphs, 33 graphs of 301-1,039 nodes, K = 4 and 8) its split never beat the other splits, and its cuts
 #: (with OR-tools' max-flow import, 0.2-0.4 s cold under load) would only delay the exact solver there.
 HULL_MIN_NODES = 1000
+#: Whether the contiguous line runs the interval re-cuts (:func:`respect_jax.solvers.boundary_cuts.interval_sweep`: a
+#: stage boundary re-chosen among all downsets between its neighbours by a bisection of parametric minimum cuts) and the
+#: host polish alternately (:func:`cuts_until`) after its first polish and after each round of its host rebalancing, by
+#: objective (``interval_cuts``; ``latency`` only: the re-cuts balance two stage times). On dense layered graphs the
+#: line's contiguous splits and single-node moves left the stage boundaries where a split of one order put them
+#: (session 34, own seed 3400, 10 s line schedules: dense 5k 0.021271 -> 0.020266, dense 10k 0.043044 -> 0.040448).
+#: Validation (own seeds 3401-3405, K = 4, latency, 10 s, load 10-15, arms alternating; against session 33's code):
+#: 5k-10k x0.970 (18 of 20 graphs better, dense 10k x0.954, dense 5k x0.964), 1k x0.944 (5 of 6; dense x0.907)
+#: (``experiments/results/auto_scale_val_s34_summary.md``).
+INTERVAL_CUTS = {"latency": True, "paper": False}
+#: Smaller graphs get no interval re-cuts (``interval_cuts_min_nodes``; validated at 1,000-10,000 nodes only).
+INTERVAL_CUTS_MIN_NODES = 1000
 #: Restarts of the rebalanced contiguous line by objective (``line_restarts``): when the line is done before
 #: :data:`REBALANCE_SHARE` of the budget (1,000-node graphs: after 1.5-3 s of 10), it runs again (polish and
 #: rebalancing, :func:`restart_line`) from the other splits (the SPEC one, the other live-byte orders, best first),
@@ -494,19 +507,23 @@ def restart_line(graph: Graph, hw: Hardware, objective: str, lam: float, starts:
 
 
 def host_rounds(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, starts: list,
-                cycles: int, moves: int, chunk: int, stop, offer, restart_offer) -> tuple[np.ndarray, int, int]:
+                cycles: int, moves: int, chunk: int, stop, offer, restart_offer,
+                refine=None) -> tuple[np.ndarray, int, int]:
     """The contiguous line after its first polish, on the host only (``host_line_min_nodes``: no compiled search):
     rounds of :func:`rebalance_host` (``cycles``) and :func:`polish_until` with the host moves from the best schedule
     while a round improves it, then restarts from ``starts`` (callables returning an int64[N] schedule), each
     rebalanced and polished the same way, until ``stop()``. Better schedules go to ``offer`` (the rounds) and
-    ``restart_offer`` (the restarts) as they come. Returns (the rounds' best schedule, improving rounds, restarts
-    completed)."""
+    ``restart_offer`` (the restarts) as they come. ``refine(schedule, offer)`` (optional; never worse, e.g. the
+    interval re-cuts of :func:`cuts_until`) runs after each round's and each restart's polish. Returns (the rounds'
+    best schedule, improving rounds, restarts completed)."""
     best = np.asarray(assignment, np.int64)
     value = objective_np(graph, best, hw, objective, lam)
     rounds = 0
     while not stop():
         out = rebalance_host(graph, hw, objective, lam, best, cycles, stop, offer)
         out = polish_until(graph, hw, objective, lam, out, moves, stop, chunk, offer, lambda: True)
+        if refine is not None:
+            out = refine(out, offer)
         out_value = objective_np(graph, out, hw, objective, lam)
         if not out_value < value:
             break
@@ -516,9 +533,35 @@ def host_rounds(graph: Graph, hw: Hardware, objective: str, lam: float, assignme
         if stop():
             break
         out = rebalance_host(graph, hw, objective, lam, make(), cycles, stop, restart_offer)
-        restart_offer(polish_until(graph, hw, objective, lam, out, moves, stop, chunk, restart_offer, lambda: True))
+        out = polish_until(graph, hw, objective, lam, out, moves, stop, chunk, restart_offer, lambda: True)
+        restart_offer(out if refine is None else refine(out, restart_offer))
         completed += 1
     return best, rounds, completed
+
+
+def cuts_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int, chunk: int,
+               stop, offer=None, memo: set | None = None) -> np.ndarray:
+    """int64[N]: ``assignment`` after rounds of the interval re-cuts
+    (:func:`respect_jax.solvers.boundary_cuts.interval_sweep`, ``memo`` kept across rounds) and :func:`polish_until`
+    with the host moves (``moves`` in calls of ``chunk``), while a round lowers the objective, until ``stop()``. Each
+    better schedule goes to ``offer`` (optional) as it comes. Never worse (a round that only lowers the sorted stage
+    times is kept too, and ends the rounds)."""
+    best = np.asarray(assignment, np.int64)
+    value = objective_np(graph, best, hw, objective, lam)
+    memo = set() if memo is None else memo
+    while not stop():
+        swept = interval_sweep(graph, hw, best, stop=stop, offer=offer, memo=memo)
+        if np.array_equal(swept, best):
+            break
+        out = polish_until(graph, hw, objective, lam, swept, moves, stop, chunk, offer, lambda: True)
+        out_value = objective_np(graph, out, hw, objective, lam)
+        if out_value > value:  # not reached: both steps are never worse
+            break
+        improved = out_value < value
+        best, value = out, out_value
+        if not improved:
+            break
+    return best
 
 
 def _score(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray) -> float:
@@ -605,6 +648,8 @@ def solve_auto(
     exact_wait_share: float | None = None,
     host_line_min_nodes: int | None = HOST_LINE_MIN_NODES,
     host_line_max_nodes: int | None = HOST_LINE_MAX_NODES,
+    interval_cuts: dict | None = None,
+    interval_cuts_min_nodes: int | None = INTERVAL_CUTS_MIN_NODES,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -681,6 +726,11 @@ def solve_auto(
             ``host_line_max_nodes`` nodes the rebalanced contiguous line runs on the host only (:func:`host_rounds`): no
             compiled polish, no warm compile (:data:`HOST_LINE_MIN_NODES`, :data:`HOST_LINE_MAX_NODES`; None: never /
             no upper limit). ``portfolio['contiguous+rebalance']['host_only']`` says so.
+        interval_cuts: ``{objective: bool}`` (missing objectives: :data:`INTERVAL_CUTS`): the contiguous line runs the
+            interval re-cuts and the host polish alternately (:func:`cuts_until`) after its first polish
+            (``portfolio['contiguous+cuts']``) and after each round and restart of its host rebalancing.
+        interval_cuts_min_nodes: smaller graphs get no interval re-cuts (:data:`INTERVAL_CUTS_MIN_NODES`; None: any
+            size).
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -703,6 +753,10 @@ def solve_auto(
     if set(hull_order) - set(OBJECTIVES) or any(not isinstance(v, bool) for v in hull_order.values()):
         raise ValueError(f"solver auto: hull_order must map objectives ({', '.join(OBJECTIVES)}) to true or false, "
                          f"got {hull_order}")
+    interval_cuts = {**INTERVAL_CUTS, **(interval_cuts or {})}
+    if set(interval_cuts) - set(OBJECTIVES) or any(not isinstance(v, bool) for v in interval_cuts.values()):
+        raise ValueError(f"solver auto: interval_cuts must map objectives ({', '.join(OBJECTIVES)}) to true or false, "
+                         f"got {interval_cuts}")
     if isinstance(hull_max_cuts, bool) or not isinstance(hull_max_cuts, int) or hull_max_cuts < 0:
         raise ValueError(f"solver auto: hull_max_cuts must be an integer >= 0, got {hull_max_cuts!r}")
     if set(line_restarts) - set(OBJECTIVES) or any(int(c) < 0 for c in line_restarts.values()):
@@ -724,7 +778,8 @@ def solve_auto(
                         ("lattice_max_nodes", lattice_max_nodes),
                         ("host_line_min_nodes", host_line_min_nodes),
                         ("host_line_max_nodes", host_line_max_nodes),
-                        ("hull_min_nodes", hull_min_nodes)):
+                        ("hull_min_nodes", hull_min_nodes),
+                        ("interval_cuts_min_nodes", interval_cuts_min_nodes)):
         _check_node_limit(name, limit)
     per_unit = exact_build_s_per_unit
     if per_unit is not None and (isinstance(per_unit, bool) or not isinstance(per_unit, (int, float))
@@ -1140,6 +1195,16 @@ def solve_auto(
         moves, chunk = int(line_moves[objective]), LINE_CHUNK
 
     polished_so_far: dict = {}  # the contiguous line's first polish: its best objective so far
+    cuts = bool(objective == "latency" and interval_cuts[objective] and hw.stages > 1
+                and graph.num_nodes >= int(interval_cuts_min_nodes or 0) and not has_unique_order(graph))
+    cut_memo: set = set()  # the interval re-cuts that kept nothing (:func:`interval_sweep`)
+    cut_run: dict = {}
+
+    def cuts_offer(a: np.ndarray) -> None:
+        cut_run["objective"] = min(offer("contiguous+cuts", a), cut_run.get("objective", np.inf))
+
+    def refine(a: np.ndarray, to=None) -> np.ndarray:  # the line's rounds and restarts: their schedules to `to`
+        return cuts_until(graph, hw, objective, lam, a, moves, chunk, restart_stop, to, cut_memo)
 
     def polish_offer(a: np.ndarray) -> None:
         polished_so_far["objective"] = offer("contiguous+ls", a)
@@ -1179,6 +1244,19 @@ def solve_auto(
         value = offer("contiguous+ls", polished)
         portfolio["contiguous+ls"] = {"objective": value, "time_s": time.perf_counter() - t1}
         live.show("contiguous+ls", best_obj, winner, bound)
+        if cuts and not proved() and best_obj > bound * (1 + OPTIMAL_RTOL):
+            t3 = time.perf_counter()
+            call = functools.partial(cuts_until, graph, hw, objective, lam, polished, moves, chunk, signal, cuts_offer,
+                                     cut_memo)
+            done, out = run_until(call, deadline, "contiguous+cuts", signal, workers)
+            portfolio["contiguous+cuts"] = {"time_s": time.perf_counter() - t3}
+            if "objective" in cut_run:
+                portfolio["contiguous+cuts"]["objective"] = cut_run["objective"]
+            if not done:
+                portfolio["contiguous+cuts"]["stopped"] = "at the deadline (its schedules so far kept)"
+                return
+            polished = out
+            live.show("contiguous+cuts", best_obj, winner, bound)
         if after_polish:  # a waiting exact solver starts now (dense graphs), hinted with the polished schedule
             start_exact()
         if cycles <= 0:
@@ -1192,7 +1270,7 @@ def solve_auto(
                 start_bound()
             t2 = time.perf_counter()
             call = functools.partial(host_rounds, graph, hw, objective, lam, polished, restarts, cycles, moves, chunk,
-                                     restart_stop, rebalance_offer, restart_offer)
+                                     restart_stop, rebalance_offer, restart_offer, refine if cuts else None)
             done, out = run_until(call, deadline, "contiguous+rebalance", signal, workers)
             entry = portfolio["contiguous+rebalance"] = {"time_s": time.perf_counter() - t0, "host_only": True}
             if done:
