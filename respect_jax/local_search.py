@@ -43,13 +43,13 @@ are screened by their exact change of per-stage memory and MACs (two [N, N] x [N
 reachability; communication taken as unchanged), the best ``screen`` of them are evaluated exactly, the best is taken
 if it lowers the score, and the single-node descent goes on; at most ``escapes`` times.
 
-Stage-boundary re-cuts (:func:`refine_boundaries`, host NumPy + SciPy max flow; after the polish in ``solver=policy``'s
-default decoding): the moves above change one node (or one node's closure) at a time, so they cannot turn a cut
-through a multi-branch cell that crosses many large tensors into one that puts some whole branches on stage k and the
-others on k + 1. The re-cut takes the nodes of two adjacent stages, lists them in a topological order with stage k
-first, and for bands of that order (around the current cut and the points where the two stages' load reaches 1/3, 1/2,
-2/3) splits the band's nodes by a minimum s-t cut of the bytes crossing the boundary (only that crossing depends on
-the split); the best candidate by the exact objective is taken if it is better.
+Stage-boundary re-cuts (:func:`refine_boundaries`, host NumPy + OR-tools' max flow; after the polish in
+``solver=policy``'s default decoding): the moves above change one node (or one node's closure) at a time, so they cannot
+turn a cut through a multi-branch cell that crosses many large tensors into one that puts some whole branches on stage k
+and the others on k + 1. The re-cut takes the nodes of two adjacent stages, lists them in a topological order with stage
+k first, and for bands of that order (around the current cut and the points where the two stages' load reaches 1/3, 1/2,
+2/3) splits the band's nodes by a minimum s-t cut of the bytes crossing the boundary (only that crossing depends on the
+split); the best candidate by the exact objective is taken if it is better.
 
 Used after decoding the learned policy (``Decoding(local_search=...)``) and available to any
 solver's output. Works on one graph; ``jax.vmap`` it for a batch (the batch runs until its slowest
@@ -737,145 +737,44 @@ class _Boundary:
         return out
 
 
-#: networks of at least this many nodes get their maximum flow from SciPy (C) instead of the Python Dinic: a band of a
-#: 10,000-node layered graph has thousands of nodes (the Python version: 4-12 s of the policy's re-cuts per graph at
-#: 5k-10k nodes on the 2-core CPU), a real model's tens (where SciPy's import, 0.26 s, would dominate). Both give the
-#: same sides: the smallest and largest minimum-cut source sides are the same for every maximum flow.
-SCIPY_FLOW_MIN_NODES = 1000
-#: ... and networks of at least this many nodes once SciPy's csgraph is imported (no import left to pay): measured on
-#: the re-cuts of generated 1k-5k-node layered graphs (2-core CPU, load ~9), the Python Dinic took 3.5 / 9.4 / 31.6 ms
-#: per network of 100-200 / 200-400 / 400-1,000 nodes, SciPy 5.1 / 6.1 / 10.7 ms (the same sides on all 180).
-SCIPY_FLOW_WARM_MIN_NODES = 200
+def load_max_flow() -> float:
+    """Seconds spent importing OR-tools' maximum-flow module now (0 once imported): one-off set-up, reported apart
+    from the scheduling time by the callers (:func:`_min_cut_sides` imports it at its first use otherwise)."""
+    import time
+
+    if "ortools.graph.python.max_flow" in sys.modules:
+        return 0.0
+    start = time.perf_counter()
+    from ortools.graph.python import max_flow  # noqa: F401
+
+    return time.perf_counter() - start
 
 
 def _min_cut_sides(rows: np.ndarray, cols: np.ndarray, caps: np.ndarray, size: int, source: int,
                    sink: int) -> tuple[np.ndarray, np.ndarray]:
     """(smallest, largest) source sides (bool[size]) of the minimum s-t cuts of the network with arcs
     ``rows[i] -> cols[i]`` of capacity ``caps[i]`` (integers > 0; parallel arcs are merged): the nodes reachable from s
-    in the residual network of a maximum flow (Dinic's algorithm on integers, in Python: a band has tens of nodes, and
-    SciPy's version costs a 0.26 s import; SciPy's from :data:`SCIPY_FLOW_MIN_NODES` nodes on, or from
-    :data:`SCIPY_FLOW_WARM_MIN_NODES` once imported), and all but those that reach t in it. Both sides are the same for
-    every maximum flow."""
+    in the residual network of a maximum flow, and all but those that reach t in it. Both sides are the same for
+    every maximum flow. OR-tools' push-relabel maximum flow (C++). It replaced a Python Dinic and SciPy's (session
+    34): on the 159 networks of the default decoding's re-cuts of five validation models (2-core CPU, thread time per
+    network) 0.04 / 0.06 / 0.11 / 0.22 ms at 6-49 / 50-199 / 200-399 / 400-782 nodes against 0.12 / 0.41 (Python)
+    and 0.54 / 0.94 ms (SciPy), with the same sides on all 159."""
+    from ortools.graph.python import max_flow  # imported at the first use (or by :func:`load_max_flow`)
+
     keys, where = np.unique(rows.astype(np.int64) * size + cols, return_inverse=True)  # parallel arcs merged
     merged = np.bincount(where, caps.astype(np.int64), len(keys)).astype(np.int64)
-    warm = "scipy.sparse.csgraph" in sys.modules
-    if size >= SCIPY_FLOW_MIN_NODES or (warm and size >= SCIPY_FLOW_WARM_MIN_NODES):
-        return _min_cut_sides_scipy(keys, merged, size, source, sink)
-    head: list[list[int]] = [[] for _ in range(size)]  # arc 2i: i forward, 2i + 1: its reverse
-    to: list[int] = []
-    residual: list[int] = []
-    for u, v, c in zip((keys // size).tolist(), (keys % size).tolist(), merged.tolist(), strict=True):
-        head[u].append(len(to))
-        to.append(v)
-        residual.append(c)
-        head[v].append(len(to))
-        to.append(u)
-        residual.append(0)
-    while _augment_level_graph(head, to, residual, size, source, sink):
-        pass
-    return (_residual_reach(head, to, residual, size, source, forward=True),
-            ~_residual_reach(head, to, residual, size, sink, forward=False))
+    flow = max_flow.SimpleMaxFlow()
+    flow.add_arc_with_capacity(int(sink), int(source), 0)  # OR-tools knows only nodes on arcs: s and t always exist
+    flow.add_arcs_with_capacity(keys // size, keys % size, merged)
+    status = flow.solve(int(source), int(sink))
+    if status != flow.OPTIMAL:  # int32 capacities on fewer than 2**31 arcs cannot overflow its int64 flow
+        raise RuntimeError(f"the band cut's maximum flow failed (OR-tools status {status})")
+    small = np.zeros(size, bool)
+    small[flow.get_source_side_min_cut()] = True
+    large = np.ones(size, bool)
+    large[flow.get_sink_side_min_cut()] = False
+    return small, large
 
-
-def _csr_arcs(rows: np.ndarray, cols: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(indptr int32[size + 1], column int32[A], permutation int[A]) of the arcs sorted by (row, column)."""
-    perm = np.lexsort((cols, rows))
-    indptr = np.zeros(size + 1, np.int32)
-    np.cumsum(np.bincount(rows, minlength=size), out=indptr[1:])
-    return indptr, cols[perm].astype(np.int32), perm
-
-
-def _reached(indptr: np.ndarray, cols: np.ndarray, start: int) -> np.ndarray:
-    """bool[size]: the nodes reachable from ``start`` along the CSR arcs (SciPy's breadth-first order)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order
-
-    size = len(indptr) - 1
-    seen = np.zeros(size, bool)
-    graph = csr_matrix((np.ones(len(cols)), cols, indptr), shape=(size, size))
-    seen[breadth_first_order(graph, start, return_predecessors=False)] = True
-    return seen
-
-
-def _min_cut_sides_scipy(keys: np.ndarray, merged: np.ndarray, size: int, source: int,
-                         sink: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_min_cut_sides` of the merged arcs ``keys`` (``row * size + col``, sorted, unique) of capacities
-    ``merged`` by SciPy's Dinic (``maximum_flow``; the network has no two opposite arcs: its arcs follow the graph's
-    edges one way, or go through a tensor node)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import maximum_flow
-
-    caps = np.minimum(merged, np.iinfo(np.int32).max).astype(np.int32)
-    rows, cols = (keys // size).astype(np.int32), (keys % size).astype(np.int32)
-    indptr, indices, perm = _csr_arcs(rows, cols, size)
-    cap = csr_matrix((caps[perm], indices, indptr), shape=(size, size))
-    flow = maximum_flow(cap, source, sink, method="dinic").flow
-    f_rows = np.repeat(np.arange(size), np.diff(flow.indptr))
-    flow_keys = f_rows.astype(np.int64) * size + flow.indices
-    arc_rows, arc_cols = rows[perm], indices
-    arc_keys = arc_rows.astype(np.int64) * size + arc_cols
-    by_key = np.argsort(flow_keys)
-    found = by_key[np.searchsorted(flow_keys, arc_keys, sorter=by_key).clip(max=len(flow_keys) - 1)]
-    f = np.where(flow_keys[found] == arc_keys, flow.data[found], 0).astype(np.int64)
-    fwd = caps[perm].astype(np.int64) - f > 0  # an arc's residual; its reverse's residual is f
-    back = f > 0
-    heads = np.concatenate([arc_rows[fwd], arc_cols[back]])
-    tails = np.concatenate([arc_cols[fwd], arc_rows[back]])
-    out_ptr, out_cols, _ = _csr_arcs(heads, tails, size)
-    in_ptr, in_cols, _ = _csr_arcs(tails, heads, size)
-    return _reached(out_ptr, out_cols, source), ~_reached(in_ptr, in_cols, sink)
-
-
-def _augment_level_graph(head: list[list[int]], to: list[int], residual: list[int], size: int, source: int,
-                         sink: int) -> bool:
-    """One phase of Dinic's algorithm: a blocking flow of the level graph pushed into ``residual`` (in place);
-    False when the sink is no longer reachable (the flow is maximum)."""
-    level = [-1] * size
-    level[source] = 0
-    queue = [source]
-    for u in queue:
-        for e in head[u]:
-            if residual[e] > 0 and level[to[e]] < 0:
-                level[to[e]] = level[u] + 1
-                queue.append(to[e])
-    if level[sink] < 0:
-        return False
-    nxt = [0] * size  # the next arc of each node to try
-    while True:
-        path: list[int] = []
-        u = source
-        while u != sink:
-            arcs = head[u]
-            while nxt[u] < len(arcs) and not (residual[arcs[nxt[u]]] > 0 and level[to[arcs[nxt[u]]]] == level[u] + 1):
-                nxt[u] += 1
-            if nxt[u] < len(arcs):
-                path.append(arcs[nxt[u]])
-                u = to[arcs[nxt[u]]]
-            elif u == source:
-                return True
-            else:  # a dead end: leave it out of this phase and step back
-                level[u] = -1
-                u = to[path.pop() ^ 1]
-                nxt[u] += 1
-        push = min(residual[e] for e in path)
-        for e in path:
-            residual[e] -= push
-            residual[e ^ 1] += push
-
-
-def _residual_reach(head: list[list[int]], to: list[int], residual: list[int], size: int, start: int,
-                    forward: bool) -> np.ndarray:
-    """bool[size]: the nodes ``start`` reaches along arcs with residual capacity (``forward``), or those that reach
-    ``start`` along them."""
-    seen = [False] * size
-    seen[start] = True
-    queue = [start]
-    for u in queue:
-        for e in head[u]:
-            if (residual[e] if forward else residual[e ^ 1]) > 0 and not seen[to[e]]:
-                seen[to[e]] = True
-                queue.append(to[e])
-    return np.array(seen, bool)
 
 def _band_load(graph: Graph, hw: Hardware, objective: str, nodes: np.ndarray) -> np.ndarray:
     """f64[m]: the load whose balance places the bands' centres (parameter bytes for ``paper``, compute seconds for

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -404,16 +402,10 @@ def brute_band_cut(graph, s, k, lo, hi, order, load, price, hw) -> float:
     return best
 
 
-@pytest.mark.parametrize("flow", ["python", "scipy"])
 @pytest.mark.parametrize("price", [0.0, -0.3, 0.3])
-def test_band_cut_is_the_least_crossing_of_its_band(price, flow, monkeypatch):
+def test_band_cut_is_the_least_crossing_of_its_band(price):
     """Every schedule a band cut returns is valid, keeps the nodes outside the band, and its crossing of boundary
-    k | k + 1 (plus the price on the band's load on stage k) is the least over all splits of the band, enumerated;
-    with either maximum flow (the Python Dinic of small networks, SciPy's of large ones: forced here)."""
-    import respect_jax.local_search as ls
-
-    monkeypatch.setattr(ls, "SCIPY_FLOW_MIN_NODES", 0 if flow == "scipy" else 1 << 40)
-    monkeypatch.setattr(ls, "SCIPY_FLOW_WARM_MIN_NODES", 0 if flow == "scipy" else 1 << 40)
+    k | k + 1 (plus the price on the band's load on stage k) is the least over all splits of the band, enumerated."""
     rng = np.random.default_rng(3)
     hw = make_hw(3)
     checked = 0
@@ -445,38 +437,120 @@ def test_band_cut_is_the_least_crossing_of_its_band(price, flow, monkeypatch):
     assert checked >= 20
 
 
-def test_large_bands_get_the_same_cuts_from_scipy_as_from_the_python_flow(monkeypatch):
-    """On a 3,000-node layered graph (bands of hundreds to thousands of nodes), every band cut of the re-cuts'
-    bands gives the same schedules with SciPy's maximum flow as with the Python Dinic (both sides of a minimum cut are
-    the same for every maximum flow), and the default threshold sends the largest bands to SciPy."""
+def reference_cut_sides(rows, cols, caps, size: int, source: int, sink: int) -> tuple[np.ndarray, np.ndarray]:
+    """(smallest, largest) minimum-cut source sides by Edmonds-Karp (shortest augmenting paths, Python integers) on
+    the merged arcs, then breadth-first reachability in the residual network: from s, and towards t (complemented)."""
+    cap: dict[tuple[int, int], int] = {}
+    for u, v, c in zip(np.asarray(rows).tolist(), np.asarray(cols).tolist(), np.asarray(caps).tolist(), strict=True):
+        cap[u, v] = cap.get((u, v), 0) + int(c)
+        cap.setdefault((v, u), 0)
+    adj: list[list[int]] = [[] for _ in range(size)]
+    for u, v in cap:
+        adj[u].append(v)
+
+    def reach(start: int, forward: bool) -> np.ndarray:
+        seen, queue = {start}, [start]
+        for u in queue:
+            for v in adj[u]:
+                if v not in seen and (cap[u, v] if forward else cap[v, u]) > 0:
+                    seen.add(v)
+                    queue.append(v)
+        return np.isin(np.arange(size), sorted(seen))
+
+    while True:
+        parent, queue = {source: source}, [source]
+        for u in queue:
+            for v in adj[u]:
+                if v not in parent and cap[u, v] > 0:
+                    parent[v] = u
+                    queue.append(v)
+        if sink not in parent:
+            return reach(source, True), ~reach(sink, False)
+        path, v = [], sink
+        while v != source:
+            path.append((parent[v], v))
+            v = parent[v]
+        push = min(cap[e] for e in path)
+        for u, v in path:
+            cap[u, v] -= push
+            cap[v, u] += push
+
+
+def brute_cut_sides(rows, cols, caps, size: int, source: int, sink: int) -> tuple[np.ndarray, np.ndarray]:
+    """(smallest, largest) minimum-cut source sides by enumerating every source side (s in, t out): the intersection
+    and the union of those of least cut capacity."""
+    best, sides = None, []
+    others = [v for v in range(size) if v not in (source, sink)]
+    for mask in range(1 << len(others)):
+        side = np.zeros(size, bool)
+        side[source] = True
+        side[[v for i, v in enumerate(others) if mask >> i & 1]] = True
+        value = int(np.sum(np.asarray(caps)[side[rows] & ~side[cols]]))
+        if best is None or value < best:
+            best, sides = value, [side]
+        elif value == best:
+            sides.append(side)
+    return np.logical_and.reduce(sides), np.logical_or.reduce(sides)
+
+
+def random_network(rng, size: int, arcs: int, max_cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random arcs (int32 rows, cols, caps in 1..max_cap; parallel and opposite arcs allowed, no loops)."""
+    rows, cols = rng.integers(0, size, arcs), rng.integers(0, size, arcs)
+    keep = rows != cols
+    return (rows[keep].astype(np.int32), cols[keep].astype(np.int32),
+            rng.integers(1, max_cap + 1, int(keep.sum())).astype(np.int32))
+
+
+def test_min_cut_sides_are_the_enumerated_least_cuts_intersection_and_union():
+    """On 60 random networks of 4-10 nodes (small capacities, so that many cuts tie): the smallest and largest
+    minimum-cut source sides equal the intersection and union of the enumerated minimum cuts, and the Edmonds-Karp
+    reference agrees (it checks the larger networks of the next test)."""
+    from respect_jax.local_search import _min_cut_sides
+
+    rng, ties = np.random.default_rng(34), 0
+    for _ in range(60):
+        size = int(rng.integers(4, 11))
+        rows, cols, caps = random_network(rng, size, int(rng.integers(size, 4 * size)), 3)
+        want = brute_cut_sides(rows, cols, caps, size, 0, size - 1)
+        got = _min_cut_sides(rows, cols, caps, size, 0, size - 1)
+        for w, g, r in zip(want, got, reference_cut_sides(rows, cols, caps, size, 0, size - 1), strict=True):
+            np.testing.assert_array_equal(g, w)
+            np.testing.assert_array_equal(r, w)
+        ties += not np.array_equal(*want)
+    assert ties >= 10  # the two sides differ often enough to tell them apart
+
+
+def test_min_cut_sides_match_the_reference_on_large_networks_and_bands(monkeypatch):
+    """Random networks of 50-600 nodes and every band network of the re-cuts of a 3,000-node layered graph (bands of
+    hundreds to thousands of nodes): the same smallest and largest minimum-cut sides as the Edmonds-Karp reference."""
     import respect_jax.local_search as ls
     from respect_jax.graphs import GeneratorConfig, generate_numpy
     from respect_jax.solvers import run_solver
 
+    rng = np.random.default_rng(35)
+    for size in (50, 200, 600):
+        rows, cols, caps = random_network(rng, size, 5 * size, 50)
+        caps[(rows == 0) | (cols == size - 1)] *= 100  # so that the least cut lies inside the network
+        got = ls._min_cut_sides(rows, cols, caps, size, 0, size - 1)
+        want = reference_cut_sides(rows, cols, caps, size, 0, size - 1)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+        assert 1 < want[0].sum() <= want[1].sum() < size - 1  # a cut inside the network
     cfg = GeneratorConfig(mode="layered", min_nodes=3000, max_nodes=3000, min_levels=20, max_levels=40, max_preds=8,
                           param_scale=1000.0, output_scale=1000.0, edges_per_node=1.2)
     graph, hw = generate_numpy(cfg, np.random.default_rng(21), name="layered3000"), make_hw(4)
     s = np.asarray(run_solver("contiguous", graph, hw, "paper")["assignment"], np.int64)
-    sizes, compared, default = [], 0, ls.SCIPY_FLOW_MIN_NODES
+    sizes, networks = [], []
     real = ls._min_cut_sides
-
-    def spy(rows, cols, caps, size, source, sink):
-        sizes.append(size)
-        return real(rows, cols, caps, size, source, sink)
-
-    monkeypatch.setattr(ls, "_min_cut_sides", spy)
+    monkeypatch.setattr(ls, "_min_cut_sides", lambda *args: networks.append(args) or real(*args))
     for k in range(3):
         bd = _Boundary(graph, s, k, hw)
         m = len(bd.order)
         for lo, hi in ((max(0, bd.cut - m // 6), min(m, bd.cut + m // 6)), (max(0, bd.cut - m // 3), bd.cut + m // 3)):
-            monkeypatch.setattr(ls, "SCIPY_FLOW_MIN_NODES", 1 << 40)
-            monkeypatch.setattr(ls, "SCIPY_FLOW_WARM_MIN_NODES", 1 << 40)
-            python = bd.band_cut(lo, hi)
-            monkeypatch.setattr(ls, "SCIPY_FLOW_MIN_NODES", 0)
-            scipy = bd.band_cut(lo, hi)
-            assert [x.tolist() for x in python] == [x.tolist() for x in scipy], (k, lo, hi)
-            compared += 1
-    assert compared == 6 and max(sizes) >= default >= 100, (max(sizes), default)
+            bd.band_cut(lo, hi)
+            got, want = real(*networks[-1]), reference_cut_sides(*networks[-1])
+            assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True)), (k, lo, hi)
+            sizes.append(networks[-1][3])
+    assert len(sizes) == 6 and max(sizes) >= 1000, sizes
 
 
 @pytest.mark.parametrize("objective", ["paper", "latency"])
@@ -534,28 +608,3 @@ def test_refine_boundaries_puts_parallel_branches_on_adjacent_stages():
     out = refine_boundaries(graph, hw, "paper", 1.0, start, prices=(0.0, -0.25, 0.25))
     assert reference_objective(graph, out, hw, "paper") == pytest.approx(optimum)
     assert sorted(out[1:5].tolist()) == [0, 0, 1, 1]  # two branch heads on each stage
-
-
-def test_a_mid_size_network_goes_to_scipy_once_scipy_is_imported(monkeypatch):
-    """A random 300-node network: with SciPy's csgraph imported it gets SciPy's maximum flow (SCIPY_FLOW_WARM_MIN_NODES
-    <= 300 < SCIPY_FLOW_MIN_NODES), with csgraph not imported the Python Dinic (no import paid); the same sides."""
-    import scipy.sparse.csgraph  # noqa: F401
-
-    import respect_jax.local_search as ls
-
-    rng = np.random.default_rng(30)
-    size, arcs = 300, 1500
-    rows, cols = rng.integers(0, size, arcs), rng.integers(0, size, arcs)
-    keep = rows != cols
-    rows, cols = rows[keep].astype(np.int32), cols[keep].astype(np.int32)
-    caps = rng.integers(1, 50, len(rows)).astype(np.int32)
-    calls = []
-    real = ls._min_cut_sides_scipy
-    monkeypatch.setattr(ls, "_min_cut_sides_scipy", lambda *a: calls.append(a[2]) or real(*a))
-    assert ls.SCIPY_FLOW_WARM_MIN_NODES <= size < ls.SCIPY_FLOW_MIN_NODES
-    warm = ls._min_cut_sides(rows, cols, caps, size, 0, size - 1)
-    assert calls == [size]
-    monkeypatch.delitem(sys.modules, "scipy.sparse.csgraph")
-    cold = ls._min_cut_sides(rows, cols, caps, size, 0, size - 1)
-    assert calls == [size]
-    assert all(np.array_equal(a, b) for a, b in zip(warm, cold, strict=True)) and warm[0].any() and not warm[0][-1]
