@@ -594,3 +594,32 @@ def test_a_checkpoint_missing_a_parameter_is_a_one_line_error(tmp_path):
     graph = generate_numpy(GeneratorConfig(mode="arch", min_nodes=20, max_nodes=30), np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"parameter out/bias missing"):
         predict_scores(network, [graph], [Hardware(stages=2, **POLISH_HW)], ["paper"])
+
+
+def test_the_decoding_runs_with_the_cyclic_collector_paused_and_restores_it(monkeypatch):
+    """One graph's decoding (solver=policy's default) runs with Python's cyclic garbage collector off, and the
+    collector is back as it was afterwards: on when it was on, off when it was off (also when the decoding raises)."""
+    import gc
+
+    import respect_jax.policy.order_solver as order_solver
+    from respect_jax.solvers import run_solver
+
+    graph = generate_numpy(GeneratorConfig(mode="respect", min_nodes=60, max_nodes=60), np.random.default_rng(4))
+    hw = Hardware(stages=4, **POLISH_HW)
+    seen, real = [], order_solver._decode
+    monkeypatch.setattr(order_solver, "_decode", lambda *a, **k: seen.append(gc.isenabled()) or real(*a, **k))
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        doc = run_solver("policy", graph, hw, "paper", 1.0)
+        assert seen == [False] and gc.isenabled() and doc["info"]["decoding"] == "sample_32+ls"
+        gc.disable()
+        run_solver("policy", graph, hw, "paper", 1.0)
+        assert seen == [False, False] and not gc.isenabled()
+        gc.enable()
+        monkeypatch.setattr(order_solver, "_decode", lambda *a, **k: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            run_solver("policy", graph, hw, "paper", 1.0)
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
