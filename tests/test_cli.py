@@ -685,3 +685,33 @@ def test_a_stored_composition_follows_the_config_files_the_time_and_the_cache_se
     for setting in ("off", str(tmp_path / "elsewhere")):
         _, not_stored = _composition(monkeypatch, cache, "schedule", [f"jax_cache={setting}"])
         assert not not_stored.exists()
+
+
+def test_respect_schedule_imports_with_the_collector_off_and_freezes_them(tmp_path):
+    """``respect-schedule``'s main turns Python's cyclic collector off until the solvers are imported; then the
+    objects made so far are frozen (``gc.get_freeze_count() > 0``) and the collector is on again, also after the
+    command. ``imports_done`` with the collector on changes nothing (the API, tests, a sweep's later jobs)."""
+    import gc
+
+    from respect_jax.cli.schedule import imports_done
+
+    script = (
+        "import gc, json, sys\n"
+        "import respect_jax.cli.schedule as cli\n"
+        "seen, real = [], cli.imports_done\n"
+        "cli.imports_done = lambda: (seen.append(gc.isenabled()), real(), seen.append(gc.isenabled()),\n"
+        "                            seen.append(gc.get_freeze_count() > 0))\n"
+        "sys.argv = ['respect-schedule', *sys.argv[1:]]\n"
+        "cli.main()\n"
+        "print(json.dumps({'seen': seen, 'after': gc.isenabled()}))\n"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "RESPECT_JAX_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", script, "graph=data/models/vgg16.json", "solver=contiguous",
+                           "hardware.stages=3", f"out={tmp_path / 'r.json'}"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"seen": [False, True, True], "after": True}
+    frozen = gc.get_freeze_count()
+    assert gc.isenabled()
+    imports_done()
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
