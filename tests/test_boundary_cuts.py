@@ -131,7 +131,34 @@ def test_auto_runs_the_interval_cuts_on_the_line_from_their_minimum_size():
     ("interval_cuts", {"both": True}, "interval_cuts must map objectives"),
     ("interval_cuts_min_nodes", -1, "interval_cuts_min_nodes must be an integer >= 0 or null"),
     ("interval_cuts_min_nodes", 2.5, "interval_cuts_min_nodes must be an integer >= 0 or null"),
+    ("interval_cut_steps", 0, "interval_cut_steps must be an integer >= 1"),
+    ("interval_cut_steps", 2.0, "interval_cut_steps must be an integer >= 1"),
+    ("interval_cut_steps", True, "interval_cut_steps must be an integer >= 1"),
 ])
 def test_auto_rejects_bad_interval_cut_options(option, value, match):
     with pytest.raises(ValueError, match=match):
         run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False, **{option: value})
+
+
+def test_interval_cut_steps_are_max_flows_per_re_cut_and_reach_auto(monkeypatch):
+    """``interval_recut(steps=s)`` solves s max flows; auto's ``interval_cut_steps`` is the steps its sweeps take (a
+    1,000-node dense layered graph, the line on the host)."""
+    graph, hw = layered(1000, 6), make_hw(4, macs_per_s=2.4e11, sram_bytes=8388608.0, stage_overhead_s=2e-4)
+    s, _ = split_of_order(graph, hw, "latency", 1.0, graph.topological_order())
+    for steps in (1, 5):
+        info = {}
+        interval_recut(graph, hw, s, 2, steps, info)
+        assert info["cuts"] == steps
+    import respect_jax.solvers.auto as auto_module
+
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["steps"])
+        return interval_sweep(*args, **kwargs)
+
+    monkeypatch.setattr(auto_module, "interval_sweep", spy)
+    options = dict(members=["contiguous"], exact="none", crossing_bound=False, progress=False, time_budget_s=60.0,
+                   lattice_downsets=0, line_restarts={"latency": 0}, rebalance={"latency": 1}, host_line_min_nodes=500)
+    run_solver("auto", graph, hw, "latency", **options, interval_cut_steps=3)
+    assert seen and set(seen) == {3}

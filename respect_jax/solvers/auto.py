@@ -88,7 +88,7 @@ from respect_jax.solvers.base import (
     get_solver,
     register_solver,
 )
-from respect_jax.solvers.boundary_cuts import interval_sweep
+from respect_jax.solvers.boundary_cuts import RECUT_STEPS, interval_sweep
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
 from respect_jax.solvers.host_polish import host_polish
 from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
@@ -540,17 +540,18 @@ def host_rounds(graph: Graph, hw: Hardware, objective: str, lam: float, assignme
 
 
 def cuts_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int, chunk: int,
-               stop, offer=None, memo: set | None = None) -> np.ndarray:
+               stop, offer=None, memo: set | None = None, steps: int = RECUT_STEPS) -> np.ndarray:
     """int64[N]: ``assignment`` after rounds of the interval re-cuts
     (:func:`respect_jax.solvers.boundary_cuts.interval_sweep`, ``memo`` kept across rounds) and :func:`polish_until`
-    with the host moves (``moves`` in calls of ``chunk``), while a round lowers the objective, until ``stop()``. Each
+    with the host moves (``moves`` in calls of ``chunk``), while a round lowers the objective, until ``stop()``
+    (``steps``: max flows per re-cut, :data:`~respect_jax.solvers.boundary_cuts.RECUT_STEPS`). Each
     better schedule goes to ``offer`` (optional) as it comes. Never worse (a round that only lowers the sorted stage
     times is kept too, and ends the rounds)."""
     best = np.asarray(assignment, np.int64)
     value = objective_np(graph, best, hw, objective, lam)
     memo = set() if memo is None else memo
     while not stop():
-        swept = interval_sweep(graph, hw, best, stop=stop, offer=offer, memo=memo)
+        swept = interval_sweep(graph, hw, best, steps=int(steps), stop=stop, offer=offer, memo=memo)
         if np.array_equal(swept, best):
             break
         out = polish_until(graph, hw, objective, lam, swept, moves, stop, chunk, offer, lambda: True)
@@ -650,6 +651,7 @@ def solve_auto(
     host_line_max_nodes: int | None = HOST_LINE_MAX_NODES,
     interval_cuts: dict | None = None,
     interval_cuts_min_nodes: int | None = INTERVAL_CUTS_MIN_NODES,
+    interval_cut_steps: int = RECUT_STEPS,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -731,6 +733,8 @@ def solve_auto(
             (``portfolio['contiguous+cuts']``) and after each round and restart of its host rebalancing.
         interval_cuts_min_nodes: smaller graphs get no interval re-cuts (:data:`INTERVAL_CUTS_MIN_NODES`; None: any
             size).
+        interval_cut_steps: bisection steps (max flows) per interval re-cut
+            (:data:`~respect_jax.solvers.boundary_cuts.RECUT_STEPS`).
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -757,6 +761,8 @@ def solve_auto(
     if set(interval_cuts) - set(OBJECTIVES) or any(not isinstance(v, bool) for v in interval_cuts.values()):
         raise ValueError(f"solver auto: interval_cuts must map objectives ({', '.join(OBJECTIVES)}) to true or false, "
                          f"got {interval_cuts}")
+    if isinstance(interval_cut_steps, bool) or not isinstance(interval_cut_steps, int) or interval_cut_steps < 1:
+        raise ValueError(f"solver auto: interval_cut_steps must be an integer >= 1, got {interval_cut_steps!r}")
     if isinstance(hull_max_cuts, bool) or not isinstance(hull_max_cuts, int) or hull_max_cuts < 0:
         raise ValueError(f"solver auto: hull_max_cuts must be an integer >= 0, got {hull_max_cuts!r}")
     if set(line_restarts) - set(OBJECTIVES) or any(int(c) < 0 for c in line_restarts.values()):
@@ -1204,7 +1210,7 @@ def solve_auto(
         cut_run["objective"] = min(offer("contiguous+cuts", a), cut_run.get("objective", np.inf))
 
     def refine(a: np.ndarray, to=None) -> np.ndarray:  # the line's rounds and restarts: their schedules to `to`
-        return cuts_until(graph, hw, objective, lam, a, moves, chunk, restart_stop, to, cut_memo)
+        return cuts_until(graph, hw, objective, lam, a, moves, chunk, restart_stop, to, cut_memo, interval_cut_steps)
 
     def polish_offer(a: np.ndarray) -> None:
         polished_so_far["objective"] = offer("contiguous+ls", a)
@@ -1247,7 +1253,7 @@ def solve_auto(
         if cuts and not proved() and best_obj > bound * (1 + OPTIMAL_RTOL):
             t3 = time.perf_counter()
             call = functools.partial(cuts_until, graph, hw, objective, lam, polished, moves, chunk, signal, cuts_offer,
-                                     cut_memo)
+                                     cut_memo, interval_cut_steps)
             done, out = run_until(call, deadline, "contiguous+cuts", signal, workers)
             portfolio["contiguous+cuts"] = {"time_s": time.perf_counter() - t3}
             if "objective" in cut_run:
