@@ -124,7 +124,8 @@ def test_auto_rejects_bad_order_options(options, message):
 def test_live_orders_at_10k_nodes_are_cheap_and_auto_keeps_its_budget():
     """10,000-node sparse layered graph (bench_scale's size, another seed), latency, K = 4: the three live-byte
     splits take < 5 s together on the 2-core CPU, and auto (10 s) returns by its budget (+ grace) a schedule no worse
-    than its ``orders`` entry."""
+    than its ``orders`` entry, itself no worse than the best live-byte split (the MACs-first and hull splits join it
+    since sessions 32-33: here the entry is below it)."""
     graph, hw = layered(10000, 21, 1.2), make_hw(4)
     t0 = time.perf_counter()
     _, value, _ = best_live_split(graph, hw, "latency", 1.0)
@@ -132,8 +133,9 @@ def test_live_orders_at_10k_nodes_are_cheap_and_auto_keeps_its_budget():
     result = run_solver("auto", graph, hw, "latency", time_budget_s=10.0, progress=False)
     info = result["info"]
     assert info["elapsed_s"] < 10.0 + 2.0
-    assert info["portfolio"]["orders"]["objective"] == pytest.approx(value, rel=1e-12)
-    assert reference_objective(graph, result["assignment"], hw, "latency") <= value * (1 + 1e-9)
+    entry = info["portfolio"]["orders"]["objective"]
+    assert entry <= value * (1 + 1e-12)
+    assert reference_objective(graph, result["assignment"], hw, "latency") <= entry * (1 + 1e-9)
 
 
 def test_restart_line_polishes_and_rebalances_each_start_until_told():
