@@ -458,3 +458,78 @@ def test_chains_at_small_k_cut_the_weight_axis_as_finely_as_at_k_8(monkeypatch):
         assert fine <= best * (1 + RTOL) + 1e-15, (graph.name, fine, best)
         lifted += fine > coarse * (1 + 1e-4)
     assert len(graphs) == 4 and lifted >= 3, lifted
+
+
+def _downset_members(graph):
+    """Every downset of a tiny graph (bool[N] each)."""
+    preds = graph.predecessors()
+    n = graph.num_nodes
+    for bits in itertools.product((False, True), repeat=n):
+        member = np.array(bits, bool)
+        if all(member[u] for v in range(n) if member[v] for u in preds[v]):
+            yield member
+
+
+def test_downset_envelope_bounds_the_parameters_of_every_downset_by_its_macs():
+    """``DownsetEnvelope``: for every threshold x, ``lower(x)`` is at most the parameters of every downset with at
+    least x MACs, ``upper(x)`` and CP-SAT's ``most(x)`` at least those of every downset with at most x MACs (brute
+    force over all downsets); ``most`` is exact on these graphs and ``upper`` is below the total somewhere."""
+    from respect_jax.solvers import bounds
+
+    below_total = 0
+    for graph in tiny_graphs() + random_graphs(3, 34, 6, 9):
+        macs, params = graph.macs.astype(np.float64), graph.params.astype(np.float64)
+        env = bounds.DownsetEnvelope(graph, macs, params)
+        points = np.array([(macs[d].sum(), params[d].sum()) for d in _downset_members(graph)])
+        xs = np.unique(np.concatenate([points[:, 0], points[:, 0] - 1, points[:, 0] + 1, [0.0, macs.sum()]]))
+        for x in xs:
+            above, below = points[points[:, 0] >= x, 1], points[points[:, 0] <= x, 1]
+            if above.size:
+                assert env.lower(np.array(x)) <= above.min() * (1 + RTOL) + 1e-9, (graph.name, x)
+            if below.size:
+                assert env.upper(np.array(x)) >= below.max() * (1 - RTOL) - 1e-9, (graph.name, x)
+                most = env.most(int(x), Deadline(math.inf), 5.0)
+                assert most == pytest.approx(below.max(), abs=1e-6), (graph.name, x)
+                below_total += env.upper(np.array(x)) < params.sum() * (1 - 1e-6)
+    assert below_total >= 20, below_total
+
+
+@pytest.mark.parametrize("queries", [False, True])
+def test_two_weight_chain_stays_below_the_optimum_and_beats_both_one_weight_chains(queries, monkeypatch):
+    """The MACs chain that also keeps each boundary's combined weight (``two_weight``, stages that can spill) stays at
+    or below the brute-force optimum, with and without CP-SAT's parameter caps, and rises above both the MACs chain
+    and the combined-weight chain on several small graphs."""
+    from respect_jax.solvers import bounds
+
+    monkeypatch.setattr(bounds, "TWO_WEIGHT_QUERIES", queries)
+    above_macs = above_both = cases = 0
+    for k in (3, 4):
+        for graph in tiny_graphs() + random_graphs(4, 34, 6, 8):
+            total = float(graph.params.sum())
+            for share in (0.1, 0.25):  # costly spill (host_bw / 10): the parameters decide the stage times
+                hw = make_hw(k, sram_bytes=total * share, link_bw=2.35e6, host_bw=4.7e7)
+                if bounds.no_spill(graph, hw):
+                    continue
+                best = brute_force(graph, hw)["latency"]
+                lower = analytic_lower_bound(graph, hw, "latency")
+                values = [bounds._latency_chain_bound(graph, hw, lower, 2 * best, Deadline(math.inf), weight, True,
+                                                      None, two)["bound"]
+                          for weight, two in (("macs", False), ("combined", False), ("macs", True))]
+                one, combined, two = values
+                assert two <= best * (1 + RTOL) + 1e-15, (graph.name, k, share, values, best)
+                cases += 1
+                above_macs += two > one * (1 + 1e-6)
+                above_both += two > max(one, combined) * (1 + 1e-6)
+    assert cases >= 50 and above_macs >= 40 and above_both >= 8, (cases, above_macs, above_both)
+
+
+def test_a_cpsat_maximum_counts_as_proven_only_when_its_bound_is_real():
+    """``proven_maximum``: CP-SAT reports an objective bound of 0 when it has none yet (stopped in presolve), which is
+    no upper bound on a maximum: only the optimum, or a bound above a found value, is taken (else ``inf``)."""
+    from respect_jax.solvers.bounds import proven_maximum
+
+    assert proven_maximum(True, 7.0, 7.0) == 7.0
+    assert proven_maximum(False, 3.0, 9.0) == 9.0  # a solution of 3 found, at most 9 proven
+    assert proven_maximum(False, None, 0.0) == math.inf  # stopped before any solution: 0 is no bound
+    assert proven_maximum(False, 0.0, 0.0) == math.inf  # the empty downset found, the bound still unset
+    assert proven_maximum(False, 5.0, 0.0) == math.inf
