@@ -142,3 +142,21 @@ def test_kept_parameters_are_those_of_a_shorter_run_and_selection_exports_the_be
     chosen, _ = load_edge_agent(tmp_path / "chosen" / "s0")
     _assert_same(chosen.params, kept_agent(tmp_path / "train" / "s0", results["chosen"]["s0"]).params)
     assert (tmp_path / "select.md").is_file() and json.loads((tmp_path / "select.json").read_text())["chosen"]
+
+
+def test_joint_choice_minimises_the_cells_over_the_spread_limit():
+    """Two seeds, two candidates each, three cells (hand-computed): a@1 with b@2 agree in every cell (0 over the
+    limit) though a@2 has the higher average; a@2 with b@1 would be the seeds' own best averages (2 cells over)."""
+    spec = importlib.util.spec_from_file_location("edge_select_joint", ROOT / "experiments" / "edge_select_joint.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cells = [("x", "low"), ("x", "high"), ("y", "low")]
+    at = lambda *means: dict(zip(cells, means, strict=True))  # noqa: E731
+    seed_a = {"a@1": at(0.80, 0.60, 0.90), "a@2": at(0.90, 0.70, 0.90)}
+    seed_b = {"b@1": at(0.95, 0.65, 0.90), "b@2": at(0.81, 0.61, 0.90)}
+    best, rows = module.joint_choice([seed_a, seed_b], 0.02)
+    assert best == ("a@1", "b@2")
+    by = {tuple(r["combo"]): r for r in rows}
+    assert by[("a@1", "b@2")]["over"] == 0 and by[("a@2", "b@1")]["over"] == 2
+    assert by[("a@2", "b@2")]["over"] == 2 and by[("a@1", "b@1")]["over"] == 2
+    assert by[("a@1", "b@2")]["max_spread"] == pytest.approx(0.01)
