@@ -232,3 +232,31 @@ def test_gumbel_member_is_not_started_when_it_cannot_finish():
     result = run_solver("auto", graph, hw, "latency", time_budget_s=2.0, **options)
     assert time.perf_counter() - start <= 2.0 + 1.0
     assert "estimated" in result["info"]["portfolio"]["gumbel"]["skipped"]
+
+
+def test_the_exact_solver_aims_earlier_on_large_graphs():
+    """The exact solver's own limit ends ``exact_lead_s`` before auto's deadline: STOP_LEAD_S on small graphs,
+    EXACT_LEAD_S_PER_NODE per node on large ones (10k nodes: 1.5 s), never more than a tenth of the budget; and auto
+    passes CP-SAT exactly that deadline (a 40-node graph at 0.02 s per node: 0.8 s before auto's)."""
+    import respect_jax.solvers.auto as auto
+
+    assert auto.exact_lead_s(40, 60.0) == auto.STOP_LEAD_S
+    assert auto.exact_lead_s(10_000, 60.0) == pytest.approx(10_000 * auto.EXACT_LEAD_S_PER_NODE) == pytest.approx(1.5)
+    assert auto.exact_lead_s(5_000, 60.0) == pytest.approx(0.75)
+    assert auto.exact_lead_s(10_000, 10.0) == pytest.approx(1.0)  # a tenth of the budget at most
+    assert auto.exact_lead_s(40, 1.0) == pytest.approx(0.1)
+    real, seen = auto.get_solver, {}
+
+    def cpsat_seen(graph, hw, objective, lam, **options):
+        seen.update(deadline=options["deadline"], at=time.perf_counter())
+        return real("contiguous")(graph, hw, objective, lam)
+
+    graph = random_graphs(1, seed=8, min_nodes=40, max_nodes=40)[0]
+    start = time.perf_counter()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(auto, "get_solver", lambda name: cpsat_seen if name == "cpsat" else real(name))
+        mp.setattr(auto, "EXACT_LEAD_S_PER_NODE", 0.02)
+        run_solver("auto", graph, make_hw(3), "paper", time_budget_s=10.0, members=["contiguous"], polish_moves=0,
+                   exact="cpsat", progress=False, crossing_bound=False, **NO_LATTICE)
+    # auto's deadline is its start + 10 s (taken inside the call, after ``start``): the solver's is 0.8 s before it
+    assert start + 10.0 - 0.8 <= seen["deadline"] <= seen["at"] + 10.0 - 0.8

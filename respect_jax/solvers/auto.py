@@ -121,6 +121,17 @@ JOIN_GRACE_S = 0.5
 #: Seconds before the deadline the exact solver's and the bound's own time limits end: a CP-SAT search took
 #: 0.2-1 s to return after its stop (2-core CPU at load ~5), so they aim earlier and are back by the deadline.
 STOP_LEAD_S = 0.3
+#: ... and for the exact solver, at least this many seconds per node of the graph: at 5k-10k nodes CP-SAT came back
+#: 0.5-2 s after its own limit under load (one instrumented 60 s run at 10k, load 8: 0.57 s; at load 13-15 and in
+#: niced 600 s runs later than the lead and the grace together, so its result was dropped in 3 of 8 validation runs of
+#: 60 s and in both 600 s references; ``experiments/results/auto_scale_val_s34_summary.md``, section 4). 10k: 1.5 s.
+EXACT_LEAD_S_PER_NODE = 1.5e-4
+
+
+def exact_lead_s(num_nodes: int, time_budget_s: float) -> float:
+    """Seconds before auto's deadline the exact solver's own time limit ends: :data:`STOP_LEAD_S`, or
+    :data:`EXACT_LEAD_S_PER_NODE` per node on large graphs, at most a tenth of the budget."""
+    return min(max(STOP_LEAD_S, EXACT_LEAD_S_PER_NODE * int(num_nodes)), 0.1 * float(time_budget_s))
 #: Local-search moves per call of the contiguous split's polish: the signal is checked between calls.
 POLISH_CHUNK = 10
 #: Larger graphs get the single-node moves in that polish, not the precedence-closed ones: a call of 25 closure
@@ -1128,7 +1139,7 @@ def solve_auto(
             portfolio[exact_name] = {"skipped": f"its model takes about {build:.1f} s to build; {left:.1f} s left"}
         else:
             o = {k: v for k, v in opts.get(exact_name, {}).items() if k != "max_nodes"}
-            lead = min(STOP_LEAD_S, 0.1 * time_budget_s)
+            lead = exact_lead_s(graph.num_nodes, time_budget_s)
             left = max(deadline - lead - time.perf_counter(), 0.01)
             o["time_limit_s"] = min(float(o.get("time_limit_s") or np.inf), left)
             o["deadline"] = deadline - lead
