@@ -22,6 +22,7 @@ import numpy as np
 
 from respect_jax.costs import Hardware
 from respect_jax.graphs.graph import Graph
+from respect_jax.solvers.bounds import closure_cut
 from respect_jax.solvers.rebalance import stage_times_np
 
 #: bisection steps on the multiplier per interval re-cut (each one max flow on the interval's nodes)
@@ -92,15 +93,8 @@ class IntervalCut:
         scale = 2.0 ** np.floor(np.log2(2.0**_CAP_BITS / max(total, 1e-300)))
         scaled = np.rint(scale * cost).astype(np.int64)
         profit_z = np.rint(scale * profit).astype(np.int64)
-        source, sink = np.maximum(-scaled, 0), np.maximum(scaled, 0)
-        finite = int(source.sum() + sink.sum() + profit_z.sum())
-        caps = np.concatenate([np.full(self.n_implications, finite + 1, np.int64), source, sink, profit_z])
-        self._flow.set_arcs_capacity(self._arcs, caps)
-        status = self._flow.solve(0, 1)
+        _, side = closure_cut(self._flow, self._arcs, self.n_implications, scaled, profit_z, "an interval cut")
         self.cuts += 1
-        if status != self._flow.OPTIMAL:
-            raise RuntimeError(f"max flow returned status {status} on an interval cut (a model bug)")
-        side = np.asarray(self._flow.get_source_side_min_cut(), np.int64)
         member = self.lo.copy()
         chosen = side[(side >= 2) & (side < 2 + m)] - 2
         member[self.nodes[chosen]] = True

@@ -304,6 +304,24 @@ def _hull_edge(points: set, lo: float) -> tuple[tuple[float, float], tuple[float
     return hull[i - 1], hull[i]
 
 
+def closure_cut(flow, arcs, n_infinite: int, scaled: np.ndarray, profit: np.ndarray | None,
+                what: str) -> tuple[int, np.ndarray]:
+    """(least value, int64[] node ids on the source side) of a minimum-cost closure solved by OR-tools' max flow
+    ``flow`` (source 0, sink 1), whose ``arcs`` are, in this order: ``n_infinite`` implications (given an infinite
+    capacity), one source -> node arc and one node -> sink arc per entry of ``scaled`` (int64 node costs: a negative
+    cost on the first, a positive one on the second), and source -> z arcs of the int64 profits ``profit`` (None:
+    none). The least value of the closure's summed costs less the profits it earns is the max flow less the negative
+    costs and the profits. ``what`` names the network in the one-line error of a failed solve."""
+    source, sink = np.maximum(-scaled, 0), np.maximum(scaled, 0)
+    earned = np.zeros(0, np.int64) if profit is None else profit
+    finite = int(source.sum() + sink.sum() + earned.sum())
+    flow.set_arcs_capacity(arcs, np.concatenate([np.full(n_infinite, finite + 1, np.int64), source, sink, earned]))
+    status = flow.solve(0, 1)
+    if status != flow.OPTIMAL:
+        raise RuntimeError(f"max flow returned status {status} on {what} (a model bug)")
+    return flow.optimal_flow() - int(source.sum() + earned.sum()), np.asarray(flow.get_source_side_min_cut(), np.int64)
+
+
 class HullCrossing:
     """A lower bound on ``h(windows)`` by parametric minimum cuts, no CP-SAT: the *hull* (Lagrangian) bound.
 
@@ -366,16 +384,10 @@ class HullCrossing:
         scale = 2.0 ** math.floor(math.log2(2.0**50 / max(total, 1.0)))
         scaled = np.floor(scale * cost).astype(np.int64)
         profit_z = np.ceil(scale * self.out[self.zs]).astype(np.int64)
-        source, sink = np.maximum(-scaled, 0), np.maximum(scaled, 0)
-        finite = int(source.sum() + sink.sum() + profit_z.sum())
-        caps = np.concatenate([np.full(self.n_implications, finite + 1, np.int64), source, sink, profit_z])
-        self._flow.set_arcs_capacity(self._arcs, caps)
-        status = self._flow.solve(0, 1)
+        least, side = closure_cut(self._flow, self._arcs, self.n_implications, scaled, profit_z,
+                                  "the hull crossing problem")
         self.cuts += 1
-        if status != self._flow.OPTIMAL:
-            raise RuntimeError(f"max flow returned status {status} on the hull crossing problem (a model bug)")
-        value = (self._flow.optimal_flow() - int(source.sum() + profit_z.sum())) / scale
-        side = np.asarray(self._flow.get_source_side_min_cut(), np.int64)
+        value = least / scale
         member = np.zeros(self.n, bool)
         member[side[(side >= 2) & (side < 2 + self.n)] - 2] = True
         return value, member
@@ -798,15 +810,9 @@ class DownsetEnvelope:
             return 0.0, np.zeros(self.n, bool)  # every cost is 0
         scale = 2.0 ** math.floor(math.log2(2.0**50 / total))
         scaled = np.floor(scale * cost).astype(np.int64)
-        source, sink = np.maximum(-scaled, 0), np.maximum(scaled, 0)
-        big = int(source.sum() + sink.sum()) + 1
-        caps = np.concatenate([np.full(self._n_edges, big, np.int64), source, sink])
-        self._flow.set_arcs_capacity(self._arcs, caps)
-        if self._flow.solve(0, 1) != self._flow.OPTIMAL:
-            raise RuntimeError("max flow failed on the downset envelope (a model bug)")
+        least, side = closure_cut(self._flow, self._arcs, self._n_edges, scaled, None, "the downset envelope")
         self.cuts += 1
-        value = (self._flow.optimal_flow() - int(source.sum())) / scale
-        side = np.asarray(self._flow.get_source_side_min_cut(), np.int64)
+        value = least / scale
         member = np.zeros(self.n, bool)
         member[side[(side >= 2) & (side < 2 + self.n)] - 2] = True
         return value - 1e-9 * total, member  # float rounding of the sums
