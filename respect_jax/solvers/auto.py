@@ -132,6 +132,8 @@ def exact_lead_s(num_nodes: int, time_budget_s: float) -> float:
     """Seconds before auto's deadline the exact solver's own time limit ends: :data:`STOP_LEAD_S`, or
     :data:`EXACT_LEAD_S_PER_NODE` per node on large graphs, at most a tenth of the budget."""
     return min(max(STOP_LEAD_S, EXACT_LEAD_S_PER_NODE * int(num_nodes)), 0.1 * float(time_budget_s))
+
+
 #: Local-search moves per call of the contiguous split's polish: the signal is checked between calls.
 POLISH_CHUNK = 10
 #: Larger graphs get the single-node moves in that polish, not the precedence-closed ones: a call of 25 closure

@@ -304,6 +304,17 @@ def _hull_edge(points: set, lo: float) -> tuple[tuple[float, float], tuple[float
     return hull[i - 1], hull[i]
 
 
+def ancestor_matrix(graph: Graph) -> np.ndarray:
+    """bool[N, N]: ``anc[v, u]`` when u is v or one of v's ancestors (rows filled in topological order)."""
+    preds = graph.predecessors()
+    anc = np.zeros((graph.num_nodes, graph.num_nodes), bool)
+    for v in graph.topological_order().tolist():
+        anc[v, v] = True
+        for u in preds[v]:
+            anc[v] |= anc[u]
+    return anc
+
+
 def closure_cut(flow, arcs, n_infinite: int, scaled: np.ndarray, profit: np.ndarray | None,
                 what: str) -> tuple[int, np.ndarray]:
     """(least value, int64[] node ids on the source side) of a minimum-cost closure solved by OR-tools' max flow
@@ -768,12 +779,7 @@ class DownsetEnvelope:
         # closures: a downset D holds v only with v's ancestors (a(D) >= a(ancestors of v and v)), and leaves v out
         # only with its descendants; so a(D) <= X keeps D inside {v : a_anc(v) <= X} and a(D) >= X keeps
         # {v : a_desc(v) <= a(V) - X} outside it
-        preds = graph.predecessors()
-        anc = np.zeros((n, n), bool)  # anc[v, u]: u is v or one of its ancestors
-        for v in graph.topological_order().tolist():
-            anc[v, v] = True
-            for u in preds[v]:
-                anc[v] |= anc[u]
+        anc = ancestor_matrix(graph)
         a_anc, a_desc = anc @ self.a, anc.T @ self.a
         order = np.argsort(a_anc, kind="stable")
         self._anc_keys, self._anc_b = a_anc[order], np.concatenate([[0.0], np.cumsum(self.b[order])])
@@ -1211,11 +1217,7 @@ def cone_latency_bound(graph: Graph, hw: Hardware, lower: float, deadline: Deadl
     macs = graph.macs.astype(np.float64) / hw.macs_per_s
     combined = macs + hw.param_bytes * graph.params.astype(np.float64) / hw.host_bw
     slack = hw.sram_bytes / hw.host_bw
-    anc = np.zeros((n, n), bool)  # anc[v, u]: u is v or one of its ancestors
-    for v in graph.topological_order().tolist():
-        anc[v, v] = True
-        for u in preds[v]:
-            anc[v] |= anc[u]
+    anc = ancestor_matrix(graph)
     estimate = np.minimum(anc @ combined, combined + np.array([e[p].sum() for p in preds]))
     best = float(lower)
     for v in np.argsort(-estimate, kind="stable").tolist():
