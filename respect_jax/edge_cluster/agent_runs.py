@@ -188,9 +188,14 @@ def keep_parameters_only(run_dir: str | Path, params: Any) -> None:
     finally:
         reader.close()
     shutil.rmtree(run_dir / CHECKPOINT_DIR)
-    ckpt = Checkpointer(run_dir, max_to_keep=1)
+    _write_parameters(run_dir, latest, params)
+
+
+def _write_parameters(folder: Path, episode: int, params: Any) -> None:
+    """One parameters-only orbax checkpoint of ``params`` at ``episode`` in ``folder`` (loaded like a shipped agent)."""
+    ckpt = Checkpointer(folder, max_to_keep=1)
     try:
-        ckpt.save(latest, params, {"episode": jnp.int32(latest)})
+        ckpt.save(int(episode), params, {"episode": jnp.int32(episode)})
         ckpt.wait()
     finally:
         ckpt.close()
@@ -239,12 +244,7 @@ def export_kept(run_dir: str | Path, episode: int, dest: str | Path, params_like
     summary = json.loads((run_dir / SUMMARY_FILE).read_text()) if (run_dir / SUMMARY_FILE).is_file() else {}
     summary = {**summary, "selected_episode": int(episode), "selected_from": str(run_dir), **(extra or {})}
     (dest / SUMMARY_FILE).write_text(json.dumps(summary, indent=1) + "\n")
-    ckpt = Checkpointer(dest, max_to_keep=1)
-    try:
-        ckpt.save(int(episode), params, {"episode": jnp.int32(episode)})
-        ckpt.wait()
-    finally:
-        ckpt.close()
+    _write_parameters(dest, episode, params)
     return dest
 
 
