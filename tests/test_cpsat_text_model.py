@@ -172,3 +172,34 @@ def test_text_model_solves_to_the_brute_force_optimum(objective):
         r = cpsat.solve_cpsat(graph, hw, objective, 1.0, time_limit_s=20, workers=1, hint=hint)
         assert r.optimal and r.info["assignment_source"] in ("cpsat", "hint (better than the solution)")
         assert reference_objective(graph, r.assignment, hw, objective, 1.0) == pytest.approx(best, rel=1e-9)
+
+
+@pytest.mark.parametrize("objective", ["latency", "paper"])
+def test_on_solution_reports_each_improving_schedule_and_a_valid_bound(objective):
+    """``on_solution`` (what ``solver=auto`` keeps when it abandons CP-SAT at its deadline) gets every improving
+    solution: each decodes to a valid schedule whose loop-reference objective is at most the reported one (up to the
+    integer scaling's rounding; CP-SAT's max variable may be slack in a solution found on the way), the objectives
+    decrease, the last one is the schedule returned, and every reported bound is
+    <= the brute-force optimum."""
+    rng = np.random.default_rng(11)
+    checked = 0
+    for i, graph in enumerate(random_graphs(6, seed=9, min_nodes=5, max_nodes=7)):
+        hw = make_hw(3, **({"sram_bytes": 1e5} if i % 2 else {}))
+        best = _brute(graph, hw, objective, 1.0)
+        got: list = []
+        r = cpsat.solve_cpsat(graph, hw, objective, 1.0, time_limit_s=20, workers=1,
+                              hint=random_valid_schedule(graph, 3, rng), on_solution=got.append)
+        assert r.optimal and got
+        scale = reference_objective(graph, r.assignment, hw, objective, 1.0)
+        tol = r.info["rounding_error_bound"] + 1e-9 * scale
+        for inc in got:
+            a = inc.assignment()
+            assert a.shape == (graph.num_nodes,) and np.all((a >= 0) & (a < 3))
+            assert not len(graph.edges) or np.all(a[graph.edges[:, 0]] <= a[graph.edges[:, 1]])
+            assert reference_objective(graph, a, hw, objective, 1.0) <= inc.objective + tol  # its max may be slack
+            assert inc.bound <= best * (1 + 1e-9)
+        assert all(b.objective < a.objective for a, b in zip(got, got[1:], strict=False))
+        if r.info["assignment_source"] == "cpsat":
+            np.testing.assert_array_equal(got[-1].assignment(), r.assignment)
+            checked += 1
+    assert checked >= 3

@@ -350,17 +350,43 @@ def _configure(params, time_limit_s, deterministic_time, workers, rel_gap, rando
         params.max_time_in_seconds = min(float(params.max_time_in_seconds), left)
 
 
-def _progress_callback(progress, to_spec):
-    """A solution callback calling ``progress(objective, bound)`` in objective units (None: no callback)."""
-    if progress is None:
+@dataclass(frozen=True)
+class Incumbent:
+    """An improving CP-SAT solution as :func:`solve_cpsat`'s ``on_solution`` gets it, during the search.
+
+    ``objective``: CP-SAT's integer model's value in objective units, at least the schedule's exact objective up to
+    the scaling's rounding (a solution found on the way may leave its max variable slack); ``bound``: CP-SAT's lower
+    bound then, less the scaling's rounding error (a lower bound on the exact objective); ``z``: int8[N, K - 1], the
+    threshold variables' values. :meth:`assignment` decodes the schedule (a Python loop over the nodes: done when
+    needed, not in the search's callback)."""
+
+    objective: float
+    bound: float
+    z: np.ndarray
+    structure: object
+
+    def assignment(self) -> np.ndarray:
+        """int64[N]: the solution's stage per node."""
+        return np.asarray(stages_from_thresholds(self.z.astype(np.float64), self.structure), np.int64)
+
+
+def _solution_callback(progress, to_spec, on_solution, mdl: _Model, st, error_bound: float):
+    """A solution callback (None: none needed) calling, at every improving solution, ``progress(objective, bound)``
+    in objective units and ``on_solution(incumbent)`` with an :class:`Incumbent`."""
+    if progress is None and on_solution is None:
         return None
     from ortools.sat.python import cp_model
 
-    class _Progress(cp_model.CpSolverSolutionCallback):
+    class _OnSolution(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self):
-            progress(to_spec(self.objective_value), to_spec(self.best_objective_bound))
+            objective, bound = to_spec(self.objective_value), to_spec(self.best_objective_bound)
+            if progress is not None:
+                progress(objective, bound)
+            if on_solution is not None:
+                z = np.asarray(self.response_proto.solution, np.int64)[mdl.zid].astype(np.int8)
+                on_solution(Incumbent(objective, max(bound - error_bound, 0.0), z, st))
 
-    return _Progress()
+    return _OnSolution()
 
 
 def _answer(graph, hw, objective, lam, solver, status, mdl: _Model, st, start) -> tuple[np.ndarray, str]:
@@ -411,6 +437,7 @@ def solve_cpsat(
     progress=None,
     stop=None,
     presolve: bool = True,
+    on_solution=None,
 ) -> SolveResult:
     """Solve the scheduling problem exactly with OR-tools CP-SAT.
 
@@ -431,6 +458,10 @@ def solve_cpsat(
             as ``solver=auto``): the search gets ``min(time_limit_s, deadline - now)`` once the model is built.
         progress: ``progress(objective, bound)`` is called, in objective units, at every improving solution
             (for a live line); None: no callback.
+        on_solution: ``on_solution(incumbent)`` is called from the search's thread at every improving solution with
+            an :class:`Incumbent` (its objective, CP-SAT's bound then, its assignment on demand), so that a caller
+            that abandons a call still running at its deadline keeps the best schedule found (``solver=auto``);
+            None: none.
         stop: a cooperative stop (a :class:`~respect_jax.solvers.stopping.StopSignal`, or any ``stop() -> bool``
             callable; None: none), polled while the model is built and just before the search; a ``StopSignal``
             set during the search ends it at once. Stopped before the search, the call returns the hint (or the
@@ -474,7 +505,7 @@ def solve_cpsat(
         return offset + float(x) * sc.unit
 
     with watching(stop, solver):
-        status = solver.solve(mdl.model, _progress_callback(progress, to_spec))
+        status = solver.solve(mdl.model, _solution_callback(progress, to_spec, on_solution, mdl, st, sc.error_bound))
     solve_s = time.perf_counter() - t0 - build_s
     bound = max(to_spec(solver.best_objective_bound), objective_lower_bound_np(graph, hw, objective, lam))
     assignment, source = _answer(graph, hw, objective, lam, solver, status, mdl, st, start)
