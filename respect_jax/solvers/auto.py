@@ -225,6 +225,22 @@ HULL_MIN_NODES = 1000
 INTERVAL_CUTS = {"latency": True, "paper": False}
 #: Smaller graphs get no interval re-cuts (``interval_cuts_min_nodes``; validated at 1,000-10,000 nodes only).
 INTERVAL_CUTS_MIN_NODES = 1000
+#: On graphs whose contiguous line runs on the host (``host_line_min_nodes``) up to this many nodes, once the line's
+#: first interval re-cuts have converged (returned before the deadline), the exact solver starts at once without the
+#: build gate (``exact_after_cuts_max_nodes``; None: never): its real build is 0.3-0.7 s at 5,000 nodes, the gate
+#: (``exact_build_s_per_unit``) estimated 8.9 s and kept it off dense 5k graphs whose line had converged at 4-5 s of 10
+#: (session 35: CP-SAT hinted with such a schedule, 4.5 s alone: -0.8 %). Off by default: at 6000, inside auto 10 s
+#: (own seeds 3501-3506, 5k, K = 4, latency, load 7-9, arms alternating; 9 graphs) 4 better by 0.1-0.9 %, 3 equal,
+#: 2 worse: dense 3502 by 5.1 % (CP-SAT took the CPU of the restarts, one of which had won), geometric mean x1.0035.
+EXACT_AFTER_CUTS_MAX_NODES = None
+#: Bisection steps (max flows) per interval re-cut in the restarts of the host line (``restart_cut_steps``; None:
+#: ``interval_cut_steps``). The restarts are a lottery over basins: on dense 5k graphs (own seeds 3500 and 3502) the
+#: line's pipeline (host rebalancing, polish, re-cuts to convergence) ended 7-11 % apart from one split to another, the
+#: best rarely from the best split, and 4 steps instead of 12 ended within 0.3 % of the 12-step value in a third to a
+#: fifth of the re-cuts' time. Inside auto 10 s it changed nothing measurable (session 35, own seeds 3507-3512, 5k and
+#: 10k, load 4.5-5.7: 11 of 13 graphs identical, 2 worse by <= 0.2 %; the restarts' time is mostly their host
+#: rebalancing and polish), so the default keeps the line's steps.
+RESTART_CUT_STEPS = None
 #: Restarts of the rebalanced contiguous line by objective (``line_restarts``): when the line is done before
 #: :data:`REBALANCE_SHARE` of the budget (1,000-node graphs: after 1.5-3 s of 10), it runs again (polish and
 #: rebalancing, :func:`restart_line`) from the other splits (the SPEC one, the other live-byte orders, best first),
@@ -665,6 +681,8 @@ def solve_auto(
     interval_cuts: dict | None = None,
     interval_cuts_min_nodes: int | None = INTERVAL_CUTS_MIN_NODES,
     interval_cut_steps: int = RECUT_STEPS,
+    exact_after_cuts_max_nodes: int | None = EXACT_AFTER_CUTS_MAX_NODES,
+    restart_cut_steps: int | None = RESTART_CUT_STEPS,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -748,6 +766,12 @@ def solve_auto(
             size).
         interval_cut_steps: bisection steps (max flows) per interval re-cut
             (:data:`~respect_jax.solvers.boundary_cuts.RECUT_STEPS`).
+        exact_after_cuts_max_nodes: on host-line graphs (``host_line_min_nodes``) up to this many nodes, the exact
+            solver starts without the build gate (``exact_build_s_per_unit``) once the line's first interval re-cuts
+            have converged before the deadline (:data:`EXACT_AFTER_CUTS_MAX_NODES`; None: never).
+            ``portfolio[exact]['ungated']`` says so.
+        restart_cut_steps: bisection steps per interval re-cut in the host line's restarts
+            (:data:`RESTART_CUT_STEPS`; None: ``interval_cut_steps``); their re-cuts keep a memo of their own.
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -776,6 +800,9 @@ def solve_auto(
                          f"got {interval_cuts}")
     if isinstance(interval_cut_steps, bool) or not isinstance(interval_cut_steps, int) or interval_cut_steps < 1:
         raise ValueError(f"solver auto: interval_cut_steps must be an integer >= 1, got {interval_cut_steps!r}")
+    if restart_cut_steps is not None and (isinstance(restart_cut_steps, bool) or not isinstance(restart_cut_steps, int)
+                                          or restart_cut_steps < 1):
+        raise ValueError(f"solver auto: restart_cut_steps must be an integer >= 1 or null, got {restart_cut_steps!r}")
     if isinstance(hull_max_cuts, bool) or not isinstance(hull_max_cuts, int) or hull_max_cuts < 0:
         raise ValueError(f"solver auto: hull_max_cuts must be an integer >= 0, got {hull_max_cuts!r}")
     if set(line_restarts) - set(OBJECTIVES) or any(int(c) < 0 for c in line_restarts.values()):
@@ -798,7 +825,8 @@ def solve_auto(
                         ("host_line_min_nodes", host_line_min_nodes),
                         ("host_line_max_nodes", host_line_max_nodes),
                         ("hull_min_nodes", hull_min_nodes),
-                        ("interval_cuts_min_nodes", interval_cuts_min_nodes)):
+                        ("interval_cuts_min_nodes", interval_cuts_min_nodes),
+                        ("exact_after_cuts_max_nodes", exact_after_cuts_max_nodes)):
         _check_node_limit(name, limit)
     per_unit = exact_build_s_per_unit
     if per_unit is not None and (isinstance(per_unit, bool) or not isinstance(per_unit, (int, float))
@@ -1120,23 +1148,26 @@ def solve_auto(
     exact_state = {"started": False}
     exact_lock = threading.Lock()
 
-    def start_exact() -> None:
+    def start_exact(gated: bool = True) -> None:
+        """Start the exact solver unless it has started (or been skipped) already; ``gated``: skip it when its
+        estimated build (``exact_build_s_per_unit``) exceeds the time left."""
         with exact_lock:  # whole: the timer's call and the main thread's are not interleaved
-            _start_exact()
+            _start_exact(gated)
 
-    def _start_exact() -> None:
+    def _start_exact(gated: bool) -> None:
         nonlocal thread
         if exact_state["started"]:
             return
         exact_state["started"] = True
         exact_state["started_s"] = time.perf_counter() - start
+        exact_state["ungated"] = not gated
         if exact_name is None:
             portfolio["exact"] = {"skipped": "exact=none"}
         elif best_obj <= bound * (1 + OPTIMAL_RTOL):
             portfolio[exact_name] = {"skipped": "the bound already proves the incumbent optimal"}
         elif signal():
             portfolio[exact_name] = {"skipped": "not started before the deadline"}
-        elif (build := estimated_build_s(graph, hw.stages, per_unit)) > deadline - time.perf_counter():
+        elif gated and (build := estimated_build_s(graph, hw.stages, per_unit)) > deadline - time.perf_counter():
             left = deadline - time.perf_counter()
             portfolio[exact_name] = {"skipped": f"its model takes about {build:.1f} s to build; {left:.1f} s left"}
         else:
@@ -1222,7 +1253,12 @@ def solve_auto(
     def cuts_offer(a: np.ndarray) -> None:
         cut_run["objective"] = min(offer("contiguous+cuts", a), cut_run.get("objective", np.inf))
 
+    restart_memo: set = set()  # the restarts' re-cuts (restart_cut_steps) that kept nothing
+
     def refine(a: np.ndarray, to=None) -> np.ndarray:  # the line's rounds and restarts: their schedules to `to`
+        if to is restart_offer and restart_cut_steps is not None:  # a restart: fewer bisection steps, its own memo
+            return cuts_until(graph, hw, objective, lam, a, moves, chunk, restart_stop, to, restart_memo,
+                              int(restart_cut_steps))
         return cuts_until(graph, hw, objective, lam, a, moves, chunk, restart_stop, to, cut_memo, interval_cut_steps)
 
     def polish_offer(a: np.ndarray) -> None:
@@ -1235,6 +1271,7 @@ def solve_auto(
         deadline or a proof; every better schedule is offered as it comes."""
         t0 = time.perf_counter()
         start_from = split
+        cuts_converged = False  # the first interval re-cuts (below) returned before the deadline
         # with host_polish_moves, while the compiled polish compiles: the polish first (on the host), the host
         # rebalancing after it (below); otherwise the host rebalancing fills the compile time before the polish
         host_first = on_host() and (host_polish_first_max_nodes is None
@@ -1269,6 +1306,7 @@ def solve_auto(
                                      cut_memo, interval_cut_steps)
             done, out = run_until(call, deadline, "contiguous+cuts", signal, workers)
             portfolio["contiguous+cuts"] = {"time_s": time.perf_counter() - t3}
+            cuts_converged = done and not signal()
             if "objective" in cut_run:
                 portfolio["contiguous+cuts"]["objective"] = cut_run["objective"]
             if not done:
@@ -1284,7 +1322,10 @@ def solve_auto(
             portfolio["contiguous+rebalance"] = {"time_s": t1 - t0}
             return
         if host_line:
-            start_exact()
+            # the line's re-cuts converged on a graph of at most exact_after_cuts_max_nodes nodes: the exact solver
+            # starts now whatever its build gate says (hinted with the line's schedule)
+            start_exact(not (cuts_converged and exact_after_cuts_max_nodes is not None
+                             and graph.num_nodes <= int(exact_after_cuts_max_nodes)))
             if bound_early_max_nodes is None or graph.num_nodes <= int(bound_early_max_nodes):
                 start_bound()
             t2 = time.perf_counter()
@@ -1420,6 +1461,8 @@ def solve_auto(
             portfolio[exact_name]["presolve"] = bool(exact_opts.get("presolve", True))
         if exact_waits:
             portfolio[exact_name]["started_s"] = exact_state["started_s"]
+        if exact_state.get("ungated"):
+            portfolio[exact_name]["ungated"] = True
         live.show(f"{exact_name} done", best_obj, winner, bound)
 
     bound = min(bound, best_obj)  # float noise: a bound never claims more than the incumbent

@@ -1,0 +1,104 @@
+"""The host line's interval re-cuts in ``solver=auto`` (session 35): ``restart_cut_steps`` (the restarts' re-cuts take
+that many bisection steps, the line's own ``interval_cut_steps``) and ``exact_after_cuts_max_nodes`` (on a host-line
+graph whose first re-cuts converge before the deadline the exact solver starts without its build gate, hinted with the
+line's schedule; above the limit, or with None, the gate still skips it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import make_hw
+from test_auto_rebalance import layered
+
+import respect_jax.solvers.auto as auto
+from respect_jax.reference import reference_metrics, reference_objective
+from respect_jax.solvers import run_solver
+from respect_jax.solvers.boundary_cuts import IntervalCut, interval_sweep
+
+#: a 400-node dense layered graph on the host line (host_line_min_nodes below its size), the interval re-cuts on at its
+#: size, the exact solver waiting for the line, a build gate that would skip it, no timer start (exact_wait_share 1)
+OPTIONS = dict(members=["contiguous"], exact="cpsat", crossing_bound=False, progress=False, lattice_downsets=0,
+               line_restarts={"latency": 0}, rebalance={"latency": 1}, host_line_min_nodes=300,
+               interval_cuts_min_nodes=0, exact_build_s_per_unit=1e3, exact_wait_share=1.0,
+               exact_after_line_min_nodes=300,
+               member_options={"cpsat": {"workers": 1}})
+
+
+def _case():
+    return layered(400, 31), make_hw(4, macs_per_s=2.4e11, sram_bytes=8388608.0, stage_overhead_s=2e-4)
+
+
+def test_exact_solver_starts_ungated_once_the_cuts_converged():
+    """With the limit at the graph's size CP-SAT runs (``ungated``) although the gate estimates 1,000 s per unit; the
+    result is a valid schedule, the loop evaluator's value of it, and at most both the line's re-cuts and CP-SAT's."""
+    graph, hw = _case()
+    result = run_solver("auto", graph, hw, "latency", time_budget_s=5.0, exact_after_cuts_max_nodes=graph.num_nodes,
+                        **OPTIONS)
+    portfolio = result["info"]["portfolio"]
+    assert "objective" in portfolio["contiguous+cuts"]
+    assert portfolio["cpsat"].get("ungated") is True, portfolio["cpsat"]
+    assert "objective" in portfolio["cpsat"]
+    a = np.asarray(result["assignment"])
+    assert reference_metrics(graph, a, hw)["valid"]
+    value = reference_objective(graph, a, hw, "latency")
+    assert result["objective"] == pytest.approx(value, rel=1e-6)  # the shared evaluator's float32
+    assert value <= min(portfolio["contiguous+cuts"]["objective"], portfolio["cpsat"]["objective"]) * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("limit_offset", [-1, None])
+def test_the_build_gate_still_applies_above_the_limit_or_without_it(limit_offset):
+    graph, hw = _case()
+    limit = None if limit_offset is None else graph.num_nodes + limit_offset
+    result = run_solver("auto", graph, hw, "latency", time_budget_s=5.0, exact_after_cuts_max_nodes=limit, **OPTIONS)
+    entry = result["info"]["portfolio"]["cpsat"]
+    assert "to build" in entry.get("skipped", ""), entry
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, "6000", True])
+def test_auto_rejects_a_bad_exact_after_cuts_limit(value):
+    with pytest.raises(ValueError, match="exact_after_cuts_max_nodes must be an integer >= 0 or null"):
+        run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False,
+                   exact_after_cuts_max_nodes=value)
+
+
+@pytest.mark.parametrize("restart_steps", [3, None])
+def test_restart_cut_steps_reach_the_restarts_re_cuts_only(monkeypatch, restart_steps):
+    """The same 400-node graph on the host line with two restarts (no exact solver): every interval sweep runs with
+    either the line's ``interval_cut_steps`` (12 here) or ``restart_cut_steps`` (3), both occur, and each sweep's
+    re-cuts solve that many max flows (``IntervalCut.solve`` counted); with None every sweep takes 12. The result is a
+    valid schedule at most the line's re-cuts, as the loop evaluator scores it."""
+    graph, hw = _case()
+    seen: list = []
+    counter = {"flows": 0}
+    original = IntervalCut.solve
+
+    def counted(self, alpha, beta):
+        counter["flows"] += 1
+        return original(self, alpha, beta)
+
+    def spy(*args, **kwargs):
+        before = counter["flows"]
+        out = interval_sweep(*args, **kwargs)
+        seen.append((kwargs["steps"], counter["flows"] - before))
+        return out
+
+    monkeypatch.setattr(IntervalCut, "solve", counted)
+    monkeypatch.setattr(auto, "interval_sweep", spy)
+    options = {**OPTIONS, "exact": "none", "line_restarts": {"latency": 2}}
+    result = run_solver("auto", graph, hw, "latency", time_budget_s=60.0, interval_cut_steps=12,
+                        restart_cut_steps=restart_steps, **options)
+    steps = {s for s, _ in seen}
+    assert steps == ({12, 3} if restart_steps else {12}), seen
+    for s, flows in seen:  # a sweep's re-cuts each solve `s` max flows (a sweep cut short by the memo: none)
+        assert flows % s == 0, (s, flows)
+    portfolio = result["info"]["portfolio"]
+    assert portfolio["contiguous+restart"]["restarts"] == 2
+    a = np.asarray(result["assignment"])
+    assert reference_metrics(graph, a, hw)["valid"]
+    assert reference_objective(graph, a, hw, "latency") <= portfolio["contiguous+cuts"]["objective"] * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("value", [0, 2.5, "4", True])
+def test_auto_rejects_bad_restart_cut_steps(value):
+    with pytest.raises(ValueError, match="restart_cut_steps must be an integer >= 1 or null"):
+        run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False, restart_cut_steps=value)
