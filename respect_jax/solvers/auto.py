@@ -1178,6 +1178,8 @@ def solve_auto(
             o["deadline"] = deadline - lead
             if exact_name == "cpsat":
                 o["stop"] = signal
+                # its improving solutions as they come: kept if it is still running at the deadline (below)
+                o["on_solution"] = functools.partial(exact_run.__setitem__, "incumbent")
                 if cpsat_presolve_max_nodes is not None and graph.num_nodes > cpsat_presolve_max_nodes:
                     o.setdefault("presolve", False)  # its presolve alone outlasted a 10 s budget at 1,000 nodes
             o["hint" if exact_name == "cpsat" else "warm_start"] = best if best is not None else "auto"
@@ -1437,7 +1439,13 @@ def solve_auto(
             live.show("crossing bound", best_obj, winner, bound)
     optimal = best_obj <= bound * (1 + OPTIMAL_RTOL)
     if thread is not None and thread.is_alive():  # still running after the grace: abandoned above
-        portfolio[exact_name] = {"abandoned": "still running at the deadline; its result is dropped"}
+        kept = exact_run.get("incumbent")  # CP-SAT's best solution and bound so far, reported by its search
+        if kept is None:
+            portfolio[exact_name] = {"abandoned": "still running at the deadline, no solution yet; nothing kept"}
+        else:
+            bound = max(bound, float(kept.bound))
+            portfolio[exact_name] = {"abandoned": "still running at the deadline; its best solution so far is kept",
+                                     "objective": offer(exact_name, kept.assignment()), "bound": float(kept.bound)}
     elif thread is not None:
         if "error" in exact_run:
             raise exact_run["error"]
