@@ -13,7 +13,7 @@ from test_auto_rebalance import layered
 import respect_jax.solvers.auto as auto
 from respect_jax.reference import reference_metrics, reference_objective
 from respect_jax.solvers import run_solver
-from respect_jax.solvers.boundary_cuts import IntervalCut, interval_sweep
+from respect_jax.solvers.boundary_cuts import IntervalCut, interval_sweep, jump_move
 
 #: a 400-node dense layered graph on the host line (host_line_min_nodes below its size), the interval re-cuts on at its
 #: size, the exact solver waiting for the line, a build gate that would skip it, no timer start (exact_wait_share 1)
@@ -102,3 +102,32 @@ def test_restart_cut_steps_reach_the_restarts_re_cuts_only(monkeypatch, restart_
 def test_auto_rejects_bad_restart_cut_steps(value):
     with pytest.raises(ValueError, match="restart_cut_steps must be an integer >= 1 or null"):
         run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False, restart_cut_steps=value)
+
+
+@pytest.mark.parametrize("offset", [0, 1, None])
+def test_jump_moves_reach_the_line_re_cuts_from_their_minimum_size(monkeypatch, offset):
+    """With ``jump_moves_min_nodes`` at the graph's size the line's re-cuts call :func:`jump_move` once a sweep changes
+    nothing (on the 400-node graph at least once); one node above it, or None, never; the result stays valid and at
+    most the line's re-cuts."""
+    graph, hw = _case()
+    calls: list = []
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return jump_move(*args, **kwargs)
+
+    monkeypatch.setattr(auto, "jump_move", spy)
+    options = {**OPTIONS, "exact": "none", "line_restarts": {"latency": 1}}
+    limit = None if offset is None else graph.num_nodes + offset
+    result = run_solver("auto", graph, hw, "latency", time_budget_s=60.0, jump_moves_min_nodes=limit, **options)
+    assert bool(calls) == (offset == 0)
+    a = np.asarray(result["assignment"])
+    assert reference_metrics(graph, a, hw)["valid"]
+    assert reference_objective(graph, a, hw, "latency") <= result["info"]["portfolio"]["contiguous+cuts"][
+        "objective"] * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, "3000", True])
+def test_auto_rejects_a_bad_jump_moves_limit(value):
+    with pytest.raises(ValueError, match="jump_moves_min_nodes must be an integer >= 0 or null"):
+        run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False, jump_moves_min_nodes=value)

@@ -162,3 +162,46 @@ def test_interval_cut_steps_are_max_flows_per_re_cut_and_reach_auto(monkeypatch)
                    lattice_downsets=0, line_restarts={"latency": 0}, rebalance={"latency": 1}, host_line_min_nodes=500)
     run_solver("auto", graph, hw, "latency", **options, interval_cut_steps=3)
     assert seen and set(seen) == {3}
+
+
+def leximax_key(times, tolerance):
+    """The stage times sorted in decreasing order, each rounded to ``tolerance`` (a key for the leximax order)."""
+    return tuple(np.round(np.sort(np.asarray(times))[::-1] / tolerance))
+
+
+def test_jump_move_is_the_leximax_best_move_across_two_or_more_stages():
+    """jump_move against brute force on small random / layered graphs with random valid schedules (K = 3, 4): every
+    single-node move to a stage at least two away is tried, kept when the loop reference calls it valid; the result is
+    the original schedule when no such move is leximax-less, else a valid schedule one such move away whose sorted stage
+    times equal the brute-force least ones (several graphs must take a move)."""
+    from respect_jax.solvers.boundary_cuts import jump_move
+
+    taken = 0
+    for seed in range(3):
+        for graph, s, k in small_cases(seed):
+            hw = make_hw(k)
+            base = times_of(graph, s, hw)
+            tol = 1e-9 * max(base)
+            best = None
+            for v in range(graph.num_nodes):
+                for t in range(k):
+                    if abs(t - s[v]) < 2:
+                        continue
+                    cand = np.array(s)
+                    cand[v] = t
+                    if not reference_metrics(graph, cand, hw)["valid"]:
+                        continue
+                    times = times_of(graph, cand, hw)
+                    if max(times) <= max(base) + tol and leximax_key(times, tol) < leximax_key(base, tol) and (
+                            best is None or leximax_key(times, tol) < leximax_key(best, tol)):
+                        best = times
+            got = jump_move(graph, hw, np.asarray(s))
+            if best is None:
+                assert np.array_equal(got, s)
+                continue
+            taken += 1
+            assert reference_metrics(graph, got, hw)["valid"]
+            moved = np.flatnonzero(got != np.asarray(s))
+            assert len(moved) == 1 and abs(int(got[moved[0]]) - int(s[moved[0]])) >= 2
+            assert leximax_key(times_of(graph, got, hw), tol) == leximax_key(best, tol)
+    assert taken >= 3, taken

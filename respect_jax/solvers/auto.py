@@ -88,7 +88,7 @@ from respect_jax.solvers.base import (
     get_solver,
     register_solver,
 )
-from respect_jax.solvers.boundary_cuts import RECUT_STEPS, interval_sweep
+from respect_jax.solvers.boundary_cuts import RECUT_STEPS, interval_sweep, jump_move
 from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
 from respect_jax.solvers.host_polish import host_polish
 from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
@@ -241,6 +241,15 @@ EXACT_AFTER_CUTS_MAX_NODES = None
 #: 10k, load 4.5-5.7: 11 of 13 graphs identical, 2 worse by <= 0.2 %; the restarts' time is mostly their host
 #: rebalancing and polish), so the default keeps the line's steps.
 RESTART_CUT_STEPS = None
+#: On graphs of at least this many nodes the line's interval re-cuts (:func:`cuts_until`) go on from the best jump move
+#: (one node across two or more stages, :func:`respect_jax.solvers.boundary_cuts.jump_move`) when a sweep changes
+#: nothing (``jump_moves_min_nodes``; None: never). CP-SAT's improvements of converged dense 1k / 5k line schedules
+#: moved nodes from stage 3 to stage 1 past stage 2; from converged dense 5k schedules (own seeds 3500 / 3502) jump
+#: rounds reached -0.35 % / -0.74 % in 1.4 / 2.9 s. Validation inside auto 10 s (session 35, own seeds 3513-3518, K = 4,
+#: latency, load 6.6-8, arms alternating): dense 5k x0.9991 (3 better by 0.05-0.34 %, 3 identical), 10k dense 0.9996,
+#: sparse 1.0000; at 1k x1.006 (dense 3514 3.2 % worse: the longer re-cuts delayed CP-SAT's start from 1.8 to 3.0 s),
+#: hence the limit (the host line's graphs, where no CP-SAT waits for the re-cuts).
+JUMP_MOVES_MIN_NODES = 3000
 #: Restarts of the rebalanced contiguous line by objective (``line_restarts``): when the line is done before
 #: :data:`REBALANCE_SHARE` of the budget (1,000-node graphs: after 1.5-3 s of 10), it runs again (polish and
 #: rebalancing, :func:`restart_line`) from the other splits (the SPEC one, the other live-byte orders, best first),
@@ -569,18 +578,22 @@ def host_rounds(graph: Graph, hw: Hardware, objective: str, lam: float, assignme
 
 
 def cuts_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int, chunk: int,
-               stop, offer=None, memo: set | None = None, steps: int = RECUT_STEPS) -> np.ndarray:
+               stop, offer=None, memo: set | None = None, steps: int = RECUT_STEPS, jumps: bool = False) -> np.ndarray:
     """int64[N]: ``assignment`` after rounds of the interval re-cuts
     (:func:`respect_jax.solvers.boundary_cuts.interval_sweep`, ``memo`` kept across rounds) and :func:`polish_until`
     with the host moves (``moves`` in calls of ``chunk``), while a round lowers the objective, until ``stop()``
-    (``steps``: max flows per re-cut, :data:`~respect_jax.solvers.boundary_cuts.RECUT_STEPS`). Each
-    better schedule goes to ``offer`` (optional) as it comes. Never worse (a round that only lowers the sorted stage
-    times is kept too, and ends the rounds)."""
+    (``steps``: max flows per re-cut, :data:`~respect_jax.solvers.boundary_cuts.RECUT_STEPS`). ``jumps``: when a
+    sweep changes nothing, the round goes on from the best jump move instead
+    (:func:`respect_jax.solvers.boundary_cuts.jump_move`: one node across two or more stages), if there is a
+    leximax-better one. Each better schedule goes to ``offer`` (optional) as it comes. Never worse (a round that only
+    lowers the sorted stage times is kept too, and ends the rounds)."""
     best = np.asarray(assignment, np.int64)
     value = objective_np(graph, best, hw, objective, lam)
     memo = set() if memo is None else memo
     while not stop():
         swept = interval_sweep(graph, hw, best, steps=int(steps), stop=stop, offer=offer, memo=memo)
+        if np.array_equal(swept, best) and jumps and not stop():
+            swept = jump_move(graph, hw, best, stop)
         if np.array_equal(swept, best):
             break
         out = polish_until(graph, hw, objective, lam, swept, moves, stop, chunk, offer, lambda: True)
@@ -683,6 +696,7 @@ def solve_auto(
     interval_cut_steps: int = RECUT_STEPS,
     exact_after_cuts_max_nodes: int | None = EXACT_AFTER_CUTS_MAX_NODES,
     restart_cut_steps: int | None = RESTART_CUT_STEPS,
+    jump_moves_min_nodes: int | None = JUMP_MOVES_MIN_NODES,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -772,6 +786,8 @@ def solve_auto(
             ``portfolio[exact]['ungated']`` says so.
         restart_cut_steps: bisection steps per interval re-cut in the host line's restarts
             (:data:`RESTART_CUT_STEPS`; None: ``interval_cut_steps``); their re-cuts keep a memo of their own.
+        jump_moves_min_nodes: on graphs of at least this many nodes the line's interval re-cuts go on from the best
+            jump move when a sweep changes nothing (:data:`JUMP_MOVES_MIN_NODES`; None: never).
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -826,7 +842,8 @@ def solve_auto(
                         ("host_line_max_nodes", host_line_max_nodes),
                         ("hull_min_nodes", hull_min_nodes),
                         ("interval_cuts_min_nodes", interval_cuts_min_nodes),
-                        ("exact_after_cuts_max_nodes", exact_after_cuts_max_nodes)):
+                        ("exact_after_cuts_max_nodes", exact_after_cuts_max_nodes),
+                        ("jump_moves_min_nodes", jump_moves_min_nodes)):
         _check_node_limit(name, limit)
     per_unit = exact_build_s_per_unit
     if per_unit is not None and (isinstance(per_unit, bool) or not isinstance(per_unit, (int, float))
@@ -1256,12 +1273,14 @@ def solve_auto(
         cut_run["objective"] = min(offer("contiguous+cuts", a), cut_run.get("objective", np.inf))
 
     restart_memo: set = set()  # the restarts' re-cuts (restart_cut_steps) that kept nothing
+    jump_moves = jump_moves_min_nodes is not None and graph.num_nodes >= int(jump_moves_min_nodes)
 
     def refine(a: np.ndarray, to=None) -> np.ndarray:  # the line's rounds and restarts: their schedules to `to`
         if to is restart_offer and restart_cut_steps is not None:  # a restart: fewer bisection steps, its own memo
             return cuts_until(graph, hw, objective, lam, a, moves, chunk, restart_stop, to, restart_memo,
-                              int(restart_cut_steps))
-        return cuts_until(graph, hw, objective, lam, a, moves, chunk, restart_stop, to, cut_memo, interval_cut_steps)
+                              int(restart_cut_steps), jump_moves)
+        return cuts_until(graph, hw, objective, lam, a, moves, chunk, restart_stop, to, cut_memo, interval_cut_steps,
+                          jump_moves)
 
     def polish_offer(a: np.ndarray) -> None:
         polished_so_far["objective"] = offer("contiguous+ls", a)
@@ -1305,7 +1324,7 @@ def solve_auto(
         if cuts and not proved() and best_obj > bound * (1 + OPTIMAL_RTOL):
             t3 = time.perf_counter()
             call = functools.partial(cuts_until, graph, hw, objective, lam, polished, moves, chunk, signal, cuts_offer,
-                                     cut_memo, interval_cut_steps)
+                                     cut_memo, interval_cut_steps, jump_moves)
             done, out = run_until(call, deadline, "contiguous+cuts", signal, workers)
             portfolio["contiguous+cuts"] = {"time_s": time.perf_counter() - t3}
             cuts_converged = done and not signal()
