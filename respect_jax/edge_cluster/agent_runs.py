@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from respect_jax import pytree as struct
@@ -229,8 +230,14 @@ def export_kept(run_dir: str | Path, episode: int, dest: str | Path, params_like
     """A run folder ``dest`` whose agent is ``run_dir``'s parameters kept after ``episode``: its network.json and
     config.yaml, the metrics of episodes 1-``episode``, summary.json (+ ``selected_episode``, ``selected_from`` and
     ``extra``) and one parameters-only checkpoint at ``episode`` (loaded like a shipped agent)."""
+    return export_params(run_dir, episode, dest, kept_params(run_dir, params_like, episode), extra)
+
+
+def export_params(run_dir: str | Path, episode: int, dest: str | Path, params: Any, extra: dict | None = None
+                  ) -> Path:
+    """:func:`export_kept` with the agent's parameters given (e.g. :func:`average_params` of kept ones), recorded as
+    of ``episode``."""
     run_dir, dest = Path(run_dir), Path(dest)
-    params = kept_params(run_dir, params_like, episode)
     if (dest / CHECKPOINT_DIR).exists():
         shutil.rmtree(dest / CHECKPOINT_DIR)
     dest.mkdir(parents=True, exist_ok=True)
@@ -254,3 +261,31 @@ def best_episode(scores: dict[int, float]) -> int:
         raise ValueError("no kept checkpoint to choose from")
     top = max(scores.values())
     return min(e for e, v in scores.items() if v == top)
+
+
+def last_kept(episodes: list[int], count: int) -> list[int]:
+    """The last ``count`` of the kept ``episodes`` (ascending); a one-line ValueError unless 1 <= count <= kept."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(episodes):
+        raise ValueError(f"average_last must be an integer in 1..{len(episodes)} (the kept checkpoints), got {count!r}")
+    return sorted(episodes)[-count:]
+
+
+def average_params(trees: list[Any]) -> Any:
+    """The element-wise mean of parameter trees of one structure (weight averaging of checkpoints, SWA-style), in
+    float32 (accumulated in float64)."""
+    if not trees:
+        raise ValueError("average_params needs at least one parameter tree")
+    structure = jax.tree.structure(trees[0])
+    for tree in trees[1:]:
+        if jax.tree.structure(tree) != structure:
+            raise ValueError("average_params: the parameter trees differ in structure")
+    total = jax.tree.map(lambda x: np.asarray(x, dtype=np.float64), trees[0])
+    for tree in trees[1:]:
+        total = jax.tree.map(lambda a, x: a + np.asarray(x, dtype=np.float64), total, tree)
+    return jax.tree.map(lambda a: jnp.asarray((a / len(trees)).astype(np.float32)), total)
+
+
+def averaged_kept(run_dir: str | Path, params_like: Any, count: int) -> tuple[Any, list[int]]:
+    """The mean of the parameters kept after the last ``count`` kept episodes of ``run_dir``, and those episodes."""
+    episodes = last_kept(kept_episodes(run_dir), count)
+    return average_params([kept_params(run_dir, params_like, e) for e in episodes]), episodes
