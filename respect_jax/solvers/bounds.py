@@ -551,7 +551,12 @@ CHAIN_BUCKETS_PER_BOUNDARY = 8
 #: boundary, up to :data:`CHAIN_REFINE_MAX_PER_BOUNDARY` (validation, data/models_val nas_generated/nas1_b, K = 8,
 #: 8 s: 24 buckets per boundary instead of 8 took the certified gap from 21.9 to 17.5 %). The cap keeps a pass's
 #: search over bucket sequences short (:func:`chain_minimum` is quadratic in the buckets: 64 calls took 0.06 s with
-#: 168 buckets, 0.85 s with 504), so that the deadline is met.
+#: 168 buckets, 0.85 s with 504), so that the deadline is met. A cap of 72 (session 35, HC; a pass past 24 may halve
+#: up to twice its first count) lifts the bound alone on no-spill
+#: NAS-cell validation graphs (5 s of CPU: nas0_b K = 4 2.04 -> 0.32 % below its proven optimum, ha_nas2_2503 K = 4
+#: 1.15 -> 0.21 %; 20 s: incres_2707 K = 8 1.82 -> 1.60 %), but inside ``solver=auto`` (10 s, load 7) the longer bound
+#: thread took the CPU the learned member needed (ha_nas2_2806 K = 8: its 4,058,408 dropped, 4,522,784 returned), so
+#: the default stays 24 (experiments/results/auto_bounds_val_s35.md).
 CHAIN_REFINE_FACTOR = 3
 CHAIN_REFINE_MAX_PER_BOUNDARY = 24
 #: ``paper``: a finer chain pass starts each bucket from the coarser pass's values (:func:`inherit_buckets`) instead
@@ -567,8 +572,21 @@ CHAIN_INHERIT = True
 #: stays first because it settles soonest: with 1 s of CPU the fine buckets from the start were worse (nas0_a K = 3
 #: 8.3 -> 16.6 %). Validation: experiments/results/auto_bounds_val_s33.md (session 33, HC).
 CHAIN_MIN_BOUNDARIES = 7
-#: Buckets at most (the buckets of the deciding sequence are halved once all of them are queried).
+#: Buckets at most (the buckets of the deciding sequence are halved once all of them are queried); the opt-in finer
+#: passes (``CHAIN_REFINE_MAX_PER_BOUNDARY`` above 24, ``LATENCY_REFINE_MAX_BOUNDARIES``) may halve up to twice their
+#: first count instead.
 CHAIN_MAX_BUCKETS = 400
+#: ``latency``: once the whole search (chains, then the independent windows) ends with time left, the MACs chain runs
+#: again from its bound with ``LATENCY_REFINE_FACTOR`` times ``max(K - 1, CHAIN_MIN_BOUNDARIES)`` boundaries' buckets,
+#: then that times the factor, up to ``LATENCY_REFINE_MAX_BOUNDARIES`` boundaries (0, the default: no such pass, as in
+#: sessions 33-34). The bisection takes a
+#: T as possible after one halving of its witness's buckets, so a settled chain stays at its bucket width: session 35
+#: (HC), no-spill NAS-cell validation graphs, K = 8 latency, the chain alone with 30 s of CPU: nas0_a 1.87 % below its
+#: proven optimum with 7 boundaries' buckets, 0.58 % with 28, 0.23 % with 56; nas2_a 2.19 -> 0.009 % with 28. Off by
+#: default: inside ``solver=auto`` (10 s, load 7) the bound thread that no longer ends early took the CPU CP-SAT needed
+#: to prove optima it proved before (nas0_b, nas2_a, ha_nas1_2505 K = 4; experiments/results/auto_bounds_val_s35.md).
+LATENCY_REFINE_FACTOR = 3
+LATENCY_REFINE_MAX_BOUNDARIES = 0
 #: Peak-memory grid points of the chain relaxation's search over ``[M_lb, upper]`` (then as many inside its least
 #: segment).
 CHAIN_GRID = 32
@@ -639,7 +657,7 @@ def inherit_buckets(lo: np.ndarray, hi: np.ndarray, prior: tuple | None) -> np.n
 def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, deadline: Deadline,
                        oracle: CrossingOracle | None = None, seed: bool = True,
                        per_boundary: int = CHAIN_BUCKETS_PER_BOUNDARY, prior: tuple | None = None,
-                       boundaries: int | None = None) -> dict:
+                       boundaries: int | None = None, max_buckets: int | None = None) -> dict:
     """The *chain* relaxation of ``paper``: keep the stage capacities between adjacent boundaries, drop the rest.
 
     Split the weight axis ``[0, sum params]`` into G buckets and let ``h_g`` bound the least crossing of a downset
@@ -657,7 +675,7 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
     ``per_boundary * boundaries`` (None: ``K - 1``). ``prior``: an earlier pass's ``(lo, hi, h)`` (its result's
     ``"buckets_h"``): every bucket also starts from what that pass proved (:func:`inherit_buckets`), so a finer
     pass that the deadline stops before it has queried a whole sequence still starts from the coarser pass's
-    knowledge instead of 0.
+    knowledge instead of 0. ``max_buckets``: buckets are halved while fewer (None: :data:`CHAIN_MAX_BUCKETS`).
     """
     k, bp = hw.stages, float(hw.param_bytes)
     params = graph.params.astype(np.int64)
@@ -693,7 +711,7 @@ def _paper_chain_bound(graph: Graph, hw: Hardware, lam: float, upper: float, dea
         bound = max(bound, min(float(value), upper))
         path = sorted(set(path))
         todo = [g for g in path if not queried[g]]
-        if not todo and len(lo) < CHAIN_MAX_BUCKETS:  # every bucket of the path is known: halve them
+        if not todo and len(lo) < (max_buckets or CHAIN_MAX_BUCKETS):  # the path's buckets are known: halve them
             wide = np.array([g for g in path if hi[g] > lo[g]], np.int64)
             if wide.size == 0 or bound - halved_at <= SETTLED * upper:
                 break  # nothing left to halve, or the last halving did not pay
@@ -875,7 +893,7 @@ class DownsetEnvelope:
 
 def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float, deadline: Deadline,
                          weight: str = "macs", seed: bool = True, boundaries: int | None = None,
-                         two_weight: bool = False) -> dict:
+                         two_weight: bool = False, max_buckets: int | None = None) -> dict:
     """The chain relaxation of ``latency`` (as :func:`_paper_chain_bound`'s), on the MACs (``weight="macs"``:
     ``macs_i / R <= c - b_a cross(D_i) / L``, the same as below with ``w_v = macs_v / R`` and no ``C / H``) or on
     the combined weight ``w_v = macs_v / R + b_p params_v / H`` (``"combined"``): ``max_k T_k <= T``
@@ -891,6 +909,7 @@ def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float,
     sequence meets has that sequence's unqueried buckets queried (then halved, as in the paper relaxation) before
     the bisection takes it as possible. ``seed``: every bucket starts from its hull bound (:func:`seed_buckets`).
     ``boundaries``: the first buckets are ``CHAIN_BUCKETS_PER_BOUNDARY * boundaries`` (None: ``K - 1``).
+    ``max_buckets``: buckets are halved while fewer (None: :data:`CHAIN_MAX_BUCKETS`).
 
     ``two_weight`` (``weight="macs"`` only): each boundary also keeps the most combined weight it can have,
     ``y_i(g) = min(U(x_i(g)), max_{g'} y_{i-1}(g') + room(g') + C / H)`` over the predecessors g' that reach
@@ -1017,7 +1036,7 @@ def _latency_chain_bound(graph: Graph, hw: Hardware, lower: float, upper: float,
                 todo = [] if caps else [g for g in path if not state["queried"][g]]
             if not todo and not caps:
                 wide = np.array([g for g in sorted(set(path)) if state["hi"][g] > state["lo"][g]], np.int64)
-                if wide.size == 0 or halved_at is not None or len(state["lo"]) >= CHAIN_MAX_BUCKETS:
+                if wide.size == 0 or halved_at is not None or len(state["lo"]) >= (max_buckets or CHAIN_MAX_BUCKETS):
                     return True
                 halved_at = t  # halve once per test
                 lo, hi = state["lo"], state["hi"]
@@ -1285,8 +1304,10 @@ def crossing_lower_bound(
             # a chain that settles with time left starts again from finer buckets (the same CP-SAT model and its
             # answers, each bucket from what the last pass proved: CHAIN_INHERIT); every pass is a valid bound alone;
             # the finer passes cut the weight axis for at least CHAIN_MIN_BOUNDARIES boundaries
+            finer = per_boundary > CHAIN_BUCKETS_PER_BOUNDARY * CHAIN_REFINE_FACTOR  # past session 34's two passes
             chained = _paper_chain_bound(graph, hw, lam, float(upper), deadline, oracle, seed, per_boundary,
-                                         prior if CHAIN_INHERIT else None, boundaries)
+                                         prior if CHAIN_INHERIT else None, boundaries,
+                                         2 * per_boundary * boundaries if finer else None)
             boundaries = max(boundaries, CHAIN_MIN_BOUNDARIES)
             found["bound"], oracle = max(found["bound"], chained["bound"]), chained["oracle"]
             prior = chained["buckets_h"]
@@ -1326,6 +1347,15 @@ def crossing_lower_bound(
                                                                   seed, boundaries, two)["bound"])
         found = _latency_crossing_bound(graph, hw, start_at, float(upper), deadline, exact)
         found["cuts"] += cuts
+        refine = max(hw.stages - 1, CHAIN_MIN_BOUNDARIES) * LATENCY_REFINE_FACTOR
+        while chain and exact and hw.stages >= 3 and refine <= LATENCY_REFINE_MAX_BOUNDARIES:
+            # after everything above (its bound as it was), the MACs chain again on finer buckets with the time left
+            if deadline.left() <= 0.05 or found["bound"] >= upper:
+                break
+            found["bound"] = max(found["bound"], _latency_chain_bound(
+                graph, hw, found["bound"], float(upper), deadline, "macs", seed, refine,
+                TWO_WEIGHT_CHAIN and not no_spill(graph, hw), 2 * CHAIN_BUCKETS_PER_BOUNDARY * refine)["bound"])
+            refine *= LATENCY_REFINE_FACTOR
         found["bound"] = max(found["bound"], min(cone, float(upper)))
     return {
         "bound": max(found["bound"], analytic),
