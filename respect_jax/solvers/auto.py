@@ -248,8 +248,11 @@ RESTART_CUT_STEPS = None
 #: rounds reached -0.35 % / -0.74 % in 1.4 / 2.9 s. Validation inside auto 10 s (session 35, own seeds 3513-3518, K = 4,
 #: latency, load 6.6-8, arms alternating): dense 5k x0.9991 (3 better by 0.05-0.34 %, 3 identical), 10k dense 0.9996,
 #: sparse 1.0000; at 1k x1.006 (dense 3514 3.2 % worse: the longer re-cuts delayed CP-SAT's start from 1.8 to 3.0 s),
-#: hence the limit (the host line's graphs, where no CP-SAT waits for the re-cuts).
-JUMP_MOVES_MIN_NODES = 3000
+#: hence the limit (the host line's graphs, where no CP-SAT waits for the re-cuts). Then off by default: on fresh seeds
+#: 3540-3545 at 5k, quiet (load 1.2-1.8), the jumps at 3,000 against none gave sparse x1.0059 (two graphs 1.5 / 2.2 %
+#: worse: the jumps' scoring took the time of a restart or a rebalancing round that won without them) and dense x1.0010
+#: (3 better, 2 worse); ``experiments/results/auto_scale_val_s35_lead_jumps_5k.md``.
+JUMP_MOVES_MIN_NODES = None
 #: Restarts of the rebalanced contiguous line by objective (``line_restarts``): when the line is done before
 #: :data:`REBALANCE_SHARE` of the budget (1,000-node graphs: after 1.5-3 s of 10), it runs again (polish and
 #: rebalancing, :func:`restart_line`) from the other splits (the SPEC one, the other live-byte orders, best first),
