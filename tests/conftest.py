@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -107,6 +109,15 @@ RT_TEST_PLATFORM = {
         {"name": "os0", "dataflow": "os", "peak_tmacs": 1.2, "mem_gbs": 20, "overhead_us": 30},
     ]
 }
+
+
+def experiment_script(name: str):
+    """The module of ``experiments/<name>.py`` (the scripts are not a package), loaded from its file."""
+    path = Path(__file__).resolve().parents[1] / "experiments" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def make_hw(stages: int = 4, **overrides) -> Hardware:

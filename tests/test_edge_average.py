@@ -4,13 +4,13 @@ M for every seed by the cells whose seed spread exceeds the limit."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from conftest import experiment_script
 from flax import nnx
 
 from respect_jax.edge_cluster.agent_runs import (
@@ -31,10 +31,7 @@ TINY = dict(hidden=(16,), num_envs=4, episode_steps=16, stride=4, horizon=8, bat
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("edge_average", ROOT / "experiments" / "edge_average.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return experiment_script("edge_average")
 
 
 def _random_like(params, seed: int):
@@ -157,10 +154,7 @@ def test_the_script_exports_the_chosen_average_for_every_seed(tmp_path):
 
 
 def _pool_script():
-    spec = importlib.util.spec_from_file_location("edge_select_pool", ROOT / "experiments" / "edge_select_pool.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return experiment_script("edge_select_pool")
 
 
 def _select_doc(seed: int, per_trace: dict[str, list[float]]) -> dict:

@@ -4,7 +4,6 @@ episodes in ``run_dir/kept``, ``export_kept`` turns one into an agent folder, ``
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import experiment_script
 from flax import nnx
 
 from respect_jax.edge_cluster.agent_runs import (
@@ -39,10 +39,7 @@ TINY = dict(hidden=(16,), num_envs=4, episode_steps=16, stride=4, horizon=8, bat
 
 
 def _select_script():
-    spec = importlib.util.spec_from_file_location("edge_select", ROOT / "experiments" / "edge_select.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return experiment_script("edge_select")
 
 
 def _leaves(params) -> list[np.ndarray]:
@@ -147,9 +144,7 @@ def test_kept_parameters_are_those_of_a_shorter_run_and_selection_exports_the_be
 def test_joint_choice_minimises_the_cells_over_the_spread_limit():
     """Two seeds, two candidates each, three cells (hand-computed): a@1 with b@2 agree in every cell (0 over the
     limit) though a@2 has the higher average; a@2 with b@1 would be the seeds' own best averages (2 cells over)."""
-    spec = importlib.util.spec_from_file_location("edge_select_joint", ROOT / "experiments" / "edge_select_joint.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = experiment_script("edge_select_joint")
     cells = [("x", "low"), ("x", "high"), ("y", "low")]
     at = lambda *means: dict(zip(cells, means, strict=True))  # noqa: E731
     seed_a = {"a@1": at(0.80, 0.60, 0.90), "a@2": at(0.90, 0.70, 0.90)}

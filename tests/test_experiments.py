@@ -3,7 +3,6 @@ gathers a real 2-job sweep; the ablation presets compose."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import experiment_script
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -131,10 +131,7 @@ def run_main(main, argv: list[str], monkeypatch) -> int:
 
 
 def paper_main():
-    spec = importlib.util.spec_from_file_location("paper_script", ROOT / "experiments" / "paper.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return experiment_script("paper").main
 
 
 @pytest.mark.parametrize(
@@ -159,9 +156,7 @@ def test_bad_experiment_input_is_a_one_line_error(tmp_path, monkeypatch, capsys,
 def test_readme_and_results_record_are_generated_from_the_result_files(capsys):
     """README.md and experiments/RESULTS.md hold exactly what experiments/readme_results.py generates from
     experiments/results/ (a result file changed without regenerating them fails here)."""
-    spec = importlib.util.spec_from_file_location("readme_results", ROOT / "experiments" / "readme_results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = experiment_script("readme_results")
     assert module.main(["--check"]) == 0, capsys.readouterr().out
 
 
@@ -251,13 +246,6 @@ def test_ablation_preset_runs_under_submitit_local(tmp_path):
     assert rows == [("layers_0", 0, 2), ("layers_1", 1, 2)]
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_best_contiguous_split_equals_brute_force_over_contiguous_valid_schedules(seed):
     """experiments/contiguous_optimum.py: every contiguous split of the SPEC order, and the best by the shared
@@ -270,7 +258,7 @@ def test_best_contiguous_split_equals_brute_force_over_contiguous_valid_schedule
     from respect_jax.graphs.padded import pad_graph
     from respect_jax.reference import enumerate_valid_schedules
 
-    script = _script("contiguous_optimum")
+    script = experiment_script("contiguous_optimum")
     rng = np.random.default_rng(seed)
     graph = generate_numpy(GeneratorConfig(mode="respect" if seed % 2 == 0 else "dnn", min_nodes=6, max_nodes=8),
                            rng, name=f"c{seed}")
