@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import experiment_script
 from flax import nnx
+from test_edge_kept import TINY
 
 from respect_jax.edge_cluster.agent_runs import (
     KEPT_DIR,
@@ -25,9 +26,6 @@ from respect_jax.edge_cluster.scenarios import load_preset
 from respect_jax.edge_cluster.switching import SwitchConfig, _network_doc, load_edge_agent, make_train
 from respect_jax.train.checkpoints import Checkpointer
 from respect_jax.train.run_folder import METRICS_FILE, NETWORK_FILE
-
-ROOT = Path(__file__).resolve().parents[1]
-TINY = dict(hidden=(16,), num_envs=4, episode_steps=16, stride=4, horizon=8, batch_size=16, loads=(1.0,), seed=0)
 
 
 def _script():

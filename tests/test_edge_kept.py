@@ -34,7 +34,6 @@ from respect_jax.edge_cluster.switching import (
 from respect_jax.train.checkpoints import Checkpointer
 from respect_jax.train.run_folder import METRICS_FILE, NETWORK_FILE
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(hidden=(16,), num_envs=4, episode_steps=16, stride=4, horizon=8, batch_size=16, loads=(1.0,), seed=0)
 
 
