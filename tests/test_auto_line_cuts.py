@@ -131,3 +131,28 @@ def test_jump_moves_reach_the_line_re_cuts_from_their_minimum_size(monkeypatch, 
 def test_auto_rejects_a_bad_jump_moves_limit(value):
     with pytest.raises(ValueError, match="jump_moves_min_nodes must be an integer >= 0 or null"):
         run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False, jump_moves_min_nodes=value)
+
+
+def test_bound_refine_options_reach_the_crossing_bound(monkeypatch):
+    """``bound_paper_refine_max`` / ``bound_latency_refine_max`` are handed to the crossing bound (None by default:
+    its module defaults)."""
+    seen: list = []
+    real = auto.crossing_lower_bound
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs.get("paper_refine_max"), kwargs.get("latency_refine_max")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(auto, "crossing_lower_bound", spy)
+    graph, hw = layered(60, 3, 1.5), make_hw(3)
+    options = dict(members=["contiguous"], exact="none", progress=False, time_budget_s=5.0, lattice_downsets=0)
+    run_solver("auto", graph, hw, "latency", **options)
+    run_solver("auto", graph, hw, "latency", bound_paper_refine_max=72, bound_latency_refine_max=63, **options)
+    assert seen == [(None, None), (72, 63)]
+
+
+@pytest.mark.parametrize("name", ["bound_paper_refine_max", "bound_latency_refine_max"])
+@pytest.mark.parametrize("value", [-1, 2.5, "63", True])
+def test_auto_rejects_a_bad_bound_refine_option(name, value):
+    with pytest.raises(ValueError, match=f"{name} must be an integer >= 0 or null"):
+        run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False, **{name: value})

@@ -320,7 +320,7 @@ def test_paper_chain_runs_again_on_finer_buckets_and_stays_below_the_optimum(k, 
     """``paper``: a chain relaxation that settles with time left runs again with ``CHAIN_REFINE_FACTOR`` times the
     buckets (8, then 24 per boundary; the default cap, 72, adds a third pass, not run here: it took the test from 17 to
     57 s); every pass stays at or below the brute-force optimum, and the bound is never below the single pass's
-    (refinement off: ``CHAIN_REFINE_MAX_PER_BOUNDARY`` = 8)."""
+    (refinement off: ``paper_refine_max`` = 8)."""
     from respect_jax.solvers import bounds
 
     passes = []
@@ -338,9 +338,9 @@ def test_paper_chain_runs_again_on_finer_buckets_and_stays_below_the_optimum(k, 
         upper = 4 * best  # above the optimum: no cap hides a bug
         values = []
         for refine_max in (bounds.CHAIN_BUCKETS_PER_BOUNDARY, 24):
-            monkeypatch.setattr(bounds, "CHAIN_REFINE_MAX_PER_BOUNDARY", refine_max)
-            passes.clear()
-            found = crossing_lower_bound(graph, hw, "paper", 0.7, upper, time_limit_s=30.0)
+            passes.clear()  # the argument (solver=auto's bound_paper_refine_max); 24: the default
+            found = crossing_lower_bound(graph, hw, "paper", 0.7, upper, time_limit_s=30.0,
+                                         paper_refine_max=refine_max)
             assert found["bound"] <= best * (1 + RTOL) + 1e-15, graph.name
             assert all(value <= best * (1 + RTOL) + 1e-15 for _, value in passes), graph.name
             values.append(found["bound"])
@@ -560,9 +560,9 @@ def test_latency_chain_refines_on_finer_buckets_without_spill_and_stays_below_th
         best = brute_force(graph, hw)["latency"]
         values = []
         for refine_max in (0, 21):
-            monkeypatch.setattr(bounds, "LATENCY_REFINE_MAX_BOUNDARIES", refine_max)
-            passes.clear()
-            found = crossing_lower_bound(graph, hw, "latency", 1.0, 1.5 * best, time_limit_s=60.0)
+            passes.clear()  # 0: the default (no pass); 21: the argument (solver=auto's bound_latency_refine_max)
+            found = crossing_lower_bound(graph, hw, "latency", 1.0, 1.5 * best, time_limit_s=60.0,
+                                         latency_refine_max=None if refine_max == 0 else refine_max)
             assert found["bound"] <= best * (1 + RTOL) + 1e-15, graph.name
             assert all(value <= best * (1 + RTOL) + 1e-15 for _, _, value in passes), (graph.name, passes)
             assert [b for _, b, _ in passes] == ([2, 7] if refine_max == 0 else [2, 7, 21]), (graph.name, passes)

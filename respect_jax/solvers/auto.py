@@ -700,6 +700,8 @@ def solve_auto(
     exact_after_cuts_max_nodes: int | None = EXACT_AFTER_CUTS_MAX_NODES,
     restart_cut_steps: int | None = RESTART_CUT_STEPS,
     jump_moves_min_nodes: int | None = JUMP_MOVES_MIN_NODES,
+    bound_paper_refine_max: int | None = None,
+    bound_latency_refine_max: int | None = None,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -791,6 +793,11 @@ def solve_auto(
             (:data:`RESTART_CUT_STEPS`; None: ``interval_cut_steps``); their re-cuts keep a memo of their own.
         jump_moves_min_nodes: on graphs of at least this many nodes the line's interval re-cuts go on from the best
             jump move when a sweep changes nothing (:data:`JUMP_MOVES_MIN_NODES`; None: never).
+        bound_paper_refine_max, bound_latency_refine_max: the crossing bound's finer chain passes
+            (:func:`~respect_jax.solvers.bounds.crossing_lower_bound`'s ``paper_refine_max`` / ``latency_refine_max``;
+            None: its defaults, 24 buckets per boundary / no latency pass). Larger values lift the bound alone on
+            graphs that cannot spill, but inside a 10 s budget on a loaded 2-core CPU they took CPU from CP-SAT
+            (``experiments/results/auto_bounds_val_s35.md``).
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -846,7 +853,9 @@ def solve_auto(
                         ("hull_min_nodes", hull_min_nodes),
                         ("interval_cuts_min_nodes", interval_cuts_min_nodes),
                         ("exact_after_cuts_max_nodes", exact_after_cuts_max_nodes),
-                        ("jump_moves_min_nodes", jump_moves_min_nodes)):
+                        ("jump_moves_min_nodes", jump_moves_min_nodes),
+                        ("bound_paper_refine_max", bound_paper_refine_max),
+                        ("bound_latency_refine_max", bound_latency_refine_max)):
         _check_node_limit(name, limit)
     per_unit = exact_build_s_per_unit
     if per_unit is not None and (isinstance(per_unit, bool) or not isinstance(per_unit, (int, float))
@@ -1252,7 +1261,9 @@ def solve_auto(
         def run_bound() -> None:
             try:
                 left = deadline - min(STOP_LEAD_S, 0.1 * time_budget_s) - time.perf_counter()
-                bound_run["found"] = crossing_lower_bound(graph, hw, objective, lam, upper, left, stop=signal)
+                bound_run["found"] = crossing_lower_bound(graph, hw, objective, lam, upper, left, stop=signal,
+                                                          paper_refine_max=bound_paper_refine_max,
+                                                          latency_refine_max=bound_latency_refine_max)
             except Exception as err:  # surfaced in the main thread
                 bound_run["error"] = err
 

@@ -1265,7 +1265,8 @@ CONE_SHARE = 0.2
 
 def crossing_lower_bound(
     graph: Graph, hw: Hardware, objective: str, lam: float, upper: float, time_limit_s: float, stop=None,
-    exact: bool = True, chain: bool = True, seed: bool | None = None,
+    exact: bool = True, chain: bool = True, seed: bool | None = None, paper_refine_max: int | None = None,
+    latency_refine_max: int | None = None,
 ) -> dict:
     """The crossing bound (module docstring), at least the analytic one, within ``time_limit_s`` seconds.
 
@@ -1283,6 +1284,10 @@ def crossing_lower_bound(
             independent windows on the hull alone (milliseconds) run first, with at most :data:`HULL_FIRST_SHARE`
             of the time, so a chain that does not finish starts from them (False: session 21's search; None: the
             objective's entry of :data:`SEED_CHAINS`).
+        paper_refine_max: ``paper``'s finer chain passes go up to this many buckets per boundary (None:
+            :data:`CHAIN_REFINE_MAX_PER_BOUNDARY`; above it, a pass may halve up to twice its first count).
+        latency_refine_max: ``latency``'s MACs chain runs again after the whole search on finer buckets, up to this
+            many boundaries' buckets (None: :data:`LATENCY_REFINE_MAX_BOUNDARIES`; 0: no such pass).
     Returns:
         ``{"bound": float, "analytic": float, "calls": CP-SAT queries, "cuts": max-flow problems,
         "time_s": float}``.
@@ -1312,7 +1317,7 @@ def crossing_lower_bound(
             found["bound"], oracle = max(found["bound"], chained["bound"]), chained["oracle"]
             prior = chained["buckets_h"]
             per_boundary *= CHAIN_REFINE_FACTOR
-            if per_boundary > CHAIN_REFINE_MAX_PER_BOUNDARY:
+            if per_boundary > (CHAIN_REFINE_MAX_PER_BOUNDARY if paper_refine_max is None else int(paper_refine_max)):
                 break
     else:
         start_at, cuts, windows_first = analytic, 0, WINDOWS_FIRST_SHARE > 0 and chain and exact and hw.stages >= 3
@@ -1348,7 +1353,8 @@ def crossing_lower_bound(
         found = _latency_crossing_bound(graph, hw, start_at, float(upper), deadline, exact)
         found["cuts"] += cuts
         refine = max(hw.stages - 1, CHAIN_MIN_BOUNDARIES) * LATENCY_REFINE_FACTOR
-        while chain and exact and hw.stages >= 3 and refine <= LATENCY_REFINE_MAX_BOUNDARIES:
+        refine_max = LATENCY_REFINE_MAX_BOUNDARIES if latency_refine_max is None else int(latency_refine_max)
+        while chain and exact and hw.stages >= 3 and refine <= refine_max:
             # after everything above (its bound as it was), the MACs chain again on finer buckets with the time left
             if deadline.left() <= 0.05 or found["bound"] >= upper:
                 break
