@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edge_dynamic import SCENARIOS  # noqa: E402
-from edge_select import REFERENCE, SELECTION_SEED, cell_average, refuse_seed  # noqa: E402
+from edge_select import REFERENCE, SELECTION_SEED, cell_average, refuse_seed, score_results  # noqa: E402
 from edge_validation import OUT, write_report  # noqa: E402
 
 from respect_jax.edge_cluster.agent_runs import averaged_kept, export_params, kept_episodes, last_kept  # noqa: E402
@@ -171,9 +171,7 @@ def main(argv: list[str] | None = None) -> dict:
                       or "none") for m in args.average_last),
               "", f"Chosen: M={chosen}; agents in `{args.out_agents}/s<seed>`."]
     results = {"chosen": chosen, "episodes": {names[k]: v for k, v in episodes.items()},
-               "rows": {str(m): r for m, r in rows.items()},
-               "scores": {names[k]: {"mean": m, "ci95": c} for k, (m, c) in scores.items()},
-               "reference": {REFERENCE: {"mean": ref, "ci95": ref_ci}}, "docs": docs}
+               "rows": {str(m): r for m, r in rows.items()}, **score_results(names, scores, ref, ref_ci, docs)}
     write_report(args.out, args.stem, lines, results)
     return results
 

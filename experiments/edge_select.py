@@ -52,6 +52,13 @@ def cell_average(docs: dict, name: str) -> tuple[float, float]:
     return mean_ci(per_trace)
 
 
+def score_results(names: dict, scores: dict, ref: float, ref_ci: float, docs: dict) -> dict:
+    """The end of a selection script's JSON: each scored checkpoint's 20-cell average (mean, 95 % half-width) under
+    its name, the reference rule's, and the raw evaluation documents."""
+    return {"scores": {names[k]: {"mean": m, "ci95": c} for k, (m, c) in scores.items()},
+            "reference": {REFERENCE: {"mean": ref, "ci95": ref_ci}}, "docs": docs}
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train-dir", required=True, help="folder of s<seed> training run folders with kept parameters")
@@ -113,9 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
             row.append(f"**{text}**" if e == chosen[s] else text)
         lines.append(f"| s{s} | " + " | ".join(row) + f" | episode {chosen[s]} |")
     lines += ["", f"Chosen agents: `{args.out_agents}/s<seed>`."]
-    results = {"chosen": {f"s{s}": e for s, e in chosen.items()},
-               "scores": {names[k]: {"mean": m, "ci95": c} for k, (m, c) in scores.items()},
-               "reference": {REFERENCE: {"mean": ref, "ci95": ref_ci}}, "docs": docs}
+    results = {"chosen": {f"s{s}": e for s, e in chosen.items()}, **score_results(names, scores, ref, ref_ci, docs)}
     write_report(args.out, args.stem, lines, results)
     return results
 
