@@ -28,7 +28,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edge_dynamic import SCENARIOS  # noqa: E402
-from edge_select import REFERENCE, SELECTION_SEED, cell_average, refuse_seed, score_results  # noqa: E402
+from edge_select import (  # noqa: E402
+    REFERENCE,
+    SELECTION_SEED,
+    cell_average,
+    check_selection,
+    refuse_seed,
+    score_results,
+)
 from edge_validation import OUT, write_report  # noqa: E402
 
 from respect_jax.edge_cluster.agent_runs import averaged_kept, export_params, kept_episodes, last_kept  # noqa: E402
@@ -101,9 +108,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--stem", default="edge_average")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
-    refuse_seed(args.seed)
-    if args.traces < 2:
-        raise ValueError(f"--traces must be >= 2 (a 95 % interval needs two traces), got {args.traces}")
+    check_selection(args.seed, args.traces)
     if not args.spread_limit > 0:
         raise ValueError(f"--spread-limit must be > 0, got {args.spread_limit}")
     if len(args.agent_seeds) < 2:

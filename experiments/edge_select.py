@@ -44,6 +44,13 @@ def refuse_seed(seed: int) -> None:
                          f" traces' seed: select on another (e.g. {SELECTION_SEED})")
 
 
+def check_selection(seed: int, traces: int) -> None:
+    """The selection scripts' checks of ``--seed`` (:func:`refuse_seed`) and ``--traces`` (>= 2), one-line errors."""
+    refuse_seed(seed)
+    if traces < 2:
+        raise ValueError(f"--traces must be >= 2 (a 95 % interval needs two traces), got {traces}")
+
+
 def cell_average(docs: dict, name: str) -> tuple[float, float]:
     """Policy ``name``'s average over every (scenario, load) cell of ``docs`` (trace i of every cell averaged): mean
     and 95 % half-width over the traces; the mean equals the mean of the per-cell means."""
@@ -72,9 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--stem", default="edge_select")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
-    refuse_seed(args.seed)
-    if args.traces < 2:
-        raise ValueError(f"--traces must be >= 2 (a 95 % interval needs two traces), got {args.traces}")
+    check_selection(args.seed, args.traces)
     train_dir = Path(args.train_dir)
     kept = {s: kept_episodes(train_dir / f"s{s}") for s in args.agent_seeds}
     missing = [s for s, eps in kept.items() if not eps]
