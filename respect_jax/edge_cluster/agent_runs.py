@@ -50,21 +50,26 @@ def is_key(x) -> bool:
 
 
 def train_item(carry: Any, episode: int) -> dict:
-    """Everything of the training state but the parameters (checkpointed beside them), PRNG keys as raw data."""
-    item = {f.name: getattr(carry, f.name) for f in fields(carry) if f.name != "params"}
+    """Everything of the training state but the parameters (checkpointed beside them), PRNG keys as raw data; fields
+    that are None (an option that is off) are left out."""
+    item = {f.name: getattr(carry, f.name) for f in fields(carry)
+            if f.name != "params" and getattr(carry, f.name) is not None}
     item = jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, item)
     return {**item, "episode": jnp.int32(episode)}
 
 
 def carry_from(params: Any, train: dict, like: Any) -> Any:
-    """The training state restored from a checkpoint's ``params`` and train item (typed keys as in ``like``)."""
-    item = {f.name: getattr(like, f.name) for f in fields(like) if f.name != "params"}
+    """The training state restored from a checkpoint's ``params`` and train item (typed keys as in ``like``; fields
+    that are None in ``like`` stay None)."""
+    item = {f.name: getattr(like, f.name) for f in fields(like)
+            if f.name != "params" and getattr(like, f.name) is not None}
     restored = jax.tree.map(
         lambda x, y: jax.random.wrap_key_data(jnp.asarray(y), impl=jax.random.key_impl(x)) if is_key(x)
         else jnp.asarray(y),
         item, {k: train[k] for k in item},
     )
-    return type(like)(params=params, **restored)
+    unset = {f.name: None for f in fields(like) if f.name != "params" and getattr(like, f.name) is None}
+    return type(like)(params=params, **restored, **unset)
 
 
 def recorded_train_time(run_dir: Path) -> float:

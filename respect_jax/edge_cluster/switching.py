@@ -101,6 +101,10 @@ class SwitchConfig:
     rule_margins: per-rule overrides of ``margin`` (``{rule: margin}``; a rule not named, or None, keeps ``margin``):
         a switch to rule r needs a predicted gain above its margin, and among the rules that clear theirs the one
         furthest above its margin is taken.
+    ema: decay of an exponential moving average of the parameters over the gradient updates, which becomes the
+        agent (what is checkpointed, kept and acts at evaluation); training still learns and acts with the online
+        parameters. Update t (1, 2, ...) uses the decay ``min(ema, (1 + t) / (10 + t))``, so the start does not
+        weigh on it. 0 (the default): off, the earlier recipe.
     """
 
     rules: tuple[str, ...] = HINT_POLICIES
@@ -128,6 +132,7 @@ class SwitchConfig:
     margin: float = 0.0
     rule_margins: dict = field(default_factory=dict)
     max_grad_norm: float = 10.0
+    ema: float = 0.0
     seed: int = 0
 
     def __post_init__(self):
@@ -170,6 +175,7 @@ class SwitchConfig:
             ("rule_margins", set(self.rule_margins) <= set(self.rules) - {self.base}
              and all(m >= 0.0 for m in self.rule_margins.values()), "a mapping of non-base rules to margins >= 0"),
             ("max_grad_norm", self.max_grad_norm > 0, "> 0"),
+            ("ema", 0.0 <= self.ema < 1.0, "in [0, 1) (0: off)"),
         ]
         for name, ok, rule in checks:
             if not ok:
@@ -187,7 +193,7 @@ class SwitchConfig:
         if not self.rule_margins:  # as written before the knob existed: older run folders still resume
             del doc["rule_margins"]
         for name, old in (("discount", 1.0), ("rollouts", 1), ("spread_head", False), ("spread_weight", 0.0),
-                          ("lr_final", 1.0), ("mixture_weights", [])):
+                          ("lr_final", 1.0), ("mixture_weights", []), ("ema", 0.0)):
             if doc[name] == old:  # likewise: the recipe of session 21 writes the same document as before
                 del doc[name]
         return doc
@@ -420,13 +426,32 @@ class Samples:
 
 @struct.dataclass
 class Carry:
-    params: Any
+    params: Any  # the agent's parameters: the online ones, or (``ema`` > 0) their moving average
+    online: Any  # ``ema`` > 0: the online parameters (trained and acting during training); else None
+    updates: Any  # ``ema`` > 0: i32[] gradient updates so far; else None
     opt_state: Any
     samples: Samples
     env: State  # [E]
     timestep: TimeStep  # [E]
     load: jax.Array  # f32[E]
     key: jax.Array
+
+
+def trained_params(carry: Carry) -> Any:
+    """The parameters training updates and acts with: the online ones (``carry.params`` unless ``ema`` > 0)."""
+    return carry.params if carry.online is None else carry.online
+
+
+def ema_decay(updates: jax.Array, decay: float) -> jax.Array:
+    """f32[] the decay of the moving average at update ``updates`` (1, 2, ...): ``min(decay, (1 + t) / (10 + t))``."""
+    t = jnp.asarray(updates, jnp.float32)
+    return jnp.minimum(jnp.float32(decay), (1.0 + t) / (10.0 + t))
+
+
+def ema_step(average: Any, online: Any, updates: jax.Array, decay: float) -> Any:
+    """The moving average after update ``updates``: ``d * average + (1 - d) * online``, d = :func:`ema_decay`."""
+    d = ema_decay(updates, decay)
+    return jax.tree.map(lambda a, o: d * a + (1.0 - d) * o, average, online)
 
 
 def learning_rate(cfg: SwitchConfig) -> float | optax.Schedule:
@@ -467,7 +492,10 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
         samples = Samples(obs=jnp.zeros((c, obs_size), jnp.float32), target=jnp.zeros((c, r_count), jnp.float32),
                           spread=jnp.zeros((c, r_count), jnp.float32),
                           valid=jnp.zeros((c,), bool), pos=jnp.int32(0), size=jnp.int32(0))
-        return Carry(params=jax.tree.map(jnp.copy, init_params), opt_state=optimizer.init(init_params),
+        ema_on = cfg.ema > 0.0
+        return Carry(params=jax.tree.map(jnp.copy, init_params),
+                     online=jax.tree.map(jnp.copy, init_params) if ema_on else None,
+                     updates=jnp.int32(0) if ema_on else None, opt_state=optimizer.init(init_params),
                      samples=samples, env=state, timestep=timestep, load=load, key=key)
 
     def loss_fn(params, batch):
@@ -484,15 +512,21 @@ def make_train(scn: Scenario, cfg: SwitchConfig) -> tuple[SwitchNetwork, Callabl
         smp = carry.samples
         idx = jax.random.randint(key, (cfg.batch_size,), 0, jnp.maximum(smp.size, 1))
         batch = {"obs": smp.obs[idx], "target": smp.target[idx], "spread": smp.spread[idx], "valid": smp.valid[idx]}
-        loss, grads = jax.value_and_grad(loss_fn)(carry.params, batch)
-        upd, opt_state = optimizer.update(grads, carry.opt_state, carry.params)
-        return carry.replace(params=optax.apply_updates(carry.params, upd), opt_state=opt_state), loss
+        online = trained_params(carry)
+        loss, grads = jax.value_and_grad(loss_fn)(online, batch)
+        upd, opt_state = optimizer.update(grads, carry.opt_state, online)
+        online = optax.apply_updates(online, upd)
+        if cfg.ema == 0.0:
+            return carry.replace(params=online, opt_state=opt_state), loss
+        updates = carry.updates + 1
+        return carry.replace(params=ema_step(carry.params, online, updates, cfg.ema), online=online,
+                             updates=updates, opt_state=opt_state), loss
 
     def own_step(inner, _):
         carry, state, timestep = inner
         key, k_eps, k_rule = jax.random.split(carry.key, 3)
         obs = timestep.observation.features
-        net = nnx.merge(graphdef, carry.params)
+        net = nnx.merge(graphdef, trained_params(carry))
         chosen = greedy_rule(net.score(obs, cfg.spread_weight), base_pos, jnp.asarray(cfg.margins(), jnp.float32))
         explore = jax.random.uniform(k_eps, (e,)) < cfg.explore
         chosen = jnp.where(explore, jax.random.randint(k_rule, (e,), 0, r_count), chosen)
