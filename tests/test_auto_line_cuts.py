@@ -134,8 +134,10 @@ def test_auto_rejects_a_bad_jump_moves_limit(value):
 
 
 def test_bound_refine_options_reach_the_crossing_bound(monkeypatch):
-    """``bound_paper_refine_max`` / ``bound_latency_refine_max`` are handed to the crossing bound (None by default:
-    its module defaults)."""
+    """``bound_paper_refine_max`` / ``bound_latency_refine_max`` are handed to the crossing bound where the rule of
+    session 36 allows them (K >= ``bound_refine_min_stages``, a graph that cannot spill; see
+    tests/test_auto_bound_refine.py); here (K = 3) the defaults hand None (its module defaults), the rule switched
+    off hands them on."""
     seen: list = []
     real = auto.crossing_lower_bound
 
@@ -147,8 +149,9 @@ def test_bound_refine_options_reach_the_crossing_bound(monkeypatch):
     graph, hw = layered(60, 3, 1.5), make_hw(3)
     options = dict(members=["contiguous"], exact="none", progress=False, time_budget_s=5.0, lattice_downsets=0)
     run_solver("auto", graph, hw, "latency", **options)
-    run_solver("auto", graph, hw, "latency", bound_paper_refine_max=72, bound_latency_refine_max=63, **options)
-    assert seen == [(None, None), (72, 63)]
+    run_solver("auto", graph, hw, "latency", bound_paper_refine_max=72, bound_latency_refine_max=60,
+               bound_refine_min_stages=None, bound_refine_spill=True, **options)
+    assert seen == [(None, None), (72, 60)]
 
 
 @pytest.mark.parametrize("name", ["bound_paper_refine_max", "bound_latency_refine_max"])

@@ -569,3 +569,47 @@ def test_latency_chain_refines_on_finer_buckets_without_spill_and_stays_below_th
             values.append(found["bound"])
         coarse, fine = values
         assert best - fine <= 0.75 * (best - coarse), (graph.name, coarse / best, fine / best)  # a quarter closed
+
+
+def test_finer_passes_wait_for_refine_when_and_are_skipped_when_it_never_opens(monkeypatch):
+    """``refine_when`` (solver=auto's rule, session 36): the finer passes (latency: the 21-boundary MACs chain; paper:
+    72 buckets per boundary) start only once it returns True, and never when it stays False until the deadline; the
+    passes before them run as without it, and every bound stays at or below the brute-force optimum. Fails when
+    :func:`~respect_jax.solvers.bounds.wait_until` ignores the gate (the pass starts before it opens / runs although
+    it never opens) or when an open gate skips the pass."""
+    import time
+
+    from respect_jax.solvers import bounds
+
+    calls = []
+    latency_chain, paper_chain = bounds._latency_chain_bound, bounds._paper_chain_bound
+
+    def latency_spy(graph, hw, lower, upper, deadline, weight="macs", seed=True, boundaries=None, *args):
+        calls.append((boundaries, time.perf_counter()))
+        return latency_chain(graph, hw, lower, upper, deadline, weight, seed, boundaries, *args)
+
+    def paper_spy(*args, **kwargs):
+        calls.append((args[7], time.perf_counter()))
+        return paper_chain(*args, **kwargs)
+
+    monkeypatch.setattr(bounds, "_latency_chain_bound", latency_spy)
+    monkeypatch.setattr(bounds, "_paper_chain_bound", paper_spy)
+    graph = next(g for g in tiny_graphs() if g.name == "tiny_respect4")
+    hw = make_hw(3, link_bw=2.35e6, sram_bytes=float(graph.params.sum()))
+    best = brute_force(graph, hw)["latency"]
+    opens = time.perf_counter() + 1.0
+    found = crossing_lower_bound(graph, hw, "latency", 1.0, 1.5 * best, time_limit_s=60.0, latency_refine_max=21,
+                                 refine_when=lambda: time.perf_counter() >= opens)
+    assert [b for b, _ in calls] == [2, 7, 21], calls
+    assert calls[1][1] < opens <= calls[2][1], calls  # the coarse passes at once, the finer one after the gate
+    assert found["before_finer"] <= found["bound"] <= best * (1 + RTOL) + 1e-15
+    for objective, refine, want in (("latency", {"latency_refine_max": 21}, [2, 7]),
+                                    ("paper", {"paper_refine_max": 72}, [8, 24])):
+        calls.clear()
+        best = brute_force(graph, hw)[objective]
+        start = time.perf_counter()
+        found = crossing_lower_bound(graph, hw, objective, 1.0, 4 * best, time_limit_s=3.0, refine_when=lambda: False,
+                                     **refine)
+        assert [b for b, _ in calls] == want, (objective, calls)
+        assert found["bound"] <= best * (1 + RTOL) + 1e-15 and "before_finer" not in found, objective
+        assert time.perf_counter() - start <= 3.0 + 1.0  # it waited for the gate until the deadline, not past it

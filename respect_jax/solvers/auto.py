@@ -58,6 +58,8 @@ A portfolio in one process within ``time_budget_s`` (wall clock from the call):
 4. **Bound**: after the head start, the crossing bound of :mod:`respect_jax.solvers.bounds` (one downset per
    stage boundary: parametric minimum cuts first, then small CP-SAT problems where they pay) searches in a thread
    of its own until it settles, the deadline, or the exact solver's proof (``crossing_bound: false`` skips it).
+   At K >= ``bound_refine_min_stages`` on graphs that cannot spill, once no fast member runs or can start, its
+   chains then run again on finer buckets (``bound_paper_refine_max`` / ``bound_latency_refine_max``).
    The bound reported is the best of it, the analytic bounds and the exact solver's proven bound; certified gap
    ``(objective - bound) / objective``.
 
@@ -89,7 +91,7 @@ from respect_jax.solvers.base import (
     register_solver,
 )
 from respect_jax.solvers.boundary_cuts import RECUT_STEPS, interval_sweep, jump_move
-from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound
+from respect_jax.solvers.bounds import analytic_lower_bound, crossing_lower_bound, no_spill
 from respect_jax.solvers.host_polish import host_polish
 from respect_jax.solvers.lattice import MAX_DOWNSETS, search_lattice
 from respect_jax.solvers.numpy_eval import objective_np
@@ -299,6 +301,16 @@ HOST_POLISH_FIRST_MAX_NODES = 3000
 #: The crossing bound starts beside the contiguous line's restarts on graphs up to this many nodes, after them on
 #: larger ones (``bound_early_max_nodes``; None: always beside them).
 BOUND_EARLY_MAX_NODES = None
+#: The crossing bound's finer chain passes (``bound_paper_refine_max`` / ``bound_latency_refine_max``, session 35) run
+#: only at K >= BOUND_REFINE_MIN_STAGES (``bound_refine_min_stages``; None: any K), only on graphs that cannot spill
+#: (``bound_refine_spill`` False), and only once the fast members are done (``bound_refine_after_members``: the
+#: contiguous line with its restarts and the members run in turn returned, the learned members' threads ended); the
+#: bound's other passes run as before. Session 35 (HC), auto 10 s on no-spill NAS-cell validation graphs: the finer
+#: passes from the start of the bound's spare time lifted the bound, but at load 6-8 the bound thread that no longer
+#: ended early took the CPU that CP-SAT needed for its proofs at K = 4 and the learned member for its schedule at K = 8.
+#: CP-SAT proved none of those K = 8 cases within 10 s, so there the CPU left once the members are done goes to the
+#: finer passes (session 36: experiments/results/auto_bounds_val_s36.md).
+BOUND_REFINE_MIN_STAGES = 6
 #: On graphs of more than HOST_LINE_MIN_NODES and at most HOST_LINE_MAX_NODES nodes the rebalanced contiguous line runs
 #: on the host only (``host_line_min_nodes`` / ``host_line_max_nodes``; None: never / no upper limit): no warm compile
 #: of the polish (3-6 s of CPU under load at 5k nodes, beside the host rebalancing) and no compiled polish or
@@ -700,8 +712,11 @@ def solve_auto(
     exact_after_cuts_max_nodes: int | None = EXACT_AFTER_CUTS_MAX_NODES,
     restart_cut_steps: int | None = RESTART_CUT_STEPS,
     jump_moves_min_nodes: int | None = JUMP_MOVES_MIN_NODES,
-    bound_paper_refine_max: int | None = None,
-    bound_latency_refine_max: int | None = None,
+    bound_paper_refine_max: int | None = 72,
+    bound_latency_refine_max: int | None = 63,
+    bound_refine_min_stages: int | None = BOUND_REFINE_MIN_STAGES,
+    bound_refine_after_members: bool = True,
+    bound_refine_spill: bool = False,
 ) -> SolveResult:
     """The best schedule ``time_budget_s`` buys, its certified gap and every member's result (module docstring).
 
@@ -797,7 +812,12 @@ def solve_auto(
             (:func:`~respect_jax.solvers.bounds.crossing_lower_bound`'s ``paper_refine_max`` / ``latency_refine_max``;
             None: its defaults, 24 buckets per boundary / no latency pass). Larger values lift the bound alone on
             graphs that cannot spill, but inside a 10 s budget on a loaded 2-core CPU they took CPU from CP-SAT
-            (``experiments/results/auto_bounds_val_s35.md``).
+            (``experiments/results/auto_bounds_val_s35.md``), hence the rule below.
+        bound_refine_min_stages, bound_refine_after_members, bound_refine_spill: those finer passes run only at
+            K >= ``bound_refine_min_stages`` (:data:`BOUND_REFINE_MIN_STAGES`; None: any K), only once the fast members
+            are done (``bound_refine_after_members``: the bound's thread waits for them, sleeping, before its finer
+            passes; False: at once) and only on graphs that cannot spill unless ``bound_refine_spill``; elsewhere the
+            bound runs with its module defaults (no finer pass).
     """
     start = time.perf_counter()
     if objective not in OBJECTIVES:
@@ -855,8 +875,13 @@ def solve_auto(
                         ("exact_after_cuts_max_nodes", exact_after_cuts_max_nodes),
                         ("jump_moves_min_nodes", jump_moves_min_nodes),
                         ("bound_paper_refine_max", bound_paper_refine_max),
-                        ("bound_latency_refine_max", bound_latency_refine_max)):
+                        ("bound_latency_refine_max", bound_latency_refine_max),
+                        ("bound_refine_min_stages", bound_refine_min_stages)):
         _check_node_limit(name, limit)
+    for name, flag in (("bound_refine_after_members", bound_refine_after_members),
+                       ("bound_refine_spill", bound_refine_spill)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"solver auto: {name} must be true or false, got {flag!r}")
     per_unit = exact_build_s_per_unit
     if per_unit is not None and (isinstance(per_unit, bool) or not isinstance(per_unit, (int, float))
                                  or not 0 <= per_unit < float("inf")):
@@ -1248,6 +1273,21 @@ def solve_auto(
     # objective so far; with the rebalancing on, once the contiguous line is done (its host work and the bound's
     # share the interpreter: beside the bound the rebalancing ran 4x slower on a 10,000-node graph)
     bound_thread, bound_run = None, {}
+    members_done = threading.Event()  # the main thread's members are done (set after the members' loop below)
+    in_turn = threading.Event()  # a fast member runs in turn (in the members' loop below)
+    finer = bool(bound_refine_min_stages is None or hw.stages >= int(bound_refine_min_stages)) \
+        and (bool(bound_refine_spill) or no_spill(graph, hw))
+
+    def refine_ready() -> bool:
+        """The bound's finer passes may start (``bound_refine_after_members``): no learned member's thread runs, no
+        member runs in turn, and none can start any more (the members' loop is done or ``fast_share`` is spent; the
+        contiguous line's restarts may still run)."""
+        ready = not bound_refine_after_members or (
+            (members_done.is_set() or time.perf_counter() - start > fast_share * time_budget_s)
+            and not in_turn.is_set() and not any(e[0].is_alive() for e in list(early.values())))
+        if ready:
+            bound_run.setdefault("finer_from_s", time.perf_counter() - start)
+        return ready
 
     def start_bound() -> None:
         nonlocal bound_thread
@@ -1261,9 +1301,11 @@ def solve_auto(
         def run_bound() -> None:
             try:
                 left = deadline - min(STOP_LEAD_S, 0.1 * time_budget_s) - time.perf_counter()
-                bound_run["found"] = crossing_lower_bound(graph, hw, objective, lam, upper, left, stop=signal,
-                                                          paper_refine_max=bound_paper_refine_max,
-                                                          latency_refine_max=bound_latency_refine_max)
+                bound_run["found"] = crossing_lower_bound(
+                    graph, hw, objective, lam, upper, left, stop=signal,
+                    paper_refine_max=bound_paper_refine_max if finer else None,
+                    latency_refine_max=bound_latency_refine_max if finer else None,
+                    refine_when=refine_ready if finer else None)
             except Exception as err:  # surfaced in the main thread
                 bound_run["error"] = err
 
@@ -1426,23 +1468,29 @@ def solve_auto(
         o = dict(opts.get(name, {}))
         # the contiguous line starts whenever its split is ready (it offers each better schedule as it comes and stops
         # at the deadline): at 10k nodes under load (~10) the orders could end past fast_share, and the line was skipped
-        reason = skip_reason(name, o, share=name != "contiguous")
-        if name == "contiguous":
-            if polish_moves > 0 and reason is None and best is not None:
-                contiguous_line(line_start, cycles)
-            start_exact()
-            start_bound()
-            continue
-        if name in early:  # running since the start (:func:`start_early`); collected at the end
-            continue
-        if reason is not None:
-            portfolio[name] = {"skipped": reason}
-            continue
-        run_member(name, o)
+        if name != "contiguous":  # before its fast_share check: the bound's finer passes wait (refine_ready)
+            in_turn.set()
+        try:
+            reason = skip_reason(name, o, share=name != "contiguous")
+            if name == "contiguous":
+                if polish_moves > 0 and reason is None and best is not None:
+                    contiguous_line(line_start, cycles)
+                start_exact()
+                start_bound()
+                continue
+            if name in early:  # running since the start (:func:`start_early`); collected at the end
+                continue
+            if reason is not None:
+                portfolio[name] = {"skipped": reason}
+                continue
+            run_member(name, o)
+        finally:
+            in_turn.clear()
     start_exact()  # when it waited for a line that did not run
     if exact_timer is not None:
         exact_timer.cancel()
     start_bound()  # when the contiguous line did not run
+    members_done.set()  # the bound's finer passes wait for this (and the learned members' threads)
     # 5. wait for the exact solver and the bound until the deadline (or the proof), stop every worker, join them
     for t in (thread, bound_thread, *(e[0] for e in early.values())):
         if t is not None:
@@ -1468,6 +1516,10 @@ def solve_auto(
             found = bound_run["found"]
             portfolio["bound"] = {"crossing": found["bound"], "calls": found["calls"], "cuts": found["cuts"],
                                   "time_s": found["time_s"]}
+            if finer:  # when its finer passes could start (None: the bound ended or stopped first)
+                portfolio["bound"]["finer_from_s"] = bound_run.get("finer_from_s")
+            if "before_finer" in found:  # its bound when they started
+                portfolio["bound"]["before_finer"] = found["before_finer"]
             bound = max(bound, found["bound"])
             live.show("crossing bound", best_obj, winner, bound)
     optimal = best_obj <= bound * (1 + OPTIMAL_RTOL)

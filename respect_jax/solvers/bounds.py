@@ -556,7 +556,8 @@ CHAIN_BUCKETS_PER_BOUNDARY = 8
 #: NAS-cell validation graphs (5 s of CPU: nas0_b K = 4 2.04 -> 0.32 % below its proven optimum, ha_nas2_2503 K = 4
 #: 1.15 -> 0.21 %; 20 s: incres_2707 K = 8 1.82 -> 1.60 %), but inside ``solver=auto`` (10 s, load 7) the longer bound
 #: thread took the CPU the learned member needed (ha_nas2_2806 K = 8: its 4,058,408 dropped, 4,522,784 returned), so
-#: the default stays 24 (experiments/results/auto_bounds_val_s35.md).
+#: the default stays 24 (experiments/results/auto_bounds_val_s35.md). ``solver=auto`` passes 72 under its rule
+#: (K >= 6, no spill, once its fast members are done: ``refine_when``; session 36, auto_bounds_val_s36.md).
 CHAIN_REFINE_FACTOR = 3
 CHAIN_REFINE_MAX_PER_BOUNDARY = 24
 #: ``paper``: a finer chain pass starts each bucket from the coarser pass's values (:func:`inherit_buckets`) instead
@@ -585,6 +586,7 @@ CHAIN_MAX_BUCKETS = 400
 #: proven optimum with 7 boundaries' buckets, 0.58 % with 28, 0.23 % with 56; nas2_a 2.19 -> 0.009 % with 28. Off by
 #: default: inside ``solver=auto`` (10 s, load 7) the bound thread that no longer ends early took the CPU CP-SAT needed
 #: to prove optima it proved before (nas0_b, nas2_a, ha_nas1_2505 K = 4; experiments/results/auto_bounds_val_s35.md).
+#: ``solver=auto`` passes 63 under the rule named at :data:`CHAIN_REFINE_MAX_PER_BOUNDARY`.
 LATENCY_REFINE_FACTOR = 3
 LATENCY_REFINE_MAX_BOUNDARIES = 0
 #: Peak-memory grid points of the chain relaxation's search over ``[M_lb, upper]`` (then as many inside its least
@@ -1254,6 +1256,23 @@ def _share(deadline: Deadline, share: float) -> Deadline:
     return Deadline(min(deadline.at, time.perf_counter() + share * deadline.left()), deadline.stop)
 
 
+#: Seconds between two looks at a finer pass's ``refine_when`` (:func:`wait_until`).
+REFINE_POLL_S = 0.05
+
+
+def wait_until(ready, deadline: Deadline) -> bool:
+    """Wait (sleeping, no CPU) until ``ready()`` is True: True then, False when ``deadline`` (or its stop) comes first
+    or less than 0.05 s are left; ``ready`` None: True at once."""
+    if ready is None:
+        return True
+    while not ready():
+        left = deadline.left()
+        if left <= 0.05:
+            return False
+        time.sleep(min(REFINE_POLL_S, left))
+    return deadline.left() > 0.05
+
+
 #: ``latency``: run :func:`cone_latency_bound` first (at most :data:`CONE_SHARE` of the bound's time) and report at
 #: least its value. Validation (data/models_val/nas_generated, the 9 latency cases of K = 4, 8 that auto left above
 #: 1 %, upper = auto's objective, the bound alone, load 6-7): with 2 s (what the bound got inside auto under load)
@@ -1266,7 +1285,7 @@ CONE_SHARE = 0.2
 def crossing_lower_bound(
     graph: Graph, hw: Hardware, objective: str, lam: float, upper: float, time_limit_s: float, stop=None,
     exact: bool = True, chain: bool = True, seed: bool | None = None, paper_refine_max: int | None = None,
-    latency_refine_max: int | None = None,
+    latency_refine_max: int | None = None, refine_when=None,
 ) -> dict:
     """The crossing bound (module docstring), at least the analytic one, within ``time_limit_s`` seconds.
 
@@ -1288,9 +1307,13 @@ def crossing_lower_bound(
             :data:`CHAIN_REFINE_MAX_PER_BOUNDARY`; above it, a pass may halve up to twice its first count).
         latency_refine_max: ``latency``'s MACs chain runs again after the whole search on finer buckets, up to this
             many boundaries' buckets (None: :data:`LATENCY_REFINE_MAX_BOUNDARIES`; 0: no such pass).
+        refine_when: optional ``refine_when() -> bool``: the finer passes (``paper`` past
+            ``CHAIN_BUCKETS_PER_BOUNDARY * CHAIN_REFINE_FACTOR`` buckets per boundary, ``latency``'s pass above) wait
+            until it returns True (:func:`wait_until`; polled every :data:`REFINE_POLL_S` s, without CPU) and are
+            skipped when the deadline or ``stop`` comes first (``solver=auto``: once its other members are done).
     Returns:
         ``{"bound": float, "analytic": float, "calls": CP-SAT queries, "cuts": max-flow problems,
-        "time_s": float}``.
+        "time_s": float}``, and ``"before_finer"`` (the bound when the first finer pass started) when one ran.
     """
     start = time.perf_counter()
     analytic = analytic_lower_bound(graph, hw, objective, lam)
@@ -1310,6 +1333,10 @@ def crossing_lower_bound(
             # answers, each bucket from what the last pass proved: CHAIN_INHERIT); every pass is a valid bound alone;
             # the finer passes cut the weight axis for at least CHAIN_MIN_BOUNDARIES boundaries
             finer = per_boundary > CHAIN_BUCKETS_PER_BOUNDARY * CHAIN_REFINE_FACTOR  # past session 34's two passes
+            if finer and not wait_until(refine_when, deadline):
+                break
+            if finer:
+                found.setdefault("before_finer", max(found["bound"], analytic))
             chained = _paper_chain_bound(graph, hw, lam, float(upper), deadline, oracle, seed, per_boundary,
                                          prior if CHAIN_INHERIT else None, boundaries,
                                          2 * per_boundary * boundaries if finer else None)
@@ -1356,17 +1383,21 @@ def crossing_lower_bound(
         refine_max = LATENCY_REFINE_MAX_BOUNDARIES if latency_refine_max is None else int(latency_refine_max)
         while chain and exact and hw.stages >= 3 and refine <= refine_max:
             # after everything above (its bound as it was), the MACs chain again on finer buckets with the time left
-            if deadline.left() <= 0.05 or found["bound"] >= upper:
+            if deadline.left() <= 0.05 or found["bound"] >= upper or not wait_until(refine_when, deadline):
                 break
+            found.setdefault("before_finer", max(found["bound"], min(cone, float(upper)), analytic))
             found["bound"] = max(found["bound"], _latency_chain_bound(
                 graph, hw, found["bound"], float(upper), deadline, "macs", seed, refine,
                 TWO_WEIGHT_CHAIN and not no_spill(graph, hw), 2 * CHAIN_BUCKETS_PER_BOUNDARY * refine)["bound"])
             refine *= LATENCY_REFINE_FACTOR
         found["bound"] = max(found["bound"], min(cone, float(upper)))
-    return {
+    out = {
         "bound": max(found["bound"], analytic),
         "analytic": analytic,
         "calls": found["calls"],
         "cuts": found["cuts"],
         "time_s": time.perf_counter() - start,
     }
+    if "before_finer" in found:  # the finer passes ran (paper past 24 buckets per boundary, latency's refinement)
+        out["before_finer"] = found["before_finer"]
+    return out
