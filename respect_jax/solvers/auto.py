@@ -255,6 +255,14 @@ RESTART_CUT_STEPS = None
 #: worse: the jumps' scoring took the time of a restart or a rebalancing round that won without them) and dense x1.0010
 #: (3 better, 2 worse); ``experiments/results/auto_scale_val_s35_lead_jumps_5k.md``.
 JUMP_MOVES_MIN_NODES = None
+#: The line's interval re-cuts first converge with this many bisection steps (max flows) per re-cut, then go on with
+#: ``interval_cut_steps`` (``coarse_cut_steps``; None: never): at dense 10k the re-cuts' max flows are ~70 % of a sweep
+#: and the first re-cuts were still improving at the deadline of a 10 s budget (session 35). Off by default: at 4,
+#: inside auto 10 s (session 36, own seeds 3600-3616, K = 4, latency, load 1-10, arms alternating; 34 graphs) x0.9989
+#: (17 better, 13 worse, all within 0.5 %): dense x0.9981 (5k x0.9958, 10k x0.9993), sparse x0.9997 (CP-SAT's noise
+#: at 1k-5k); the coarse phase often ends in another basin (the 10k cuts' end 0.2-0.3 % worse on 2 of 7), and 60 s at
+#: dense 10k gave x1.0011 (3 graphs, CP-SAT the winner); experiments/results/auto_scale_val_s36_summary.md.
+COARSE_CUT_STEPS = None
 #: Restarts of the rebalanced contiguous line by objective (``line_restarts``): when the line is done before
 #: :data:`REBALANCE_SHARE` of the budget (1,000-node graphs: after 1.5-3 s of 10), it runs again (polish and
 #: rebalancing, :func:`restart_line`) from the other splits (the SPEC one, the other live-byte orders, best first),
@@ -593,16 +601,22 @@ def host_rounds(graph: Graph, hw: Hardware, objective: str, lam: float, assignme
 
 
 def cuts_until(graph: Graph, hw: Hardware, objective: str, lam: float, assignment: np.ndarray, moves: int, chunk: int,
-               stop, offer=None, memo: set | None = None, steps: int = RECUT_STEPS, jumps: bool = False) -> np.ndarray:
+               stop, offer=None, memo: set | None = None, steps: int = RECUT_STEPS, jumps: bool = False,
+               coarse_steps: int | None = None, coarse_memo: set | None = None) -> np.ndarray:
     """int64[N]: ``assignment`` after rounds of the interval re-cuts
     (:func:`respect_jax.solvers.boundary_cuts.interval_sweep`, ``memo`` kept across rounds) and :func:`polish_until`
     with the host moves (``moves`` in calls of ``chunk``), while a round lowers the objective, until ``stop()``
     (``steps``: max flows per re-cut, :data:`~respect_jax.solvers.boundary_cuts.RECUT_STEPS`). ``jumps``: when a
     sweep changes nothing, the round goes on from the best jump move instead
     (:func:`respect_jax.solvers.boundary_cuts.jump_move`: one node across two or more stages), if there is a
-    leximax-better one. Each better schedule goes to ``offer`` (optional) as it comes. Never worse (a round that only
-    lowers the sorted stage times is kept too, and ends the rounds)."""
+    leximax-better one. ``coarse_steps`` (optional, fewer than ``steps``): the rounds first run with that many max
+    flows per re-cut (their own ``coarse_memo``: a memo entry holds for one step count only) until they change
+    nothing, then go on with ``steps``. Each better schedule goes to ``offer`` (optional) as it comes. Never worse (a
+    round that only lowers the sorted stage times is kept too, and ends the rounds)."""
     best = np.asarray(assignment, np.int64)
+    if coarse_steps is not None and int(coarse_steps) < int(steps):
+        best = cuts_until(graph, hw, objective, lam, best, moves, chunk, stop, offer,
+                          set() if coarse_memo is None else coarse_memo, int(coarse_steps), False)
     value = objective_np(graph, best, hw, objective, lam)
     memo = set() if memo is None else memo
     while not stop():
@@ -712,6 +726,7 @@ def solve_auto(
     exact_after_cuts_max_nodes: int | None = EXACT_AFTER_CUTS_MAX_NODES,
     restart_cut_steps: int | None = RESTART_CUT_STEPS,
     jump_moves_min_nodes: int | None = JUMP_MOVES_MIN_NODES,
+    coarse_cut_steps: int | None = COARSE_CUT_STEPS,
     bound_paper_refine_max: int | None = 72,
     bound_latency_refine_max: int | None = 63,
     bound_refine_min_stages: int | None = BOUND_REFINE_MIN_STAGES,
@@ -808,6 +823,10 @@ def solve_auto(
             (:data:`RESTART_CUT_STEPS`; None: ``interval_cut_steps``); their re-cuts keep a memo of their own.
         jump_moves_min_nodes: on graphs of at least this many nodes the line's interval re-cuts go on from the best
             jump move when a sweep changes nothing (:data:`JUMP_MOVES_MIN_NODES`; None: never).
+        coarse_cut_steps: the line's interval re-cuts (its first ones, its rounds' and its restarts' unless
+            ``restart_cut_steps``) first converge with this many
+            bisection steps per re-cut, then go on with ``interval_cut_steps`` (:func:`cuts_until`'s
+            ``coarse_steps``; :data:`COARSE_CUT_STEPS`; None: never; not below ``interval_cut_steps`` either).
         bound_paper_refine_max, bound_latency_refine_max: the crossing bound's finer chain passes
             (:func:`~respect_jax.solvers.bounds.crossing_lower_bound`'s ``paper_refine_max`` / ``latency_refine_max``;
             None: its defaults, 24 buckets per boundary / no latency pass). Larger values lift the bound alone on
@@ -849,6 +868,9 @@ def solve_auto(
     if restart_cut_steps is not None and (isinstance(restart_cut_steps, bool) or not isinstance(restart_cut_steps, int)
                                           or restart_cut_steps < 1):
         raise ValueError(f"solver auto: restart_cut_steps must be an integer >= 1 or null, got {restart_cut_steps!r}")
+    if coarse_cut_steps is not None and (isinstance(coarse_cut_steps, bool) or not isinstance(coarse_cut_steps, int)
+                                         or coarse_cut_steps < 1):
+        raise ValueError(f"solver auto: coarse_cut_steps must be an integer >= 1 or null, got {coarse_cut_steps!r}")
     if isinstance(hull_max_cuts, bool) or not isinstance(hull_max_cuts, int) or hull_max_cuts < 0:
         raise ValueError(f"solver auto: hull_max_cuts must be an integer >= 0, got {hull_max_cuts!r}")
     if set(line_restarts) - set(OBJECTIVES) or any(int(c) < 0 for c in line_restarts.values()):
@@ -1329,6 +1351,7 @@ def solve_auto(
         cut_run["objective"] = min(offer("contiguous+cuts", a), cut_run.get("objective", np.inf))
 
     restart_memo: set = set()  # the restarts' re-cuts (restart_cut_steps) that kept nothing
+    coarse_memo: set = set()  # the coarse re-cuts (coarse_cut_steps) that kept nothing
     jump_moves = jump_moves_min_nodes is not None and graph.num_nodes >= int(jump_moves_min_nodes)
 
     def refine(a: np.ndarray, to=None) -> np.ndarray:  # the line's rounds and restarts: their schedules to `to`
@@ -1336,7 +1359,7 @@ def solve_auto(
             return cuts_until(graph, hw, objective, lam, a, moves, chunk, restart_stop, to, restart_memo,
                               int(restart_cut_steps), jump_moves)
         return cuts_until(graph, hw, objective, lam, a, moves, chunk, restart_stop, to, cut_memo, interval_cut_steps,
-                          jump_moves)
+                          jump_moves, coarse_cut_steps, coarse_memo)
 
     def polish_offer(a: np.ndarray) -> None:
         polished_so_far["objective"] = offer("contiguous+ls", a)
@@ -1380,7 +1403,7 @@ def solve_auto(
         if cuts and not proved() and best_obj > bound * (1 + OPTIMAL_RTOL):
             t3 = time.perf_counter()
             call = functools.partial(cuts_until, graph, hw, objective, lam, polished, moves, chunk, signal, cuts_offer,
-                                     cut_memo, interval_cut_steps, jump_moves)
+                                     cut_memo, interval_cut_steps, jump_moves, coarse_cut_steps, coarse_memo)
             done, out = run_until(call, deadline, "contiguous+cuts", signal, workers)
             portfolio["contiguous+cuts"] = {"time_s": time.perf_counter() - t3}
             cuts_converged = done and not signal()
