@@ -7,47 +7,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import make_hw
+from test_auto_line_cuts import host_line_case, sweep_spy
 from test_auto_rebalance import layered
 
 import respect_jax.solvers.auto as auto
 from respect_jax.reference import reference_metrics, reference_objective
 from respect_jax.solvers import run_solver
-from respect_jax.solvers.boundary_cuts import IntervalCut, interval_sweep
 from respect_jax.solvers.orders import split_of_order
-
-
-def _case():
-    return layered(400, 31), make_hw(4, macs_per_s=2.4e11, sram_bytes=8388608.0, stage_overhead_s=2e-4)
-
-
-def _spy(monkeypatch) -> list:
-    """Records (steps, max flows solved) of every interval sweep auto's re-cuts run."""
-    seen: list = []
-    counter = {"flows": 0}
-    original = IntervalCut.solve
-
-    def counted(self, alpha, beta):
-        counter["flows"] += 1
-        return original(self, alpha, beta)
-
-    def spy(*args, **kwargs):
-        before = counter["flows"]
-        out = interval_sweep(*args, **kwargs)
-        seen.append((kwargs["steps"], counter["flows"] - before))
-        return out
-
-    monkeypatch.setattr(IntervalCut, "solve", counted)
-    monkeypatch.setattr(auto, "interval_sweep", spy)
-    return seen
 
 
 def test_cuts_until_runs_the_coarse_steps_to_convergence_then_the_fine_ones(monkeypatch):
     """From the contiguous split of the SPEC order of a 400-node dense layered graph (K = 4): the sweeps run with 3
     steps until they change nothing, then with 12, each 12-step phase solving max flows (its memo is not the coarse
     one's, which would skip every re-cut); the result is valid (loop reference) and at most the split's objective."""
-    graph, hw = _case()
+    graph, hw = host_line_case()
     start, _ = split_of_order(graph, hw, "latency", 1.0, graph.topological_order())
-    seen = _spy(monkeypatch)
+    seen = sweep_spy(monkeypatch)
     out = auto.cuts_until(graph, hw, "latency", 1.0, start, 200, 50, lambda: False, None, set(), 12, False, 3, set())
     steps = [s for s, _ in seen]
     assert 3 in steps and 12 in steps, seen
@@ -66,8 +41,8 @@ def test_coarse_cut_steps_reach_the_line_re_cuts(monkeypatch, coarse, expected):
     """Through auto on the host line (no restarts, no exact solver): with ``coarse_cut_steps`` 3 the sweeps take 3 and
     12 steps, the first sweep 3; with None, or not below ``interval_cut_steps``, only 12. The result is valid and at
     most the line's re-cuts as the loop evaluator scores it."""
-    graph, hw = _case()
-    seen = _spy(monkeypatch)
+    graph, hw = host_line_case()
+    seen = sweep_spy(monkeypatch)
     options = dict(members=["contiguous"], exact="none", crossing_bound=False, progress=False, lattice_downsets=0,
                    line_restarts={"latency": 0}, rebalance={"latency": 1}, host_line_min_nodes=300,
                    interval_cuts_min_nodes=0)

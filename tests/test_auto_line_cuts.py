@@ -24,14 +24,36 @@ OPTIONS = dict(members=["contiguous"], exact="cpsat", crossing_bound=False, prog
                member_options={"cpsat": {"workers": 1}})
 
 
-def _case():
+def host_line_case():
+    """A 400-node dense layered graph and 4 stages on which the host line's interval re-cuts run (with OPTIONS)."""
     return layered(400, 31), make_hw(4, macs_per_s=2.4e11, sram_bytes=8388608.0, stage_overhead_s=2e-4)
+
+
+def sweep_spy(monkeypatch) -> list:
+    """Records (steps, max flows solved) of every interval sweep auto's re-cuts run (``IntervalCut.solve`` counted)."""
+    seen: list = []
+    counter = {"flows": 0}
+    original = IntervalCut.solve
+
+    def counted(self, alpha, beta):
+        counter["flows"] += 1
+        return original(self, alpha, beta)
+
+    def spy(*args, **kwargs):
+        before = counter["flows"]
+        out = interval_sweep(*args, **kwargs)
+        seen.append((kwargs["steps"], counter["flows"] - before))
+        return out
+
+    monkeypatch.setattr(IntervalCut, "solve", counted)
+    monkeypatch.setattr(auto, "interval_sweep", spy)
+    return seen
 
 
 def test_exact_solver_starts_ungated_once_the_cuts_converged():
     """With the limit at the graph's size CP-SAT runs (``ungated``) although the gate estimates 1,000 s per unit; the
     result is a valid schedule, the loop evaluator's value of it, and at most both the line's re-cuts and CP-SAT's."""
-    graph, hw = _case()
+    graph, hw = host_line_case()
     result = run_solver("auto", graph, hw, "latency", time_budget_s=5.0, exact_after_cuts_max_nodes=graph.num_nodes,
                         **OPTIONS)
     portfolio = result["info"]["portfolio"]
@@ -47,7 +69,7 @@ def test_exact_solver_starts_ungated_once_the_cuts_converged():
 
 @pytest.mark.parametrize("limit_offset", [-1, None])
 def test_the_build_gate_still_applies_above_the_limit_or_without_it(limit_offset):
-    graph, hw = _case()
+    graph, hw = host_line_case()
     limit = None if limit_offset is None else graph.num_nodes + limit_offset
     # a budget far beyond the line's ~0.1-0.4 s (auto returns once the gate skipped CP-SAT): with 5 s the test failed
     # once at load 8; a deadline before the line's end skips CP-SAT as "not started before the deadline", not the gate
@@ -69,23 +91,8 @@ def test_restart_cut_steps_reach_the_restarts_re_cuts_only(monkeypatch, restart_
     either the line's ``interval_cut_steps`` (12 here) or ``restart_cut_steps`` (3), both occur, and each sweep's
     re-cuts solve that many max flows (``IntervalCut.solve`` counted); with None every sweep takes 12. The result is a
     valid schedule at most the line's re-cuts, as the loop evaluator scores it."""
-    graph, hw = _case()
-    seen: list = []
-    counter = {"flows": 0}
-    original = IntervalCut.solve
-
-    def counted(self, alpha, beta):
-        counter["flows"] += 1
-        return original(self, alpha, beta)
-
-    def spy(*args, **kwargs):
-        before = counter["flows"]
-        out = interval_sweep(*args, **kwargs)
-        seen.append((kwargs["steps"], counter["flows"] - before))
-        return out
-
-    monkeypatch.setattr(IntervalCut, "solve", counted)
-    monkeypatch.setattr(auto, "interval_sweep", spy)
+    graph, hw = host_line_case()
+    seen = sweep_spy(monkeypatch)
     options = {**OPTIONS, "exact": "none", "line_restarts": {"latency": 2}}
     result = run_solver("auto", graph, hw, "latency", time_budget_s=60.0, interval_cut_steps=12,
                         restart_cut_steps=restart_steps, **options)
@@ -111,7 +118,7 @@ def test_jump_moves_reach_the_line_re_cuts_from_their_minimum_size(monkeypatch, 
     """With ``jump_moves_min_nodes`` at the graph's size the line's re-cuts call :func:`jump_move` once a sweep changes
     nothing (on the 400-node graph at least once); one node above it, or None, never; the result stays valid and at
     most the line's re-cuts."""
-    graph, hw = _case()
+    graph, hw = host_line_case()
     calls: list = []
 
     def spy(*args, **kwargs):
