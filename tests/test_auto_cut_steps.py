@@ -1,14 +1,12 @@
 """Coarse-to-fine interval re-cuts in ``solver=auto`` (session 36, ``coarse_cut_steps``): the line's re-cuts first
 converge with few bisection steps (max flows) per re-cut, then go on with ``interval_cut_steps``; the two phases keep
-memos of their own (a memo entry says a re-cut with one step count kept nothing)."""
+memos of their own (a memo entry says a re-cut with one step count kept nothing). Bad values:
+``test_auto_line_cuts``."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from conftest import make_hw
-from test_auto_line_cuts import host_line_case, sweep_spy
-from test_auto_rebalance import layered
+from test_auto_line_cuts import assert_valid_within_the_cuts, host_line_case, sweep_spy
 
 import respect_jax.solvers.auto as auto
 from respect_jax.reference import reference_metrics, reference_objective
@@ -50,13 +48,4 @@ def test_coarse_cut_steps_reach_the_line_re_cuts(monkeypatch, coarse, expected):
                         coarse_cut_steps=coarse, **options)
     assert {s for s, _ in seen} == expected, seen
     assert seen[0][0] == min(expected), seen
-    portfolio = result["info"]["portfolio"]
-    a = np.asarray(result["assignment"])
-    assert reference_metrics(graph, a, hw)["valid"]
-    assert reference_objective(graph, a, hw, "latency") <= portfolio["contiguous+cuts"]["objective"] * (1 + 1e-6)
-
-
-@pytest.mark.parametrize("value", [0, 2.5, "4", True])
-def test_auto_rejects_bad_coarse_cut_steps(value):
-    with pytest.raises(ValueError, match="coarse_cut_steps must be an integer >= 1 or null"):
-        run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False, coarse_cut_steps=value)
+    assert_valid_within_the_cuts(graph, hw, result)

@@ -50,6 +50,15 @@ def sweep_spy(monkeypatch) -> list:
     return seen
 
 
+def assert_valid_within_the_cuts(graph, hw, result) -> None:
+    """``result`` (auto's, under ``latency``) is a valid schedule at most the line's re-cuts, as the loop evaluator
+    scores it."""
+    a = np.asarray(result["assignment"])
+    assert reference_metrics(graph, a, hw)["valid"]
+    cuts = result["info"]["portfolio"]["contiguous+cuts"]["objective"]
+    assert reference_objective(graph, a, hw, "latency") <= cuts * (1 + 1e-6)
+
+
 def test_exact_solver_starts_ungated_once_the_cuts_converged():
     """With the limit at the graph's size CP-SAT runs (``ungated``) although the gate estimates 1,000 s per unit; the
     result is a valid schedule, the loop evaluator's value of it, and at most both the line's re-cuts and CP-SAT's."""
@@ -100,17 +109,15 @@ def test_restart_cut_steps_reach_the_restarts_re_cuts_only(monkeypatch, restart_
     assert steps == ({12, 3} if restart_steps else {12}), seen
     for s, flows in seen:  # a sweep's re-cuts each solve `s` max flows (a sweep cut short by the memo: none)
         assert flows % s == 0, (s, flows)
-    portfolio = result["info"]["portfolio"]
-    assert portfolio["contiguous+restart"]["restarts"] == 2
-    a = np.asarray(result["assignment"])
-    assert reference_metrics(graph, a, hw)["valid"]
-    assert reference_objective(graph, a, hw, "latency") <= portfolio["contiguous+cuts"]["objective"] * (1 + 1e-6)
+    assert result["info"]["portfolio"]["contiguous+restart"]["restarts"] == 2
+    assert_valid_within_the_cuts(graph, hw, result)
 
 
+@pytest.mark.parametrize("name", ["restart_cut_steps", "coarse_cut_steps"])
 @pytest.mark.parametrize("value", [0, 2.5, "4", True])
-def test_auto_rejects_bad_restart_cut_steps(value):
-    with pytest.raises(ValueError, match="restart_cut_steps must be an integer >= 1 or null"):
-        run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False, restart_cut_steps=value)
+def test_auto_rejects_bad_cut_step_counts(name, value):
+    with pytest.raises(ValueError, match=f"{name} must be an integer >= 1 or null"):
+        run_solver("auto", layered(40, 1, 1.2), make_hw(2), "latency", progress=False, **{name: value})
 
 
 @pytest.mark.parametrize("offset", [0, 1, None])
